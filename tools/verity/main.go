@@ -1,0 +1,29 @@
+// Command verity is the command-line face of the Verity inference runtime: it inspects and
+// re-quantises GGUF files, describes the machine, and (as the runtime grows) computes logits,
+// verifies draft trees and benchmarks models.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "verity:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "verity",
+		Short:         "GPU-first LLM inference runtime with bit-exact CPU twins",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd())
+	return root
+}
