@@ -1,0 +1,284 @@
+package reference
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"verity/device/dtype"
+	"verity/host/gguf"
+)
+
+// The test in this file compares the reference with llama.cpp through the oracle (a prebuilt
+// llama.cpp with a logits dumper and llama.cpp's own quantiser, see its README). It runs only
+// when VERITY_ORACLE names the oracle's directory, e.g. VERITY_ORACLE=/work/oracle.
+
+func oracleDir(t *testing.T) string {
+	dir := os.Getenv("VERITY_ORACLE")
+	if dir == "" {
+		t.Skip("VERITY_ORACLE is not set")
+	}
+	return dir
+}
+
+func runOracle(t *testing.T, dir string, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
+}
+
+// withVocab adds a SentencePiece-style vocabulary of n tokens (n ≥ 259), which llama.cpp needs to
+// load a model: <unk>, <s>, </s>, the 256 byte tokens, then placeholder pieces.
+func withVocab(w *gguf.Writer, n int) {
+	tokens := []string{"<unk>", "<s>", "</s>"}
+	types := []int32{2, 3, 3}
+	for b := range 256 {
+		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
+		types = append(types, 6)
+	}
+	for i := len(tokens); i < n; i++ {
+		tokens = append(tokens, fmt.Sprintf("\u2581p%d", i))
+		types = append(types, 1)
+	}
+	scores := make([]float32, n)
+	for i := 259; i < n; i++ {
+		scores[i] = float32(259 - i)
+	}
+	w.Set("tokenizer.ggml.model", gguf.Str("llama"))
+	w.Set("tokenizer.ggml.tokens", gguf.ArrStrings(tokens))
+	w.Set("tokenizer.ggml.scores", gguf.ArrFloat32s(scores))
+	w.Set("tokenizer.ggml.token_type", gguf.ArrInt32s(types))
+	w.Set("tokenizer.ggml.unknown_token_id", gguf.U32(0))
+	w.Set("tokenizer.ggml.bos_token_id", gguf.U32(1))
+	w.Set("tokenizer.ggml.eos_token_id", gguf.U32(2))
+}
+
+// oracleModels are written by the test (ne0 of every matrix a multiple of 256, so that every
+// K-quant applies with --pure). llama-scaled checks the RoPE frequency divisors, linear scaling
+// given by its factor alone, and that llama.cpp ignores llama.attention.scale.
+var oracleModels = []struct {
+	name  string
+	model tinyModel
+}{
+	{"llama", tinyModel{arch: "llama", layers: 2, embd: 256, ff: 512, heads: 4, kvHeads: 2, vocab: 300, typ: dtype.F32, seed: 21}},
+	{"llama-tied", tinyModel{arch: "llama", layers: 2, embd: 256, ff: 512, heads: 8, kvHeads: 8, vocab: 300, typ: dtype.F32, tied: true, seed: 22}},
+	{"llama-scaled", tinyModel{arch: "llama", layers: 2, embd: 256, ff: 512, heads: 4, kvHeads: 1, vocab: 300, typ: dtype.F32, ropeFreqs: true, seed: 23,
+		meta: map[string]gguf.Value{"%s.rope.scaling.factor": gguf.F32(4), "%s.attention.scale": gguf.F32(0.5), "%s.rope.freq_base": gguf.F32(500000)}}},
+	{"qwen3", tinyModel{arch: "qwen3", layers: 2, embd: 256, ff: 512, heads: 4, kvHeads: 2, headDim: 128, vocab: 300, typ: dtype.F32, seed: 24}},
+	{"qwen3-tied", tinyModel{arch: "qwen3", layers: 2, embd: 256, ff: 768, heads: 8, kvHeads: 2, headDim: 32, vocab: 300, typ: dtype.F32, tied: true, seed: 25}},
+}
+
+// oracleFtypes are the llama_quantize file types tried on each model (with --pure).
+var oracleFtypes = []string{"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
+
+// TestOracleLogits compares Forward with llama.cpp's logits (F32 KV cache, no flash attention):
+//   - on every file, Forward with ActQuant against llama.cpp on the same file: the same
+//     computation up to float32 arithmetic, except where an activation lies within float32 noise
+//     of a rounding boundary of its conversion (8-bit, fp16 or bf16) and flips one step; a flip
+//     moves these random models' logits by up to ~1e-2 (see the oracle's README), so the
+//     conversion itself is checked exactly, kernel by kernel, by TestOracleMatmul;
+//   - on quantised files, Forward without ActQuant against llama.cpp on its own float32
+//     dequantisation of the file (llama_quantize --ftype F32 --allow-requantize): an exact check
+//     of the weight decoding, free of such flips.
+//
+// Besides the files above, it runs on the oracle's own synthetic llama models (mkgguf.py), when
+// python3 is available.
+func TestOracleLogits(t *testing.T) {
+	oracle := oracleDir(t)
+	tmp := t.TempDir()
+	type file struct {
+		name, path, ftype string
+	}
+	var files []file
+	for _, om := range oracleModels {
+		w := om.model.writer(t, om.model.tensors())
+		withVocab(w, om.model.vocab)
+		path := filepath.Join(tmp, om.name+".gguf")
+		if err := w.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, file{om.name, path, "F32"})
+		for _, ft := range oracleFtypes {
+			q := filepath.Join(tmp, om.name+"-"+ft+".gguf")
+			runOracle(t, oracle, "./llama_quantize", path, q, "--ftype", ft, "--pure", "-q")
+			files = append(files, file{om.name, q, ft})
+		}
+	}
+	if _, err := exec.LookPath("python3"); err == nil {
+		dir := filepath.Join(tmp, "mkgguf")
+		runOracle(t, oracle, "python3", "mkgguf.py", "all", "--outdir", dir)
+		for _, n := range []string{"f32", "f16", "q8_0", "tied-f32", "spm-f32"} {
+			files = append(files, file{"mkgguf tiny-llama", filepath.Join(dir, "tiny-llama-"+n+".gguf"), strings.ToUpper(n)})
+		}
+		f, err := gguf.Open(filepath.Join(dir, "tiny-q35moe-f32.gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(f, Options{}); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("qwen35moe: %v, want an error wrapping ErrUnsupported", err)
+		}
+		f.Close()
+	} else {
+		t.Log("python3 not found: the oracle's mkgguf.py models are skipped")
+	}
+
+	rng := rand.New(rand.NewPCG(31, 32))
+	tokens := []int32{1}
+	for range 23 {
+		tokens = append(tokens, int32(3+rng.IntN(297)))
+	}
+	var list []string
+	for _, tok := range tokens {
+		list = append(list, fmt.Sprint(tok))
+	}
+	logits := func(path string) [][]float64 {
+		out := path + ".logits"
+		runOracle(t, oracle, "./llama_logits", "--tokens", strings.Join(list, ","), "--out", out, path)
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		V := len(b) / 4 / len(tokens)
+		if V == 0 || len(b) != 4*V*len(tokens) {
+			t.Fatalf("%s: %d bytes of logits for %d tokens", out, len(b), len(tokens))
+		}
+		rows := make([][]float64, len(tokens))
+		for i := range rows {
+			rows[i] = make([]float64, V)
+			for j := range rows[i] {
+				rows[i][j] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*(i*V+j):])))
+			}
+		}
+		return rows
+	}
+	forward := func(f *gguf.File, opt Options) [][]float64 {
+		m, err := Load(f, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Forward(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+
+	t.Logf("max |ref − llama.cpp| / max |llama.cpp| over %d tokens", len(tokens))
+	t.Logf("%-18s %-9s %12s %12s %12s", "model", "type", "actquant", "plain", "plain vs DEQ")
+	for _, fl := range files {
+		f, err := gguf.Open(fl.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := logits(fl.path)
+		actq, plain := forward(f, Options{ActQuant: true}), forward(f, Options{})
+		eAct, ePlain, eDeq := maxRel(actq, want), maxRel(plain, want), math.NaN()
+		f.Close()
+
+		limit := 1e-6 // float32 against float64 arithmetic
+		if fl.ftype != "F32" && !strings.HasSuffix(fl.ftype, "-F32") {
+			limit = 2e-2 // a converted activation that flips a step, see above
+		}
+		if strings.HasPrefix(fl.ftype, "Q") {
+			deq := fl.path + ".deq.gguf"
+			runOracle(t, oracle, "./llama_quantize", fl.path, deq, "--ftype", "F32", "--allow-requantize", "-q")
+			if eDeq = maxRel(plain, logits(deq)); eDeq > 1e-6 {
+				t.Errorf("%s %s: reference vs llama.cpp on the dequantised file: %.3g", fl.name, fl.ftype, eDeq)
+			}
+		}
+		t.Logf("%-18s %-9s %12.3g %12.3g %12.3g", fl.name, fl.ftype, eAct, ePlain, eDeq)
+		if !(eAct <= limit) {
+			t.Errorf("%s %s: reference (ActQuant) vs llama.cpp: %.3g, limit %.3g", fl.name, fl.ftype, eAct, limit)
+		}
+	}
+}
+
+// TestOracleMatmul checks the activation conversion of ActQuant where no rounding flip can
+// hide anything: one matrix product at a time, against llama.cpp's CPU matmul kernel
+// (llama_quantize --matmul: ggml-cpu's from_float into the vec_dot_type, then vec_dot) on the
+// same float32 inputs. They agree to float32 summation error.
+func TestOracleMatmul(t *testing.T) {
+	oracle := oracleDir(t)
+	tmp := t.TempDir()
+	s := oracleModels[0].model
+	s.layers = 1
+	w := s.writer(t, s.tensors())
+	withVocab(w, s.vocab)
+	base := filepath.Join(tmp, "base.gguf")
+	if err := w.WriteFile(base); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(41, 42))
+	t.Logf("%-6s %-24s %12s %12s", "type", "tensor", "actquant", "plain")
+	for _, ft := range oracleFtypes {
+		path := filepath.Join(tmp, ft+".gguf")
+		runOracle(t, oracle, "./llama_quantize", base, path, "--ftype", ft, "--pure", "-q")
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(f, Options{ActQuant: true})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mat := range []*matrix{m.layers[0].down, m.layers[0].wq} {
+			// 8 activation vectors, heavy-tailed like SwiGLU outputs, at different scales.
+			const n = 8
+			xs := make([][]float64, n)
+			var raw []byte
+			for i := range xs {
+				xs[i] = make([]float64, mat.cols)
+				scale := math.Pow(10, float64(i%4)-2)
+				for j := range xs[i] {
+					g := rng.NormFloat64()
+					v := float32(scale * g * math.Abs(g))
+					xs[i][j] = float64(v)
+					raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
+				}
+			}
+			xf, yf := filepath.Join(tmp, "x.f32"), filepath.Join(tmp, "y.f32")
+			if err := os.WriteFile(xf, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runOracle(t, oracle, "./llama_quantize", "--matmul", path, mat.name, xf, yf)
+			yb, err := os.ReadFile(yf)
+			if err != nil || len(yb) != 4*n*mat.rows {
+				t.Fatalf("%s: %d bytes of output, %v", yf, len(yb), err)
+			}
+			want, gotQ, gotPlain := make([][]float64, n), make([][]float64, n), make([][]float64, n)
+			for i := range want {
+				want[i] = make([]float64, mat.rows)
+				for r := range want[i] {
+					want[i][r] = float64(math.Float32frombits(binary.LittleEndian.Uint32(yb[4*(i*mat.rows+r):])))
+				}
+				gotQ[i], gotPlain[i] = mat.mul(xs[i], true), mat.mul(xs[i], false)
+			}
+			// Each row of a product is compared relative to the largest output of its vector.
+			var eQ, ePlain float64
+			for i := range want {
+				eQ = max(eQ, maxRel(gotQ[i:i+1], want[i:i+1]))
+				ePlain = max(ePlain, maxRel(gotPlain[i:i+1], want[i:i+1]))
+			}
+			t.Logf("%-6s %-24s %12.3g %12.3g", ft, mat.name, eQ, ePlain)
+			if !(eQ <= 1e-6) {
+				t.Errorf("%s %s: reference (ActQuant) vs llama.cpp's kernel: %.3g", ft, mat.name, eQ)
+			}
+		}
+	}
+}
