@@ -116,7 +116,11 @@ func (t Type) RowBytes(n int64) (int64, error) {
 	if n < 0 || n%int64(tr.blockSize) != 0 {
 		return 0, fmt.Errorf("dtype: row of %d values is not a whole number of %s blocks of %d", n, tr.name, tr.blockSize)
 	}
-	return n / int64(tr.blockSize) * int64(tr.blockBytes), nil
+	blocks := n / int64(tr.blockSize)
+	if blocks > (1<<63-1)/int64(tr.blockBytes) {
+		return 0, fmt.Errorf("dtype: row of %d %s values overflows int64 bytes", n, tr.name)
+	}
+	return blocks * int64(tr.blockBytes), nil
 }
 
 // TensorBytes returns the bytes of a tensor with dims ne (fastest first), checking that the

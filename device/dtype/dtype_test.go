@@ -41,6 +41,17 @@ func TestTensorBytes(t *testing.T) {
 	if _, err := F32.TensorBytes([]int64{1 << 40, 1 << 30}); err == nil {
 		t.Errorf("overflow must fail")
 	}
+	for _, bad := range []struct {
+		t Type
+		n int64
+	}{{F32, 1 << 62}, {Q8_0, 1 << 62}, {F64, 1 << 61}} {
+		if n, err := bad.t.RowBytes(bad.n); err == nil {
+			t.Errorf("%s row of %d values: %d bytes, want an overflow error", bad.t, bad.n, n)
+		}
+		if n, err := bad.t.TensorBytes([]int64{bad.n}); err == nil {
+			t.Errorf("%s tensor of %d values: %d bytes, want an overflow error", bad.t, bad.n, n)
+		}
+	}
 	if _, err := Type(77).RowBytes(32); err == nil {
 		t.Errorf("unknown type must fail")
 	}
