@@ -1,0 +1,170 @@
+package kernels
+
+import (
+	"fmt"
+	"sort"
+
+	"verity/device"
+	"verity/device/dtype"
+	"verity/device/num"
+)
+
+// Act is an activation format: how a float32 activation row is presented to a matvec.
+type Act uint8
+
+const (
+	ActF32  Act = iota // float32 values
+	ActF16             // IEEE half bits, rounded to nearest even
+	ActBF16            // bfloat16 bits, rounded to nearest even
+	ActQ8_0            // ggml block_q8_0: f16 d, 32 × int8 (34 bytes per 32 values)
+	ActQ8_1            // ggml block_q8_1: f16 d, f16 s = d·Σq, 32 × int8 (36 bytes per 32)
+	ActQ8_K            // ggml block_q8_K: f32 d, 256 × int8, 16 × int16 sums (292 bytes per 256)
+)
+
+var actNames = [...]string{"f32", "f16", "bf16", "q8_0", "q8_1", "q8_K"}
+
+func (a Act) String() string { return actNames[a] }
+
+// block returns values per block and bytes per block of the format.
+func (a Act) block() (int, int) {
+	switch a {
+	case ActF32:
+		return 1, 4
+	case ActF16, ActBF16:
+		return 1, 2
+	case ActQ8_0:
+		return 32, 34
+	case ActQ8_1:
+		return 32, 36
+	default:
+		return 256, 292
+	}
+}
+
+// RowBytes is the size of one converted activation row of n values (n a whole number of
+// blocks).
+func (a Act) RowBytes(n int) int {
+	v, b := a.block()
+	return n / v * b
+}
+
+// Format is what a weight type contributes to the matvec and embed kernels: its activation
+// format, how to decode a row exactly (embedding lookups), and the lane-strided dot product
+// of one weight row with one converted activation row (the contract in the package doc).
+type Format struct {
+	Type dtype.Type
+	Act  Act
+	// Unit is the number of values in one reduction unit (a divisor of the row length that the
+	// format requires; rows must be a whole number of units).
+	Unit int
+	// Decode writes the exact float32 values of a weight row.
+	Decode func(dst []float32, row []byte)
+	// Dot returns the matvec result for one weight row and one activation row.
+	Dot func(row, x []byte, cols int) float32
+}
+
+var formats = map[dtype.Type]*Format{}
+
+// registerFormat adds a weight format and registers its matvec and embed kernels.
+func registerFormat(f *Format) {
+	if _, dup := formats[f.Type]; dup {
+		panic("kernels: weight format " + f.Type.String() + " registered twice")
+	}
+	formats[f.Type] = f
+	matvecKernels[f.Type] = device.Register(newMatVec(f))
+	embedKernels[f.Type] = device.Register(newEmbed(f))
+}
+
+// Lookup returns the weight format of t.
+func Lookup(t dtype.Type) (*Format, error) {
+	if f, ok := formats[t]; ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("kernels: no matvec for weight type %s: %w", t, device.ErrUnsupported)
+}
+
+// WeightTypes lists the weight types the kernels support, in id order.
+func WeightTypes() []dtype.Type {
+	out := make([]dtype.Type, 0, len(formats))
+	for t := range formats {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// MatVecArgs: Y[c][r] = Σ_i W[r][i]·X[c][i] for r < Rows, c < N.
+type MatVecArgs struct {
+	W    device.Ptr // Rows weight rows of Cols values, GGUF block layout
+	X    device.Ptr // N activation rows of Cols values in the format's Act layout
+	Y    device.Ptr // float32 [N][Rows]
+	Rows int32
+	Cols int32
+	N    int32
+}
+
+var matvecKernels = map[dtype.Type]*device.Kernel[MatVecArgs]{}
+
+// MatVec returns the matvec kernel for weight type t.
+func MatVec(t dtype.Type) (*device.Kernel[MatVecArgs], error) {
+	if k, ok := matvecKernels[t]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("kernels: no matvec for weight type %s: %w", t, device.ErrUnsupported)
+}
+
+// rowsPerBlock is the number of weight rows one thread block handles (one warp per row).
+const rowsPerBlock = 4
+
+func newMatVec(f *Format) *device.Kernel[MatVecArgs] {
+	return &device.Kernel[MatVecArgs]{
+		EntryName:  "matvec_" + f.Type.String() + "_" + f.Act.String(),
+		ModuleName: "matvec",
+		Shape: func(a MatVecArgs) (device.Geometry, error) {
+			if a.Rows <= 0 || a.Cols <= 0 || a.N <= 0 {
+				return device.Geometry{}, fmt.Errorf("bad shape rows=%d cols=%d n=%d", a.Rows, a.Cols, a.N)
+			}
+			if int(a.Cols)%f.Unit != 0 || int(a.Cols)%f.Type.BlockSize() != 0 {
+				return device.Geometry{}, fmt.Errorf("row length %d is not a multiple of the %s block %d and unit %d", a.Cols, f.Type, f.Type.BlockSize(), f.Unit)
+			}
+			return device.Geometry{
+				Grid:  device.Dim3{X: uint32((int(a.Rows) + rowsPerBlock - 1) / rowsPerBlock), Y: 1, Z: 1},
+				Block: device.Dim3{X: 32 * rowsPerBlock, Y: 1, Z: 1},
+			}, nil
+		},
+		Twin: func(x *device.Exec, a MatVecArgs) error { return matvecTwin(x, f, a) },
+	}
+}
+
+func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
+	rows, cols, n := int(a.Rows), int(a.Cols), int(a.N)
+	rb, err := f.Type.RowBytes(int64(cols))
+	if err != nil {
+		return err
+	}
+	w, err := x.U8(a.W, int64(rows)*rb)
+	if err != nil {
+		return fmt.Errorf("weights: %w", err)
+	}
+	xb := f.Act.RowBytes(cols)
+	xs, err := x.U8(a.X, int64(n*xb))
+	if err != nil {
+		return fmt.Errorf("activations: %w", err)
+	}
+	y, err := x.F32(a.Y, n*rows)
+	if err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	x.For(rows, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := w[int64(r)*rb : int64(r+1)*rb]
+			for c := 0; c < n; c++ {
+				y[c*rows+r] = f.Dot(row, xs[c*xb:(c+1)*xb], cols)
+			}
+		}
+	})
+	return nil
+}
+
+// laneSum folds the 32 lane accumulators with the warp butterfly.
+func laneSum(acc *[32]float32) float32 { return num.WarpSum(acc) }

@@ -1,0 +1,73 @@
+package kernels
+
+import (
+	"fmt"
+
+	"verity/device"
+)
+
+// Rotary position embedding modes.
+const (
+	RopeAdjacent int32 = 0 // rotate pairs (x[2i], x[2i+1]) — ggml's "normal" mode (llama)
+	RopeNeox     int32 = 2 // rotate pairs (x[i], x[i+nRot/2]) — ggml's NEOX mode (qwen)
+)
+
+// RopeArgs rotates, in place, the first NRot dims of each of the Heads heads of HeadDim values
+// in every row of X. CosSin holds, per row, NRot/2 (cos θ_i, sin θ_i) pairs computed by the
+// host in float64 and rounded once, θ_i = pos·base^(−2i/NRot) (with any scaling applied).
+// Pair i (a, b) becomes (float32(a·c) − float32(b·s), float32(a·s) + float32(b·c)).
+type RopeArgs struct {
+	X       device.Ptr // float32 [Rows][Heads][HeadDim]
+	CosSin  device.Ptr // float32 [Rows][NRot/2][2]
+	Rows    int32
+	Heads   int32
+	HeadDim int32
+	NRot    int32
+	Mode    int32
+}
+
+var Rope = device.Register(&device.Kernel[RopeArgs]{
+	EntryName: "rope_f32", ModuleName: "rope",
+	Shape: func(a RopeArgs) (device.Geometry, error) {
+		if a.Rows <= 0 || a.Heads <= 0 || a.HeadDim <= 0 || a.NRot <= 0 || a.NRot > a.HeadDim || a.NRot%2 != 0 {
+			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d head_dim=%d n_rot=%d", a.Rows, a.Heads, a.HeadDim, a.NRot)
+		}
+		if a.Mode != RopeAdjacent && a.Mode != RopeNeox {
+			return device.Geometry{}, fmt.Errorf("unknown rope mode %d", a.Mode)
+		}
+		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: uint32(a.Heads), Z: 1}, Block: device.Dim3{X: uint32(a.NRot / 2), Y: 1, Z: 1}}, nil
+	},
+	Twin: func(x *device.Exec, a RopeArgs) error {
+		rows, heads, hd, half := int(a.Rows), int(a.Heads), int(a.HeadDim), int(a.NRot/2)
+		v, err := x.F32(a.X, rows*heads*hd)
+		if err != nil {
+			return err
+		}
+		cs, err := x.F32(a.CosSin, rows*half*2)
+		if err != nil {
+			return err
+		}
+		x.For(rows, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				tab := cs[r*half*2 : (r+1)*half*2]
+				for h := 0; h < heads; h++ {
+					ropeHead(v[(r*heads+h)*hd:(r*heads+h+1)*hd], tab, half, a.Mode)
+				}
+			}
+		})
+		return nil
+	},
+})
+
+func ropeHead(x, tab []float32, half int, mode int32) {
+	for i := 0; i < half; i++ {
+		c, s := tab[2*i], tab[2*i+1]
+		j, k := 2*i, 2*i+1
+		if mode == RopeNeox {
+			j, k = i, i+half
+		}
+		a, b := x[j], x[k]
+		x[j] = float32(a*c) - float32(b*s)
+		x[k] = float32(a*s) + float32(b*c)
+	}
+}
