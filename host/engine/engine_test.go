@@ -1,0 +1,345 @@
+package engine_test
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"verity/device/cpu"
+	"verity/fixtures"
+	"verity/host/engine"
+	"verity/host/gguf"
+)
+
+// load builds a catalogue fixture in memory and an engine over it.
+func load(t testing.TB, name string, workers, maxRows, ctx int) *engine.Model {
+	t.Helper()
+	s, err := fixtures.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.FromFile(f, cpu.New(workers), engine.LoadOptions{MaxRows: maxRows, Context: ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func randTokens(r *rand.Rand, n, vocab int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(r.IntN(vocab))
+	}
+	return out
+}
+
+func sameBits(t testing.TB, what string, a, b []float32) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: lengths %d and %d", what, len(a), len(b))
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("%s: index %d: %g (%#08x) != %g (%#08x)", what, i, a[i], math.Float32bits(a[i]), b[i], math.Float32bits(b[i]))
+		}
+	}
+}
+
+// testModels are the fixtures the engine guarantees are checked on: every architecture and
+// every weight type family, at the sizes the test suite can afford.
+var testModels = []string{
+	"tiny-llama-f32", "tiny-llama-tied-f32", "tiny-qwen3-f32", "tiny-llama-f16", "tiny-llama-bf16",
+	"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-qwen3-q5_0", "tiny-qwen3-q5_1",
+	"small-llama-q4_k_m", "small-qwen3-q6_k", "small-llama-q2_k", "small-llama-q3_k_m", "small-qwen3-q5_k_m",
+}
+
+// Prefill in any chunking gives the bits of token-by-token decoding.
+func TestPrefillChunking(t *testing.T) {
+	for _, name := range testModels {
+		t.Run("model="+name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, 2))
+			ref := load(t, name, 2, 64, 128)
+			toks := randTokens(r, 80, ref.Program().Config.NVocab) // longer than one 64-row chunk
+			all, err := ref.NewSession().Prefill(toks, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, chunk := range []int{1, 7} {
+				m := load(t, name, 1, chunk, 128)
+				s := m.NewSession()
+				got, err := s.Prefill(toks, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range toks {
+					sameBits(t, fmt.Sprintf("chunk=%d position %d", chunk, i), got[i], all[i])
+				}
+			}
+			// and one Decode at a time
+			m := load(t, name, 2, 8, 128)
+			s := m.NewSession()
+			for i, tok := range toks[:20] {
+				got, err := s.Decode(tok)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, fmt.Sprintf("decode position %d", i), got, all[i])
+			}
+		})
+	}
+}
+
+// treeShapes returns 8-node trees: a chain, a star, a binary tree and random ones.
+func treeShapes(r *rand.Rand) map[string][]int {
+	shapes := map[string][]int{
+		"chain":  {-1, 0, 1, 2, 3, 4, 5, 6},
+		"star":   {-1, 0, 0, 0, 0, 0, 0, 0},
+		"binary": {-1, 0, 0, 1, 1, 2, 2, 3},
+		"single": {-1},
+	}
+	for k := 0; k < 3; k++ {
+		p := []int{-1}
+		for i := 1; i < 8; i++ {
+			p = append(p, r.IntN(i))
+		}
+		shapes[fmt.Sprintf("random%d", k)] = p
+	}
+	return shapes
+}
+
+// path returns the nodes from the root to node i.
+func path(parents []int, i int) []int {
+	var p []int
+	for ; i >= 0; i = parents[i] {
+		p = append([]int{i}, p...)
+	}
+	return p
+}
+
+// Verify(tree)[i] is bit-identical to decoding the path root…i, for every node of every shape.
+func TestVerifyEqualsDecode(t *testing.T) {
+	for _, name := range testModels {
+		t.Run("model="+name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			m := load(t, name, 2, 16, 96)
+			nv := m.Program().Config.NVocab
+			prefix := randTokens(r, 13, nv)
+			shapes := treeShapes(r)
+			for _, shape := range []string{"chain", "star", "binary", "single", "random0", "random1", "random2"} {
+				parents := shapes[shape]
+				tree := engine.Tree{Tokens: randTokens(r, len(parents), nv), Parents: parents}
+				s := m.NewSession()
+				if _, err := s.Prefill(prefix, false); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Verify(tree)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range parents {
+					ref := m.NewSession()
+					var toks []int32
+					for _, n := range path(parents, i) {
+						toks = append(toks, tree.Tokens[n])
+					}
+					want, err := ref.Prefill(append(append([]int32(nil), prefix...), toks...), true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sameBits(t, fmt.Sprintf("%s node %d", shape, i), got[i], want[len(want)-1])
+					ref.Close()
+				}
+				s.Close()
+			}
+		})
+	}
+}
+
+// Commit(path) then Decode equals plain decoding of prefix+path; Truncate rolls back exactly.
+func TestCommitAndTruncate(t *testing.T) {
+	for _, name := range []string{"tiny-llama-f32", "tiny-qwen3-q8_0", "small-llama-q4_k_m"} {
+		t.Run("model="+name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(5, 6))
+			m := load(t, name, 2, 16, 96)
+			nv := m.Program().Config.NVocab
+			prefix := randTokens(r, 9, nv)
+			parents := []int{-1, 0, 0, 1, 1, 3, 2, 5}
+			tree := engine.Tree{Tokens: randTokens(r, 8, nv), Parents: parents}
+			next := randTokens(r, 3, nv)
+			free0 := m.FreeSlots()
+
+			s := m.NewSession()
+			if _, err := s.Prefill(prefix, false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Verify(tree); err != nil {
+				t.Fatal(err)
+			}
+			accepted := path(parents, 5) // 0 1 3 5
+			if err := s.Commit(accepted); err != nil {
+				t.Fatal(err)
+			}
+			if s.Len() != len(prefix)+len(accepted) {
+				t.Fatalf("after commit: %d positions, want %d", s.Len(), len(prefix)+len(accepted))
+			}
+			var got [][]float32
+			for _, tok := range next {
+				l, err := s.Decode(tok)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, l)
+			}
+			plain := append([]int32(nil), prefix...)
+			for _, n := range accepted {
+				plain = append(plain, tree.Tokens[n])
+			}
+			plain = append(plain, next...)
+			want, err := m.NewSession().Prefill(plain, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range next {
+				sameBits(t, fmt.Sprintf("decode %d after commit", i), got[i], want[len(prefix)+len(accepted)+i])
+			}
+
+			// roll back to the prefix and decode something else
+			if err := s.Truncate(len(prefix)); err != nil {
+				t.Fatal(err)
+			}
+			l, err := s.Decode(next[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want2, err := m.NewSession().Prefill(append(append([]int32(nil), prefix...), next[0]), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "decode after truncate", l, want2[0])
+			s.Close()
+			// the two reference sessions above were never closed: release them by count
+			if m.FreeSlots() > free0 {
+				t.Fatalf("more slots free (%d) than at the start (%d)", m.FreeSlots(), free0)
+			}
+		})
+	}
+}
+
+// Bad requests fail with an error and leave the session as it was.
+func TestBadInputLeavesStateUnchanged(t *testing.T) {
+	m := load(t, "tiny-llama-f32", 2, 8, 32)
+	nv := int32(m.Program().Config.NVocab)
+	s := m.NewSession()
+	prefix := []int32{1, 2, 3, 4}
+	if _, err := s.Prefill(prefix, false); err != nil {
+		t.Fatal(err)
+	}
+	free := m.FreeSlots()
+	bad := []struct {
+		name string
+		do   func() error
+	}{
+		{"token ≥ vocab", func() error { _, err := s.Decode(nv); return err }},
+		{"negative token", func() error { _, err := s.Prefill([]int32{5, -1}, false); return err }},
+		{"empty prefill", func() error { _, err := s.Prefill(nil, false); return err }},
+		{"context overflow", func() error { _, err := s.Prefill(make([]int32, 40), false); return err }},
+		{"tree cycle", func() error {
+			_, err := s.Verify(engine.Tree{Tokens: []int32{1, 2, 3}, Parents: []int{-1, 2, 1}})
+			return err
+		}},
+		{"parent after child", func() error {
+			_, err := s.Verify(engine.Tree{Tokens: []int32{1, 2, 3}, Parents: []int{-1, 2, 0}})
+			return err
+		}},
+		{"two roots", func() error {
+			_, err := s.Verify(engine.Tree{Tokens: []int32{1, 2}, Parents: []int{-1, -1}})
+			return err
+		}},
+		{"tree too deep for context", func() error {
+			p := []int{-1, 0, 1, 2, 3, 4, 5, 6}
+			s2 := m.NewSession()
+			defer s2.Close()
+			if _, err := s2.Prefill(make([]int32, 25), false); err != nil {
+				return nil
+			}
+			_, err := s2.Verify(engine.Tree{Tokens: make([]int32, 8), Parents: p})
+			return err
+		}},
+		{"tree token ≥ vocab", func() error {
+			_, err := s.Verify(engine.Tree{Tokens: []int32{1, nv}, Parents: []int{-1, 0}})
+			return err
+		}},
+		{"tree larger than a step", func() error {
+			_, err := s.Verify(engine.Tree{Tokens: make([]int32, 9), Parents: []int{-1, 0, 0, 0, 0, 0, 0, 0, 0}})
+			return err
+		}},
+		{"commit without tree", func() error { return s.Commit([]int{0}) }},
+		{"truncate past end", func() error { return s.Truncate(5) }},
+		{"truncate negative", func() error { return s.Truncate(-1) }},
+	}
+	for _, c := range bad {
+		if err := c.do(); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+		if s.Len() != len(prefix) || m.FreeSlots() != free {
+			t.Fatalf("%s: state changed: %d positions, %d free slots (want %d, %d)", c.name, s.Len(), m.FreeSlots(), len(prefix), free)
+		}
+	}
+	// invalid commit paths of a real tree
+	if _, err := s.Verify(engine.Tree{Tokens: []int32{1, 2, 3}, Parents: []int{-1, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][]int{{1}, {0, 2, 1}, {0, 3}, {0, 1, 2}} {
+		if err := s.Commit(p); err == nil {
+			t.Errorf("commit %v accepted", p)
+		}
+	}
+	if err := s.Commit([]int{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != len(prefix)+2 {
+		t.Fatalf("after commit: %d positions", s.Len())
+	}
+	// the session still decodes what a fresh one does
+	got, err := s.Decode(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.NewSession().Prefill([]int32{1, 2, 3, 4, 1, 3, 7}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "decode after failed requests", got, want[0])
+}
+
+// Results do not depend on the number of CPU workers.
+func TestThreadCountInvariance(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	toks := randTokens(r, 20, 1024)
+	var ref [][]float32
+	for _, w := range []int{1, 2, 5} {
+		m := load(t, "small-llama-q4_k_m", w, 16, 64)
+		got, err := m.NewSession().Prefill(toks, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref == nil {
+			ref = got
+			continue
+		}
+		for i := range got {
+			sameBits(t, fmt.Sprintf("workers=%d position %d", w, i), got[i], ref[i])
+		}
+	}
+}

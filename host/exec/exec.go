@@ -1,0 +1,332 @@
+// Package exec runs a Program on any device.Backend, one kernel launch per op (the eager
+// executor). With the CPU backend it is the twin executor; with the CUDA backend the eager GPU
+// executor; the same lowering serves both, so their results can be compared op by op.
+//
+// An Executor owns the device copies of the weights, the step buffers (sized for MaxRows
+// rows) and one K/V cache per attention layer of NSlots physical slots. It keeps no session
+// state: which slots hold which positions is the caller's business (host/engine), passed in
+// each Step.
+package exec
+
+import (
+	"errors"
+	"fmt"
+
+	"verity/device"
+	"verity/device/kernels"
+	"verity/host/model"
+)
+
+// Options size an Executor.
+type Options struct {
+	MaxRows int // most rows in one step (prefill chunk or tree size)
+	NSlots  int // physical K/V slots per attention layer
+}
+
+// Executor runs a Program on a backend.
+type Executor struct {
+	b       device.Backend
+	p       *model.Program
+	opt     Options
+	weights map[string]device.Ptr
+	bufs    []device.Ptr
+	keyCap  int
+	kcache  []device.Ptr
+	vcache  []device.Ptr
+	ropeBuf [][]float32
+	closed  bool
+	// Trace, when set, is called after each op with the op and its output buffer's bytes for
+	// the step's rows (for op-by-op comparison between executors).
+	Trace func(op *model.Op, out []byte) error
+}
+
+// New uploads the program's weights and allocates its buffers and caches.
+func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
+	if opt.MaxRows <= 0 || opt.NSlots <= 0 {
+		return nil, fmt.Errorf("exec: MaxRows (%d) and NSlots (%d) must be positive", opt.MaxRows, opt.NSlots)
+	}
+	e := &Executor{b: b, p: p, opt: opt, weights: map[string]device.Ptr{}}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	for name, t := range p.Tensors {
+		ptr, err := b.Upload(t.Data)
+		if err != nil {
+			return nil, fmt.Errorf("exec: upload %s: %w", name, err)
+		}
+		e.weights[name] = ptr
+	}
+	e.bufs = make([]device.Ptr, len(p.Buffers))
+	for i, bs := range p.Buffers {
+		if bs.Rows == "keys" {
+			continue // grown on demand
+		}
+		rows := opt.MaxRows
+		if bs.Rows == "keyoff" {
+			rows++
+		}
+		ptr, err := b.Alloc(int64(rows * bs.RowBytes()))
+		if err != nil {
+			return nil, fmt.Errorf("exec: allocate %s: %w", bs.Name, err)
+		}
+		e.bufs[i] = ptr
+	}
+	if err := e.growKeys(opt.MaxRows * 64); err != nil {
+		return nil, err
+	}
+	for l := 0; l < p.CacheLayers; l++ {
+		for _, c := range []*[]device.Ptr{&e.kcache, &e.vcache} {
+			ptr, err := b.Alloc(int64(opt.NSlots) * int64(p.KVDim) * 4)
+			if err != nil {
+				return nil, fmt.Errorf("exec: allocate KV cache layer %d (%d slots): %w", l, opt.NSlots, err)
+			}
+			*c = append(*c, ptr)
+		}
+	}
+	ok = true
+	return e, nil
+}
+
+func (e *Executor) growKeys(n int) error {
+	if n <= e.keyCap {
+		return nil
+	}
+	if e.bufs[e.p.Keys] != 0 {
+		if err := e.b.Free(e.bufs[e.p.Keys]); err != nil {
+			return err
+		}
+	}
+	ptr, err := e.b.Alloc(int64(n) * 4)
+	if err != nil {
+		return fmt.Errorf("exec: allocate key lists (%d keys): %w", n, err)
+	}
+	e.bufs[e.p.Keys], e.keyCap = ptr, n
+	return nil
+}
+
+// Program returns the program being executed.
+func (e *Executor) Program() *model.Program { return e.p }
+
+// Backend returns the backend.
+func (e *Executor) Backend() device.Backend { return e.b }
+
+// Options returns the sizes the executor was built with.
+func (e *Executor) Options() Options { return e.opt }
+
+// Close frees everything on the device.
+func (e *Executor) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	free := func(p device.Ptr) {
+		if p != 0 {
+			errs = append(errs, e.b.Free(p))
+		}
+	}
+	for _, p := range e.weights {
+		free(p)
+	}
+	for _, p := range e.bufs {
+		free(p)
+	}
+	for _, p := range e.kcache {
+		free(p)
+	}
+	for _, p := range e.vcache {
+		free(p)
+	}
+	return errors.Join(errs...)
+}
+
+// Step is one pass of the program over a batch of rows.
+type Step struct {
+	Tokens  []int32   // token per row
+	Pos     []int32   // position per row (RoPE)
+	Slots   []int32   // physical cache slot each row's K and V are written to
+	Keys    [][]int32 // per row: the cache slots it attends to, in logical order (its own slot last)
+	OutRows []int32   // rows whose logits are wanted, in output order
+}
+
+func (s *Step) check(p *model.Program, opt Options) error {
+	n := len(s.Tokens)
+	if n == 0 || n > opt.MaxRows {
+		return fmt.Errorf("exec: step of %d rows (1…%d allowed)", n, opt.MaxRows)
+	}
+	if len(s.Pos) != n || len(s.Slots) != n || len(s.Keys) != n {
+		return fmt.Errorf("exec: step has %d tokens but %d positions, %d slots, %d key lists", n, len(s.Pos), len(s.Slots), len(s.Keys))
+	}
+	for r, t := range s.Tokens {
+		if t < 0 || int(t) >= p.Config.NVocab {
+			return fmt.Errorf("exec: row %d: token %d outside vocabulary of %d", r, t, p.Config.NVocab)
+		}
+		if s.Pos[r] < 0 {
+			return fmt.Errorf("exec: row %d: negative position %d", r, s.Pos[r])
+		}
+		if s.Slots[r] < 0 || int(s.Slots[r]) >= opt.NSlots {
+			return fmt.Errorf("exec: row %d: slot %d outside cache of %d", r, s.Slots[r], opt.NSlots)
+		}
+		if len(s.Keys[r]) == 0 {
+			return fmt.Errorf("exec: row %d attends to no keys", r)
+		}
+		for _, k := range s.Keys[r] {
+			if k < 0 || int(k) >= opt.NSlots {
+				return fmt.Errorf("exec: row %d: key slot %d outside cache of %d", r, k, opt.NSlots)
+			}
+		}
+	}
+	if len(s.OutRows) > n {
+		return fmt.Errorf("exec: %d output rows for a step of %d", len(s.OutRows), n)
+	}
+	for _, r := range s.OutRows {
+		if r < 0 || int(r) >= n {
+			return fmt.Errorf("exec: output row %d outside step of %d", r, n)
+		}
+	}
+	return nil
+}
+
+// Run executes one step and returns the logits of the output rows, [len(OutRows)][NVocab].
+func (e *Executor) Run(s Step) ([]float32, error) {
+	if e.closed {
+		return nil, errors.New("exec: executor is closed")
+	}
+	if err := s.check(e.p, e.opt); err != nil {
+		return nil, err
+	}
+	if err := e.writeInputs(&s); err != nil {
+		return nil, err
+	}
+	rows, outs := len(s.Tokens), len(s.OutRows)
+	for i := range e.p.Ops {
+		op := &e.p.Ops[i]
+		if outs == 0 && e.outStage(op) {
+			continue
+		}
+		if err := e.launch(op, rows, outs); err != nil {
+			return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
+		}
+		if e.Trace != nil {
+			n := rows
+			if e.p.Buffers[op.Out].Rows == "out" {
+				n = outs
+			}
+			buf := make([]byte, n*e.p.Buffers[op.Out].RowBytes())
+			if err := e.b.Read(buf, e.bufs[op.Out]); err != nil {
+				return nil, err
+			}
+			if err := e.Trace(op, buf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if outs == 0 {
+		return nil, e.b.Sync()
+	}
+	logits := make([]float32, outs*e.p.Config.NVocab)
+	if err := e.b.Read(device.F32Bytes(logits), e.bufs[e.p.Logits]); err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// outStage reports whether op belongs to the head (runs on output rows only).
+func (e *Executor) outStage(op *model.Op) bool { return e.p.Buffers[op.Out].Rows == "out" }
+
+func (e *Executor) writeInputs(s *Step) error {
+	p, b := e.p, e.b
+	if err := b.Write(e.bufs[p.Tokens], device.I32Bytes(s.Tokens)); err != nil {
+		return err
+	}
+	if err := b.Write(e.bufs[p.Slots], device.I32Bytes(s.Slots)); err != nil {
+		return err
+	}
+	off := make([]int32, len(s.Keys)+1)
+	total := 0
+	for r, k := range s.Keys {
+		total += len(k)
+		off[r+1] = int32(total)
+	}
+	if err := e.growKeys(total); err != nil {
+		return err
+	}
+	keys := make([]int32, 0, total)
+	for _, k := range s.Keys {
+		keys = append(keys, k...)
+	}
+	if err := b.Write(e.bufs[p.Keys], device.I32Bytes(keys)); err != nil {
+		return err
+	}
+	if err := b.Write(e.bufs[p.KeyOff], device.I32Bytes(off)); err != nil {
+		return err
+	}
+	if len(s.OutRows) > 0 {
+		if err := b.Write(e.bufs[p.OutRows], device.I32Bytes(s.OutRows)); err != nil {
+			return err
+		}
+	}
+	for _, t := range p.Ropes {
+		tab := make([]float32, len(s.Pos)*t.NRot)
+		t.Fill(tab, s.Pos)
+		if err := b.Write(e.bufs[t.Buf], device.F32Bytes(tab)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Executor) launch(op *model.Op, rows, outs int) error {
+	p, b := e.p, e.b
+	n := rows
+	if e.outStage(op) {
+		n = outs
+	}
+	in := func(i int) device.Ptr { return e.bufs[op.In[i]] }
+	out := e.bufs[op.Out]
+	switch op.Kind {
+	case model.OpEmbed:
+		t := p.Tensors[op.Weight]
+		k, err := kernels.Embed(t.Type)
+		if err != nil {
+			return err
+		}
+		return device.Launch(b, k, kernels.EmbedArgs{Table: e.weights[op.Weight], Tokens: in(0), Out: out,
+			Rows: int32(n), Cols: int32(op.Cols), Vocab: int32(t.Dims[1])})
+	case model.OpRMSNorm:
+		return device.Launch(b, kernels.RMSNorm, kernels.RMSNormArgs{X: in(0), W: e.weights[op.Weight], Y: out,
+			Groups: int32(n * op.Groups), Width: int32(op.Width), Eps: op.Eps})
+	case model.OpConvert:
+		bs := p.Buffers[op.Out]
+		return device.Launch(b, kernels.Convert(bs.Act), kernels.ConvertArgs{X: in(0), Out: out, Cols: int32(bs.Width), N: int32(n)})
+	case model.OpMatVec:
+		t := p.Tensors[op.Weight]
+		k, err := kernels.MatVec(t.Type)
+		if err != nil {
+			return err
+		}
+		return device.Launch(b, k, kernels.MatVecArgs{W: e.weights[op.Weight], X: in(0), Y: out,
+			Rows: int32(op.Rows), Cols: int32(op.Cols), N: int32(n)})
+	case model.OpRope:
+		return device.Launch(b, kernels.Rope, kernels.RopeArgs{X: in(0), CosSin: in(1), Rows: int32(n),
+			Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode})
+	case model.OpKVStore:
+		return device.Launch(b, kernels.KVStore, kernels.KVStoreArgs{K: in(0), V: in(1), Slots: e.bufs[p.Slots],
+			KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots)})
+	case model.OpAttention:
+		return device.Launch(b, kernels.Attention, kernels.AttentionArgs{Q: in(0), KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer],
+			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Rows: int32(n), NHead: int32(op.Heads),
+			NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim), NSlots: int32(e.opt.NSlots), Scale: op.Scale})
+	case model.OpAdd:
+		return device.Launch(b, kernels.Add, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)})
+	case model.OpSwiGLU:
+		return device.Launch(b, kernels.SwiGLU, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)})
+	case model.OpGather:
+		return device.Launch(b, kernels.Gather, kernels.GatherArgs{X: in(0), Idx: in(1), Out: out,
+			Rows: int32(n), Width: int32(p.Buffers[op.Out].Width), SrcRows: int32(rows)})
+	}
+	return fmt.Errorf("unknown op kind %d", op.Kind)
+}

@@ -1,0 +1,150 @@
+package model
+
+import (
+	"fmt"
+
+	"verity/host/gguf"
+)
+
+// denseOptions are the differences between the dense decoder-only transformers.
+type denseOptions struct {
+	ropeMode int32 // kernels.RopeAdjacent (llama) or kernels.RopeNeox (qwen)
+	qkNorm   bool  // per-head RMSNorm of q and k before RoPE (qwen3)
+}
+
+// buildDense compiles the pre-norm decoder every dense architecture shares:
+//
+//	x = token_embd[token]
+//	per layer: h = rmsnorm(x)·attn_norm; q,k,v = Wq h, Wk h, Wv h; [q,k per-head rmsnorm];
+//	           rope(q), rope(k); a = attention(q; K, V); x += Wo a;
+//	           h = rmsnorm(x)·ffn_norm; x += Wdown (silu(Wgate h) ⊙ Wup h)
+//	logits = Woutput rmsnorm(x)·output_norm     (Woutput = token_embd when output.weight is absent)
+func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
+	c, err := readCommon(f, arch)
+	if err != nil {
+		return nil, err
+	}
+	c.RopeMode = o.ropeMode
+	if c.NFF, err = (meta{f, arch}).int("feed_forward_length"); err != nil {
+		return nil, err
+	}
+	if c.ValueDim != c.HeadDim {
+		return nil, fmt.Errorf("model: value head size %d differs from key head size %d: not supported", c.ValueDim, c.HeadDim)
+	}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok {
+		return nil, fmt.Errorf("model: tensor %q is missing", "token_embd.weight")
+	}
+	if len(emb.Dims) < 2 {
+		return nil, fmt.Errorf("model: tensor %q has dims %v, want [%d, n_vocab]", "token_embd.weight", emb.Dims, c.NEmbd)
+	}
+	c.NVocab = int(emb.Dims[1])
+	if v, err := f.IntOr(arch+".vocab_size", int64(c.NVocab)); err != nil || v != int64(c.NVocab) {
+		if err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		return nil, fmt.Errorf("model: %s.vocab_size = %d but token_embd has %d rows", arch, v, c.NVocab)
+	}
+	_, hasOut := f.Tensor("output.weight")
+	c.Tied = !hasOut
+
+	b := newBuilder(f, c)
+	E, H, HD, KV := int64(c.NEmbd), int64(c.NHead), int64(c.HeadDim), int64(c.NHeadKV)
+	tokEmb, err := b.tensor("token_embd.weight", E, int64(c.NVocab))
+	if err != nil {
+		return nil, err
+	}
+	var freqs []float32
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		t, err := b.tensor("rope_freqs.weight", int64(c.NRot/2))
+		if err != nil {
+			return nil, err
+		}
+		freqs = decodeF32(t.Data)
+	}
+	tab := b.ropeTable(c.NRot, c.RopeBase, c.RopeScale, c.RopeAttn, freqs)
+
+	x := b.f32("x", c.NEmbd)
+	b.embed(x, tokEmb)
+	for l := 0; l < c.NLayer; l++ {
+		p := fmt.Sprintf("blk.%d", l)
+		w := func(name string, dims ...int64) (*Tensor, error) { return b.tensor(p+"."+name+".weight", dims...) }
+		attnNorm, err := w("attn_norm", E)
+		if err != nil {
+			return nil, err
+		}
+		wq, err := w("attn_q", E, H*HD)
+		if err != nil {
+			return nil, err
+		}
+		wk, err := w("attn_k", E, KV*HD)
+		if err != nil {
+			return nil, err
+		}
+		wv, err := w("attn_v", E, KV*HD)
+		if err != nil {
+			return nil, err
+		}
+		wo, err := w("attn_output", H*HD, E)
+		if err != nil {
+			return nil, err
+		}
+		ffnNorm, err := w("ffn_norm", E)
+		if err != nil {
+			return nil, err
+		}
+		wg, err := w("ffn_gate", E, int64(c.NFF))
+		if err != nil {
+			return nil, err
+		}
+		wu, err := w("ffn_up", E, int64(c.NFF))
+		if err != nil {
+			return nil, err
+		}
+		wd, err := w("ffn_down", int64(c.NFF), E)
+		if err != nil {
+			return nil, err
+		}
+
+		h := b.rmsnorm(p+".attn_norm", x, attnNorm, c.Eps)
+		q := b.matvec(p+".attn_q", h, wq)
+		k := b.matvec(p+".attn_k", h, wk)
+		v := b.matvec(p+".attn_v", h, wv)
+		if o.qkNorm {
+			qn, err := w("attn_q_norm", HD)
+			if err != nil {
+				return nil, err
+			}
+			kn, err := w("attn_k_norm", HD)
+			if err != nil {
+				return nil, err
+			}
+			b.rmsnormInPlace(p+".attn_q_norm", q, qn, c.Eps)
+			b.rmsnormInPlace(p+".attn_k_norm", k, kn, c.Eps)
+		}
+		b.rope(p+".rope_q", q, c.NHead, c.HeadDim, tab, c.RopeMode)
+		b.rope(p+".rope_k", k, c.NHeadKV, c.HeadDim, tab, c.RopeMode)
+		a := b.attention(p, q, k, v, c)
+		o := b.matvec(p+".attn_output", a, wo)
+		b.add(p+".attn_residual", x, o)
+
+		h = b.rmsnorm(p+".ffn_norm", x, ffnNorm, c.Eps)
+		g := b.matvec(p+".ffn_gate", h, wg)
+		u := b.matvec(p+".ffn_up", h, wu)
+		b.swiglu(p+".ffn_swiglu", g, u)
+		d := b.matvec(p+".ffn_down", g, wd)
+		b.add(p+".ffn_residual", x, d)
+	}
+	outNorm, err := b.tensor("output_norm.weight", E)
+	if err != nil {
+		return nil, err
+	}
+	head := tokEmb
+	if !c.Tied {
+		if head, err = b.tensor("output.weight", E, int64(c.NVocab)); err != nil {
+			return nil, err
+		}
+	}
+	b.head(x, outNorm, head, c.Eps)
+	return b.finish()
+}

@@ -1,0 +1,383 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/host/gguf"
+)
+
+// Buf identifies a buffer of a Program.
+type Buf int
+
+// BufKind says what a buffer's rows hold.
+type BufKind uint8
+
+const (
+	F32Buf BufKind = iota // float32 values
+	I32Buf                // int32 values
+	ActBuf                // activations converted to a matvec input format (Act)
+)
+
+// BufSpec describes a buffer: Width values per row (for ActBuf: the float32 width converted).
+type BufSpec struct {
+	Name  string
+	Kind  BufKind
+	Width int
+	Act   kernels.Act // for ActBuf
+	// Rows says how many rows the buffer has in a step: "step" (one per row of the step),
+	// "out" (one per wanted logits row), "keys" (one per key of the step's key lists),
+	// "keyoff" (rows+1).
+	Rows string
+}
+
+// RowBytes is the size of one row of the buffer.
+func (b BufSpec) RowBytes() int {
+	if b.Kind == ActBuf {
+		return b.Act.RowBytes(b.Width)
+	}
+	return 4 * b.Width
+}
+
+// OpKind names an operation.
+type OpKind uint8
+
+const (
+	OpEmbed     OpKind = iota // Out = Weight[tokens]
+	OpRMSNorm                 // Out = rmsnorm(In[0]) · Weight, Groups groups of Width per row
+	OpConvert                 // Out (ActBuf) = In[0] converted to Out's Act format
+	OpMatVec                  // Out = Weight · In[0] (In[0] an F32Buf for F32 weights, else an ActBuf)
+	OpRope                    // In[0] rotated in place; In[1] is the rope table buffer
+	OpKVStore                 // cache[Layer][slots] = (In[0], In[1])
+	OpAttention               // Out = attention(In[0]) over the Layer's cache
+	OpAdd                     // Out = In[0] + In[1]
+	OpSwiGLU                  // Out = silu(In[0]) · In[1]
+	OpGather                  // Out = the rows of In[0] listed in the out.rows input
+)
+
+var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather"}
+
+func (k OpKind) String() string { return opNames[k] }
+
+// Op is one operation of a Program.
+type Op struct {
+	Kind   OpKind
+	Name   string // the output's name, e.g. "blk.3.attn_q"; unique within the program
+	In     []Buf
+	Out    Buf
+	Weight string // tensor name (embed, rmsnorm, matvec)
+	Layer  int    // cache layer (kv_store, attention); -1 otherwise
+
+	// Shape parameters, by kind.
+	Rows, Cols     int     // matvec: Rows outputs of Cols inputs; embed: Cols values per row
+	Groups, Width  int     // rmsnorm: Groups groups of Width values per row
+	Eps            float32 // rmsnorm
+	Heads, HeadDim int     // rope, attention (query heads)
+	KVHeads        int     // attention
+	NRot           int     // rope
+	RopeMode       int32   // rope
+	Scale          float32 // attention
+
+	// Cost model: bytes of weights read once per step, bytes and flops per row, and (for
+	// attention) bytes and flops per key of each row.
+	WeightBytes int64
+	BytesPerRow int64
+	FlopsPerRow int64
+	BytesPerKey int64
+	FlopsPerKey int64
+}
+
+// Tensor is a weight bound from the GGUF file.
+type Tensor struct {
+	Name string
+	Type dtype.Type
+	Dims []int64
+	Data []byte
+}
+
+// RopeTable describes one table of (cos, sin) pairs per row.
+type RopeTable struct {
+	Buf   Buf
+	NRot  int
+	Base  float64
+	Scale float64   // positions are divided by Scale (linear scaling)
+	Freqs []float32 // optional per-pair frequency divisors (rope_freqs.weight), len NRot/2
+	Attn  float64   // multiplies cos and sin (rope.scaling.attn_factor); 0 means 1
+}
+
+// Program is a model compiled into ops over buffers.
+type Program struct {
+	Config  Config
+	Buffers []BufSpec
+	Ops     []Op
+	Tensors map[string]*Tensor
+
+	// Step inputs and the output.
+	Tokens, Slots, Keys, KeyOff, OutRows Buf
+	Ropes                                []RopeTable
+	Logits                               Buf // float32 [out rows][NVocab]
+	// Caches: one K/V cache per attention layer: KVDim floats per slot.
+	CacheLayers int
+	KVDim       int
+}
+
+// WeightBytes is the total size of the weights the program reads.
+func (p *Program) WeightBytes() int64 {
+	var n int64
+	for _, t := range p.Tensors {
+		n += int64(len(t.Data))
+	}
+	return n
+}
+
+// builder accumulates a Program.
+type builder struct {
+	p     *Program
+	f     *gguf.File
+	names map[string]Buf
+	used  map[string]bool
+	conv  map[convKey]Buf // live conversions of a buffer to an activation format
+	layer int
+}
+
+type convKey struct {
+	src Buf
+	act kernels.Act
+}
+
+func newBuilder(f *gguf.File, c Config) *builder {
+	b := &builder{
+		p:     &Program{Config: c, Tensors: map[string]*Tensor{}},
+		f:     f,
+		names: map[string]Buf{},
+		used:  map[string]bool{},
+		conv:  map[convKey]Buf{},
+	}
+	b.p.Tokens = b.buf("tokens", I32Buf, 1, "step")
+	b.p.Slots = b.buf("kv.slots", I32Buf, 1, "step")
+	b.p.Keys = b.buf("kv.keys", I32Buf, 1, "keys")
+	b.p.KeyOff = b.buf("kv.keyoff", I32Buf, 1, "keyoff")
+	b.p.OutRows = b.buf("out.rows", I32Buf, 1, "out")
+	return b
+}
+
+// buf returns the buffer called name, creating it.
+func (b *builder) buf(name string, kind BufKind, width int, rows string) Buf {
+	if id, ok := b.names[name]; ok {
+		return id
+	}
+	id := Buf(len(b.p.Buffers))
+	b.p.Buffers = append(b.p.Buffers, BufSpec{Name: name, Kind: kind, Width: width, Rows: rows})
+	b.names[name] = id
+	return id
+}
+
+func (b *builder) f32(name string, width int) Buf { return b.buf(name, F32Buf, width, "step") }
+
+// emit appends an op and invalidates conversions of its output.
+func (b *builder) emit(op Op) Buf {
+	for k := range b.conv {
+		if k.src == op.Out {
+			delete(b.conv, k)
+		}
+	}
+	if op.Layer == 0 && op.Kind != OpKVStore && op.Kind != OpAttention {
+		op.Layer = -1
+	}
+	b.p.Ops = append(b.p.Ops, op)
+	return op.Out
+}
+
+// tensor binds a weight, checking its dims (fastest first) and that kernels support its type.
+func (b *builder) tensor(name string, dims ...int64) (*Tensor, error) {
+	if t, ok := b.p.Tensors[name]; ok {
+		return t, nil
+	}
+	ti, ok := b.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model: tensor %q is missing", name)
+	}
+	if !equalDims(ti.Dims, dims) {
+		return nil, fmt.Errorf("model: tensor %q has dims %v, want %v", name, ti.Dims, dims)
+	}
+	if _, err := kernels.Lookup(ti.Type); err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	if len(dims) == 1 && ti.Type != dtype.F32 {
+		return nil, fmt.Errorf("model: tensor %q is %s; 1-D weights must be f32", name, ti.Type)
+	}
+	t := &Tensor{Name: name, Type: ti.Type, Dims: ti.Dims, Data: b.f.Data(ti)}
+	b.p.Tensors[name] = t
+	b.used[name] = true
+	return t, nil
+}
+
+func equalDims(a []int64, b []int64) bool {
+	// trailing 1s are insignificant in ggml
+	for len(a) > 1 && a[len(a)-1] == 1 {
+		a = a[:len(a)-1]
+	}
+	for len(b) > 1 && b[len(b)-1] == 1 {
+		b = b[:len(b)-1]
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// embed emits a token embedding lookup.
+func (b *builder) embed(out Buf, w *Tensor) {
+	n := int(w.Dims[0])
+	b.emit(Op{Kind: OpEmbed, Name: b.p.Buffers[out].Name, In: []Buf{b.p.Tokens}, Out: out, Weight: w.Name, Cols: n,
+		BytesPerRow: rowBytes(w) + 4*int64(n) + 4})
+}
+
+// rmsnorm emits out = rmsnorm(in)·w over groups of len(w) values per row.
+func (b *builder) rmsnorm(name string, in Buf, w *Tensor, eps float32) Buf {
+	width := int(w.Dims[0])
+	total := b.p.Buffers[in].Width
+	out := b.f32(name, total)
+	b.emit(Op{Kind: OpRMSNorm, Name: name, In: []Buf{in}, Out: out, Weight: w.Name,
+		Groups: total / width, Width: width, Eps: eps,
+		WeightBytes: int64(len(w.Data)), BytesPerRow: 8 * int64(total), FlopsPerRow: 4 * int64(total)})
+	return out
+}
+
+// rmsnormInPlace normalises groups of a buffer in place (per-head q/k norms).
+func (b *builder) rmsnormInPlace(name string, buf Buf, w *Tensor, eps float32) {
+	width := int(w.Dims[0])
+	total := b.p.Buffers[buf].Width
+	b.emit(Op{Kind: OpRMSNorm, Name: name, In: []Buf{buf}, Out: buf, Weight: w.Name,
+		Groups: total / width, Width: width, Eps: eps,
+		WeightBytes: int64(len(w.Data)), BytesPerRow: 8 * int64(total), FlopsPerRow: 4 * int64(total)})
+}
+
+// matvec emits out = w·in, converting in to the weight's activation format first (once per
+// buffer version: q, k and v projections of one input share one conversion).
+func (b *builder) matvec(name string, in Buf, w *Tensor) Buf {
+	f, _ := kernels.Lookup(w.Type) // checked in tensor()
+	cols, rows := int(w.Dims[0]), int(w.Dims[1])
+	src := in
+	if f.Act != kernels.ActF32 {
+		k := convKey{in, f.Act}
+		conv, ok := b.conv[k]
+		if !ok {
+			cname := b.p.Buffers[in].Name + "." + f.Act.String()
+			conv = b.buf(cname, ActBuf, cols, "step")
+			b.p.Buffers[conv].Act = f.Act
+			b.emit(Op{Kind: OpConvert, Name: cname, In: []Buf{in}, Out: conv,
+				BytesPerRow: 4*int64(cols) + int64(f.Act.RowBytes(cols)), FlopsPerRow: 3 * int64(cols)})
+			b.conv[k] = conv
+		}
+		src = conv
+	}
+	out := b.f32(name, rows)
+	b.emit(Op{Kind: OpMatVec, Name: name, In: []Buf{src}, Out: out, Weight: w.Name, Rows: rows, Cols: cols,
+		WeightBytes: int64(len(w.Data)), BytesPerRow: int64(f.Act.RowBytes(cols)) + 4*int64(rows),
+		FlopsPerRow: 2 * int64(rows) * int64(cols)})
+	return out
+}
+
+func rowBytes(t *Tensor) int64 {
+	n, _ := t.Type.RowBytes(t.Dims[0])
+	return n
+}
+
+// rope emits an in-place rotation of buf's heads with the table for (nRot, base).
+func (b *builder) rope(name string, buf Buf, heads, headDim int, tab RopeTable, mode int32) {
+	b.emit(Op{Kind: OpRope, Name: name, In: []Buf{buf, tab.Buf}, Out: buf, Heads: heads, HeadDim: headDim,
+		NRot: tab.NRot, RopeMode: mode, BytesPerRow: int64(8*heads*headDim + 4*tab.NRot), FlopsPerRow: int64(3 * heads * tab.NRot)})
+}
+
+// ropeTable returns the step input holding (cos, sin) pairs for these parameters.
+func (b *builder) ropeTable(nRot int, base, scale, attn float64, freqs []float32) RopeTable {
+	for _, t := range b.p.Ropes {
+		if t.NRot == nRot && t.Base == base && t.Scale == scale && t.Attn == attn && len(t.Freqs) == len(freqs) {
+			return t
+		}
+	}
+	name := fmt.Sprintf("rope.%d", len(b.p.Ropes))
+	t := RopeTable{Buf: b.buf(name, F32Buf, nRot, "step"), NRot: nRot, Base: base, Scale: scale, Attn: attn, Freqs: freqs}
+	b.p.Ropes = append(b.p.Ropes, t)
+	return t
+}
+
+// attention emits the KV store and attention of one cache layer.
+func (b *builder) attention(prefix string, q, k, v Buf, c Config) Buf {
+	layer := b.p.CacheLayers
+	b.p.CacheLayers++
+	kvdim := c.NHeadKV * c.HeadDim
+	b.p.KVDim = kvdim
+	b.emit(Op{Kind: OpKVStore, Name: prefix + ".kv_store", In: []Buf{k, v}, Out: k, Layer: layer,
+		BytesPerRow: 16 * int64(kvdim)})
+	out := b.f32(prefix+".attn", c.NHead*c.HeadDim)
+	b.emit(Op{Kind: OpAttention, Name: prefix + ".attn", In: []Buf{q}, Out: out, Layer: layer,
+		Heads: c.NHead, HeadDim: c.HeadDim, KVHeads: c.NHeadKV, Scale: c.AttnScale,
+		BytesPerRow: 8 * int64(c.NHead*c.HeadDim), BytesPerKey: 8*int64(kvdim) + 4,
+		FlopsPerKey: int64(4*c.NHead*c.HeadDim + 4*c.NHead)})
+	return out
+}
+
+func (b *builder) add(name string, x, y Buf) Buf {
+	w := b.p.Buffers[x].Width
+	return b.emit(Op{Kind: OpAdd, Name: name, In: []Buf{x, y}, Out: x, BytesPerRow: 12 * int64(w), FlopsPerRow: int64(w)})
+}
+
+func (b *builder) swiglu(name string, gate, up Buf) Buf {
+	w := b.p.Buffers[gate].Width
+	return b.emit(Op{Kind: OpSwiGLU, Name: name, In: []Buf{gate, up}, Out: gate, BytesPerRow: 12 * int64(w), FlopsPerRow: 20 * int64(w)})
+}
+
+// head emits gather → final norm → output projection.
+func (b *builder) head(x Buf, norm, out *Tensor, eps float32) {
+	w := b.p.Buffers[x].Width
+	g := b.buf("out.x", F32Buf, w, "out")
+	b.emit(Op{Kind: OpGather, Name: "out.x", In: []Buf{x, b.p.OutRows}, Out: g, BytesPerRow: 8 * int64(w)})
+	n := b.rmsnorm("out.norm", g, norm, eps)
+	b.p.Buffers[n].Rows = "out"
+	b.p.Logits = b.matvec("logits", n, out)
+	for _, bi := range []Buf{b.p.Logits} {
+		b.p.Buffers[bi].Rows = "out"
+	}
+	for k, v := range b.conv {
+		if k.src == n {
+			b.p.Buffers[v].Rows = "out"
+		}
+	}
+}
+
+// finish checks the program's invariants.
+func (b *builder) finish() (*Program, error) {
+	seen := map[string]bool{}
+	for _, op := range b.p.Ops {
+		if seen[op.Name] && op.Kind != OpRMSNorm {
+			return nil, fmt.Errorf("model: internal error: op name %q used twice", op.Name)
+		}
+		seen[op.Name] = true
+	}
+	var unused []string
+	for _, t := range b.f.Tensors {
+		if !b.used[t.Name] && !ignoredTensor(t.Name) {
+			unused = append(unused, t.Name)
+		}
+	}
+	if len(unused) > 0 {
+		sort.Strings(unused)
+		return nil, fmt.Errorf("model: %s: tensors the architecture does not use (unsupported variant?): %s", b.p.Config.Arch, strings.Join(unused, ", "))
+	}
+	return b.p, nil
+}
+
+// ignoredTensor lists tensors a model may carry that the forward pass does not read.
+func ignoredTensor(name string) bool {
+	return strings.Contains(name, ".nextn.")
+}

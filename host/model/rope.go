@@ -1,0 +1,40 @@
+package model
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Fill writes the (cos θ_i, sin θ_i) pairs of each position into dst (len(pos)·NRot values):
+// θ_i = (pos/Scale) · Base^(−2i/NRot) / Freqs[i], computed in float64 (cos and sin times Attn)
+// and rounded once.
+func (t RopeTable) Fill(dst []float32, pos []int32) {
+	half := t.NRot / 2
+	inv := make([]float64, half)
+	for i := range inv {
+		inv[i] = math.Pow(t.Base, -2*float64(i)/float64(t.NRot))
+		if t.Freqs != nil {
+			inv[i] /= float64(t.Freqs[i])
+		}
+	}
+	attn := t.Attn
+	if attn == 0 {
+		attn = 1
+	}
+	for r, p := range pos {
+		pp := float64(p) / t.Scale
+		for i := 0; i < half; i++ {
+			s, c := math.Sincos(pp * inv[i])
+			dst[r*t.NRot+2*i] = float32(c * attn)
+			dst[r*t.NRot+2*i+1] = float32(s * attn)
+		}
+	}
+}
+
+func decodeF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
