@@ -1,7 +1,89 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"verity/device/dtype"
+	"verity/host/gguf"
+	"verity/host/quantize"
+)
 
 func newQuantizeCmd() *cobra.Command {
-	return &cobra.Command{Use: "quantize IN OUT", Short: "Re-quantise a GGUF file's 2-D weights", Args: cobra.ExactArgs(2)}
+	var o quantize.Options
+	var typeName string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "quantize IN.gguf OUT.gguf --type TYPE",
+		Short: "Re-quantise a GGUF file's weights with the reference quantisers",
+		Long: `Re-quantise every 2-D weight of IN (and 3-D expert stacks) to TYPE with the reference
+quantisers, byte-identical to llama.cpp's quantize --pure without an importance matrix.
+1-D tensors, norms, routers and the other tensors llama.cpp never quantises keep their type.
+Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := dtype.Parse(typeName)
+			if err != nil {
+				return err
+			}
+			o.Type = t
+			in, err := gguf.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			o.Warn = func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", msg) }
+			var bar *progressbar.ProgressBar
+			if !quiet {
+				bar = progressbar.DefaultBytes(-1, "quantising")
+				o.Progress = func(done, total int64) {
+					bar.ChangeMax64(total)
+					_ = bar.Set64(done)
+				}
+			}
+			tmp, err := os.CreateTemp(filepath.Dir(args[1]), ".verity-quantize-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			bw := bufio.NewWriterSize(tmp, 1<<20)
+			plan, err := quantize.Write(in, bw, o)
+			if err == nil {
+				err = bw.Flush()
+			}
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), args[1]); err != nil {
+				return err
+			}
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(cmd.ErrOrStderr())
+			}
+			n := 0
+			for _, a := range plan {
+				if a.To != a.From {
+					n++
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d of %d tensors converted to %s\n", args[1], n, len(plan), t)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&typeName, "type", "", "target type (ggml name, e.g. q4_K)")
+	cmd.Flags().BoolVar(&o.AllowFallback, "allow-fallback", false, "keep tensors whose rows do not fit the type's blocks (with a warning)")
+	cmd.Flags().BoolVar(&o.AllowRequantize, "allow-requantize", false, "accept already-quantised inputs")
+	cmd.Flags().IntVar(&o.Workers, "threads", 0, "worker threads (0: all cores)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	_ = cmd.MarkFlagRequired("type")
+	return cmd
 }

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"verity/host/engine"
+	"verity/host/model"
+)
+
+// Options choose what to measure.
+type Options struct {
+	Prompt    int // prefill tokens (default 128)
+	Decode    int // decoded tokens (default 32)
+	Trees     int // 8-node tree verifications (default 8)
+	TreeNodes int // nodes per tree (default 8)
+	Seed      uint64
+}
+
+// Result is one benchmark row.
+type Result struct {
+	Model      string  `json:"model"`
+	Arch       string  `json:"arch"`
+	Backend    string  `json:"backend"`
+	WeightMB   float64 `json:"weight_mb"`
+	PrefillTPS float64 `json:"prefill_tok_s"`
+	DecodeTPS  float64 `json:"decode_tok_s"`
+	DecodeMS   float64 `json:"decode_ms_per_tok"`
+	VerifyMS   float64 `json:"verify_ms_per_tree"`
+	VerifyTPS  float64 `json:"verify_nodes_s"`
+	TreeNodes  int     `json:"tree_nodes"`
+	// Bytes moved per decoded token (weights + KV cache + activations, from the cost model)
+	// at the mean decode context, the achieved rate and its fraction of the probe.
+	BytesPerToken float64 `json:"bytes_per_token"`
+	DecodeGBs     float64 `json:"decode_gb_s"`
+	ProbeGBs      float64 `json:"probe_gb_s"`
+	Fraction      float64 `json:"bandwidth_fraction"`
+}
+
+// Run measures prefill, decode and verify on engine e (which must have room for the prompt,
+// the decoded tokens and one tree).
+func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error) {
+	if o.Prompt == 0 {
+		o.Prompt = 128
+	}
+	if o.Decode == 0 {
+		o.Decode = 32
+	}
+	if o.Trees == 0 {
+		o.Trees = 8
+	}
+	if o.TreeNodes == 0 {
+		o.TreeNodes = 8
+	}
+	p := e.Program()
+	c := p.Config
+	if o.Prompt+o.Decode+o.TreeNodes > e.Context() {
+		return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, o.TreeNodes, e.Context())
+	}
+	if o.TreeNodes > e.MaxRows() {
+		return Result{}, fmt.Errorf("bench: tree of %d nodes exceeds the step size %d", o.TreeNodes, e.MaxRows())
+	}
+	r := rand.New(rand.NewPCG(o.Seed, 1))
+	tok := func() int32 { return int32(r.IntN(c.NVocab)) }
+	prompt := make([]int32, o.Prompt)
+	for i := range prompt {
+		prompt[i] = tok()
+	}
+	res := Result{Model: name, Arch: c.Arch, Backend: e.Executor().Backend().Name(), TreeNodes: o.TreeNodes,
+		WeightMB: float64(p.WeightBytes()) / 1e6, ProbeGBs: probe / 1e9}
+
+	s := e.NewSession()
+	defer s.Close()
+	start := time.Now()
+	if _, err := s.Prefill(prompt, false); err != nil {
+		return res, err
+	}
+	res.PrefillTPS = float64(o.Prompt) / time.Since(start).Seconds()
+
+	start = time.Now()
+	for i := 0; i < o.Decode; i++ {
+		if _, err := s.Decode(tok()); err != nil {
+			return res, err
+		}
+	}
+	dt := time.Since(start).Seconds()
+	res.DecodeTPS = float64(o.Decode) / dt
+	res.DecodeMS = 1e3 * dt / float64(o.Decode)
+	meanCtx := o.Prompt + o.Decode/2
+	res.BytesPerToken = float64(StepBytes(p, 1, meanCtx))
+	res.DecodeGBs = res.BytesPerToken * res.DecodeTPS / 1e9
+	if probe > 0 {
+		res.Fraction = res.DecodeGBs * 1e9 / probe
+	}
+
+	// trees: a chain of 2 under the root, the rest fanned out (a typical draft shape)
+	tree := engine.Tree{}
+	for i := 0; i < o.TreeNodes; i++ {
+		tree.Tokens = append(tree.Tokens, tok())
+		parent := -1
+		if i > 0 {
+			parent = (i - 1) / 2
+		}
+		tree.Parents = append(tree.Parents, parent)
+	}
+	start = time.Now()
+	for i := 0; i < o.Trees; i++ {
+		if _, err := s.Verify(tree); err != nil {
+			return res, err
+		}
+	}
+	vt := time.Since(start).Seconds() / float64(o.Trees)
+	res.VerifyMS = 1e3 * vt
+	res.VerifyTPS = float64(o.TreeNodes) / vt
+	return res, nil
+}
+
+// StepBytes is the cost model's byte count for one step of rows rows, each attending to
+// keys keys: weights once, activations per row, K/V per key.
+func StepBytes(p *model.Program, rows, keys int) int64 {
+	var n int64
+	for _, op := range p.Ops {
+		n += op.WeightBytes + int64(rows)*op.BytesPerRow + int64(rows*keys)*op.BytesPerKey
+	}
+	return n
+}

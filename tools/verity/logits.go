@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"verity/device"
+	"verity/device/cpu"
+	"verity/device/kernels"
+	"verity/host/engine"
+)
+
+func newLogitsCmd() *cobra.Command {
+	var modelPath, tokens, tree, out string
+	var threads int
+	cmd := &cobra.Command{
+		Use:   "logits --model FILE --tokens 1,2,3 --out LOGITS",
+		Short: "Write the logits of every position (or of every draft-tree node)",
+		Long: `Run the model over --tokens and write the logits of every position as float32
+little-endian [n_tokens][n_vocab] (llama.cpp oracle format). With --verify-tree
+'tok:parent,tok:parent,...' the tokens are the committed prefix and the tree's nodes follow it:
+node 0 is the root (parent -1) continuing the prefix, every other parent index is smaller than
+its node's; the output then has one row per node, each bit-identical to decoding the path to
+that node.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			toks, err := parseInts(tokens)
+			if err != nil {
+				return fmt.Errorf("--tokens: %w", err)
+			}
+			var t *engine.Tree
+			if tree != "" {
+				if t, err = parseTree(tree); err != nil {
+					return fmt.Errorf("--verify-tree: %w", err)
+				}
+			} else if len(toks) == 0 {
+				return fmt.Errorf("--tokens: no tokens given")
+			}
+			rows := 64
+			if t != nil && len(t.Tokens) > rows {
+				rows = len(t.Tokens)
+			}
+			need := len(toks) + rows
+			m, err := engine.Load(modelPath, cpu.New(threads), engine.LoadOptions{MaxRows: rows, Context: need})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			s := m.NewSession()
+			var logits [][]float32
+			if len(toks) > 0 {
+				if logits, err = s.Prefill(toks, t == nil); err != nil {
+					return err
+				}
+			}
+			if t != nil {
+				if logits, err = s.Verify(*t); err != nil {
+					return err
+				}
+			}
+			if err := writeLogits(out, logits); err != nil {
+				return err
+			}
+			am := make([]string, len(logits))
+			for i, l := range logits {
+				am[i] = strconv.Itoa(kernels.ArgmaxRow(l))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "n_vocab=%d rows=%d argmax=[%s] out=%s\n", m.Program().Config.NVocab, len(logits), strings.Join(am, ","), out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&modelPath, "model", "", "GGUF model file")
+	cmd.Flags().StringVar(&tokens, "tokens", "", "comma-separated token ids")
+	cmd.Flags().StringVar(&tree, "verify-tree", "", "draft tree as tok:parent,tok:parent,...")
+	cmd.Flags().StringVar(&out, "out", "", "output file")
+	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	_ = cmd.MarkFlagRequired("model")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+func parseInts(s string) ([]int32, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []int32
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("bad token %q", f)
+		}
+		out = append(out, int32(v))
+	}
+	return out, nil
+}
+
+func parseTree(s string) (*engine.Tree, error) {
+	t := &engine.Tree{}
+	for _, node := range strings.Split(s, ",") {
+		tok, par, ok := strings.Cut(strings.TrimSpace(node), ":")
+		if !ok {
+			return nil, fmt.Errorf("node %q is not tok:parent", node)
+		}
+		tv, err := strconv.ParseInt(tok, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("node %q: bad token", node)
+		}
+		pv, err := strconv.Atoi(par)
+		if err != nil {
+			return nil, fmt.Errorf("node %q: bad parent", node)
+		}
+		t.Tokens = append(t.Tokens, int32(tv))
+		t.Parents = append(t.Parents, pv)
+	}
+	if _, err := t.Depths(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func writeLogits(path string, rows [][]float32) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, r := range rows {
+		if _, err := w.Write(device.F32Bytes(r)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
