@@ -1,0 +1,45 @@
+package bench
+
+import (
+	"bytes"
+	"testing"
+
+	"verity/device/cpu"
+	"verity/fixtures"
+	"verity/host/engine"
+	"verity/host/gguf"
+)
+
+func TestRun(t *testing.T) {
+	s, _ := fixtures.Lookup("tiny-llama-q8_0")
+	var buf bytes.Buffer
+	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := gguf.Parse(buf.Bytes())
+	m, err := engine.FromFile(f, cpu.New(1), engine.LoadOptions{MaxRows: 16, Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	r, err := Run(m.Engine, s.Name, 1e9, Options{Prompt: 20, Decode: 4, Trees: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PrefillTPS <= 0 || r.DecodeTPS <= 0 || r.VerifyMS <= 0 || r.BytesPerToken <= 0 || r.Fraction <= 0 {
+		t.Errorf("result has empty measurements: %+v", r)
+	}
+	// a decoded token reads every weight but the embedding table once, plus its KV history
+	if min := float64(m.Program().WeightBytes()) - float64(len(m.Program().Tensors["token_embd.weight"].Data)); r.BytesPerToken < min {
+		t.Errorf("bytes per token %.0f below the weight bytes %.0f", r.BytesPerToken, min)
+	}
+	if _, err := Run(m.Engine, s.Name, 1e9, Options{Prompt: 60, Decode: 10}); err == nil {
+		t.Error("run past the context accepted")
+	}
+}
+
+func TestBandwidth(t *testing.T) {
+	if bw := Bandwidth(1<<20, 2, 2); bw <= 0 {
+		t.Errorf("bandwidth %g", bw)
+	}
+}

@@ -1,0 +1,180 @@
+package model_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"verity/device/dtype"
+	"verity/fixtures"
+	"verity/host/gguf"
+	"verity/host/model"
+)
+
+// fixtureFile returns a tiny fixture as a writer, so tests can damage it.
+func fixtureWriter(t *testing.T, name string) *gguf.Writer {
+	t.Helper()
+	s, err := fixtures.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := gguf.NewWriterFrom(f)
+	for _, ti := range f.Tensors {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, f.Data(ti)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+func build(t *testing.T, w *gguf.Writer) (*model.Program, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model.Build(f)
+}
+
+func TestBuildFixtures(t *testing.T) {
+	for _, name := range []string{"tiny-llama-f32", "tiny-llama-tied-f32", "tiny-qwen3-f32", "small-llama-q4_k_m"} {
+		p, err := build(t, fixtureWriter(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s, _ := fixtures.Lookup(name)
+		c := p.Config
+		if c.NLayer != s.NLayer || c.NEmbd != s.NEmbd || c.NHead != s.NHead || c.NHeadKV != s.NHeadKV || c.HeadDim != s.HeadDim || c.NVocab != s.NVocab || c.Tied != s.Tied {
+			t.Errorf("%s: config %+v does not match the spec", name, c)
+		}
+		// one attention cache per layer; every op named; weights counted once
+		if p.CacheLayers != s.NLayer {
+			t.Errorf("%s: %d cache layers", name, p.CacheLayers)
+		}
+		var wb int64
+		for _, op := range p.Ops {
+			if op.Name == "" {
+				t.Errorf("%s: op %s without a name", name, op.Kind)
+			}
+			wb += op.WeightBytes
+		}
+		// every weight is read once per step, except the embedding table (a row per token);
+		// a tied head reads it whole
+		emb := int64(len(p.Tensors["token_embd.weight"].Data))
+		if want := p.WeightBytes() - emb; c.Tied && wb != p.WeightBytes() || !c.Tied && wb != want {
+			t.Errorf("%s: ops read %d weight bytes, program holds %d", name, wb, p.WeightBytes())
+		}
+		if p.Buffers[p.Logits].Width != s.NVocab {
+			t.Errorf("%s: logits width %d", name, p.Buffers[p.Logits].Width)
+		}
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(w *gguf.Writer)
+		want   string
+	}{
+		{"no architecture", func(w *gguf.Writer) { w.Delete("general.architecture") }, `"general.architecture"`},
+		{"unknown architecture", func(w *gguf.Writer) { w.Set("general.architecture", gguf.Str("gpt5")) }, `"gpt5" is not supported`},
+		{"missing block count", func(w *gguf.Writer) { w.Delete("llama.block_count") }, `"llama.block_count"`},
+		{"block count of wrong type", func(w *gguf.Writer) { w.Set("llama.block_count", gguf.Str("two")) }, `"llama.block_count"`},
+		{"heads not dividing", func(w *gguf.Writer) { w.Set("llama.attention.head_count_kv", gguf.U32(3)) }, "cannot share 3 KV heads"},
+		{"zero heads", func(w *gguf.Writer) { w.Set("llama.attention.head_count", gguf.U32(0)) }, "out of range"},
+		{"odd rope dims", func(w *gguf.Writer) { w.Set("llama.rope.dimension_count", gguf.U32(7)) }, "rope.dimension_count"},
+		{"bad eps", func(w *gguf.Writer) { w.Set("llama.attention.layer_norm_rms_epsilon", gguf.F32(-1)) }, "layer_norm_rms_epsilon"},
+		{"too many layers", func(w *gguf.Writer) { w.Set("llama.block_count", gguf.U32(3)) }, `"blk.2.attn_norm.weight" is missing`},
+		{"wrong vocab size", func(w *gguf.Writer) { w.Set("llama.vocab_size", gguf.U32(7)) }, "vocab_size"},
+		{"unsupported rope scaling", func(w *gguf.Writer) { w.Set("llama.rope.scaling.type", gguf.Str("yarn")) }, `"yarn"`},
+	}
+	for _, c := range cases {
+		w := fixtureWriter(t, "tiny-llama-f32")
+		c.damage(w)
+		_, err := build(t, w)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one mentioning %s", c.name, err, c.want)
+		}
+	}
+}
+
+// Tensor binding errors name the tensor: missing, wrong shape, wrong type, unsupported type,
+// and tensors the architecture would silently ignore.
+func TestBindErrors(t *testing.T) {
+	base := fixtureWriter(t, "tiny-llama-f32")
+	var names []string
+	dims := map[string][]int64{}
+	types := map[string]dtype.Type{}
+	ts, _ := base.Tensors()
+	for _, ti := range ts {
+		names = append(names, ti.Name)
+		dims[ti.Name] = ti.Dims
+		types[ti.Name] = ti.Type
+	}
+	rebuild := func(skip string, change func(name string) (dtype.Type, []int64, []byte, bool), extra func(w *gguf.Writer)) error {
+		s, _ := fixtures.Lookup("tiny-llama-f32")
+		var buf bytes.Buffer
+		fixtures.WriteTo(&buf, s, nil)
+		f, _ := gguf.Parse(buf.Bytes())
+		w := gguf.NewWriterFrom(f)
+		for _, ti := range f.Tensors {
+			if ti.Name == skip {
+				continue
+			}
+			ty, d, data := ti.Type, ti.Dims, f.Data(ti)
+			if change != nil {
+				if t2, d2, b2, ok := change(ti.Name); ok {
+					ty, d, data = t2, d2, b2
+				}
+			}
+			if err := w.AddTensor(ti.Name, ty, d, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if extra != nil {
+			extra(w)
+		}
+		_, err := build(t, w)
+		return err
+	}
+	expect := func(what string, err error, want string) {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one mentioning %s", what, err, want)
+		}
+	}
+	expect("missing tensor", rebuild("blk.1.ffn_down.weight", nil, nil), `"blk.1.ffn_down.weight" is missing`)
+	expect("wrong shape", rebuild("", func(n string) (dtype.Type, []int64, []byte, bool) {
+		if n != "blk.0.attn_q.weight" {
+			return 0, nil, nil, false
+		}
+		return dtype.F32, []int64{32, 32}, make([]byte, 32*32*4), true
+	}, nil), `"blk.0.attn_q.weight" has dims [32 32]`)
+	expect("1-D weight not f32", rebuild("", func(n string) (dtype.Type, []int64, []byte, bool) {
+		if n != "blk.0.attn_norm.weight" {
+			return 0, nil, nil, false
+		}
+		return dtype.F16, dims[n], make([]byte, 2*dims[n][0]), true
+	}, nil), "1-D weights must be f32")
+	expect("unsupported type", rebuild("", func(n string) (dtype.Type, []int64, []byte, bool) {
+		if n != "blk.0.ffn_up.weight" {
+			return 0, nil, nil, false
+		}
+		b, _ := dtype.IQ4_NL.TensorBytes(dims[n])
+		return dtype.IQ4_NL, dims[n], make([]byte, b), true
+	}, nil), `"blk.0.ffn_up.weight"`)
+	expect("unused tensor", rebuild("", nil, func(w *gguf.Writer) {
+		w.AddTensor("blk.0.attn_q.bias", dtype.F32, []int64{64}, make([]byte, 256))
+	}), "blk.0.attn_q.bias")
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"verity/fixtures"
+)
+
+// run executes the CLI in-process.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func tinyModel(t *testing.T, name string) string {
+	t.Helper()
+	s, err := fixtures.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".gguf")
+	if err := fixtures.Generate(s, path, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestInspect(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-q8_0")
+	out, err := run(t, "inspect", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"architecture  llama", "file type     7 (Q8_0)", "blk.1.ffn_down.weight", "q8_0", "total"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q", want)
+		}
+	}
+	out, err = run(t, "inspect", "--json", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j struct {
+		Metadata map[string]any
+		Tensors  []struct {
+			Name, Type    string
+			Dims          []int64
+			Offset, Bytes int64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Metadata["general.architecture"] != "llama" || len(j.Tensors) == 0 {
+		t.Fatalf("json: %v", j.Metadata["general.architecture"])
+	}
+	if toks, ok := j.Metadata["tokenizer.ggml.tokens"].([]any); !ok || len(toks) != 320 {
+		t.Errorf("token list not printed in full")
+	}
+	for _, tt := range j.Tensors {
+		if tt.Name == "blk.0.attn_q.weight" && (tt.Type != "q8_0" || tt.Bytes != 64*64/32*34) {
+			t.Errorf("tensor entry %+v", tt)
+		}
+	}
+	if _, err := run(t, "inspect", filepath.Join(t.TempDir(), "missing.gguf")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestLogitsAndVerifyTree(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	dir := t.TempDir()
+	all, tree := filepath.Join(dir, "all.f32"), filepath.Join(dir, "tree.f32")
+	if _, err := run(t, "logits", "--model", path, "--tokens", "5,6,7,8", "--out", all); err != nil {
+		t.Fatal(err)
+	}
+	// tree root 7 with child 8: its rows equal the prefix's last two positions
+	if _, err := run(t, "logits", "--model", path, "--tokens", "5,6", "--verify-tree", "7:-1,8:0,9:0", "--out", tree); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(all)
+	b, _ := os.ReadFile(tree)
+	nv := 320 * 4
+	if len(a) != 4*nv || len(b) != 3*nv {
+		t.Fatalf("sizes %d, %d", len(a), len(b))
+	}
+	if !bytes.Equal(a[2*nv:4*nv], b[:2*nv]) {
+		t.Error("tree nodes' logits differ from decoding their paths")
+	}
+	for _, bad := range [][]string{
+		{"--tokens", "5,99999"}, {"--tokens", "x"}, {"--tokens", "5", "--verify-tree", "7:0"}, {"--tokens", "5", "--verify-tree", "7:-1,8:3"},
+	} {
+		args := append([]string{"logits", "--model", path, "--out", filepath.Join(dir, "x")}, bad...)
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestQuantizeAndInfo(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	out := filepath.Join(t.TempDir(), "q.gguf")
+	if _, err := run(t, "quantize", "-q", path, out, "--type", "q4_0"); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := run(t, "inspect", out)
+	if !strings.Contains(s, "2 (Q4_0)") {
+		t.Error("quantised file has the wrong file type")
+	}
+	if _, err := run(t, "quantize", "-q", path, out, "--type", "q4_K"); err == nil {
+		t.Error("q4_K on 64-wide rows accepted")
+	}
+	if s, err := run(t, "info"); err != nil || !strings.Contains(s, "cores") {
+		t.Errorf("info: %v %q", err, s)
+	}
+}
