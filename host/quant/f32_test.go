@@ -74,8 +74,10 @@ func readRefVectors(t *testing.T, typ dtype.Type) refVectors {
 }
 
 // readRefDequant reads testdata/<type>_ggml_deq.bin: blocks the quantiser never writes
-// (random quants; fp16 scales that are zero, subnormal, the largest finite, ±inf, quiet and
-// signalling NaNs) and ggml's to_float of them (llama-quantize --dequant):
+// (random quants; scales that are zero, subnormal, the largest finite, ±inf, quiet and
+// signalling NaNs; for f16 and bf16 256 patterns of the top exponent and 256 subnormals) and
+// ggml's to_float of them (llama-quantize --dequant; for q8_K, which has no to_float,
+// index.node's dequantize_row_q8_K):
 //
 //	[0:4]   "VQTD"
 //	[4:8]   ggml type id, uint32 LE
