@@ -53,4 +53,7 @@ var (
 	Add = elementwise("add_f32", func(a, b float32) float32 { return a + b })
 	// SwiGLU: Y = SiLU32(A) · B, with A the gate projection and B the up projection.
 	SwiGLU = elementwise("swiglu_f32", func(a, b float32) float32 { return num.SiLU32(a) * b })
+	// SigmoidMul: Y = A · Sigmoid32(B), the output gate of gated attention (B the gate half of
+	// the query projection).
+	SigmoidMul = elementwise("sigmoid_mul_f32", func(a, b float32) float32 { return a * num.Sigmoid32(b) })
 )

@@ -73,6 +73,7 @@ func registerFormat(f *Format) {
 	formats[f.Type] = f
 	matvecKernels[f.Type] = device.Register(newMatVec(f))
 	embedKernels[f.Type] = device.Register(newEmbed(f))
+	moeMatVecKernels[f.Type] = device.Register(newMoEMatVec(f))
 }
 
 // Lookup returns the weight format of t.
