@@ -21,14 +21,21 @@ import (
 	"verity/host/model"
 )
 
-// Engine owns an executor and the slot pool of its cache.
+// Engine owns an executor, the slot pool of its K/V cache and, for recurrent models, the
+// pool of recurrent-state slots.
 type Engine struct {
-	mu    sync.Mutex
-	ex    *exec.Executor
-	free  []int32 // free physical slots (a stack)
-	chunk int
-	ctx   int
+	mu         sync.Mutex
+	ex         *exec.Executor
+	free       []int32 // free physical K/V slots (a stack)
+	freeStates []int32 // free recurrent-state slots; slot 0 is the all-zero state, never written
+	recurrent  bool
+	chunk      int
+	ctx        int
 }
+
+// MaxCheckpoints is how many earlier recurrent states a session keeps for rollback (besides
+// the zero state at position 0). Truncate replays tokens from the nearest one.
+const MaxCheckpoints = 2
 
 // Options configure an engine.
 type Options struct {
@@ -49,11 +56,51 @@ func New(ex *exec.Executor, opt Options) (*Engine, error) {
 	if opt.Context <= 0 || opt.Context > o.NSlots {
 		return nil, fmt.Errorf("engine: context %d does not fit %d cache slots", opt.Context, o.NSlots)
 	}
-	e := &Engine{ex: ex, chunk: o.MaxRows, ctx: opt.Context}
+	e := &Engine{ex: ex, chunk: o.MaxRows, ctx: opt.Context, recurrent: ex.Program().StateLayers > 0}
 	for s := o.NSlots - 1; s >= 0; s-- {
 		e.free = append(e.free, int32(s))
 	}
+	if e.recurrent {
+		if o.NStates < 2+o.MaxRows {
+			return nil, fmt.Errorf("engine: %d recurrent state slots cannot hold a session and a tree of %d nodes", o.NStates, o.MaxRows)
+		}
+		if err := ex.ClearState(0); err != nil {
+			return nil, err
+		}
+		for s := o.NStates - 1; s >= 1; s-- {
+			e.freeStates = append(e.freeStates, int32(s))
+		}
+	}
 	return e, nil
+}
+
+// StatesPerSession is the number of recurrent-state slots a session may hold at once: its
+// current state, its checkpoints and one per node of a verified tree.
+func StatesPerSession(maxRows int) int { return 1 + MaxCheckpoints + maxRows }
+
+func (e *Engine) allocStates(n int) ([]int32, error) {
+	if n > len(e.freeStates) {
+		return nil, fmt.Errorf("engine: %d recurrent state slots needed, %d free", n, len(e.freeStates))
+	}
+	s := make([]int32, n)
+	copy(s, e.freeStates[len(e.freeStates)-n:])
+	e.freeStates = e.freeStates[:len(e.freeStates)-n]
+	return s, nil
+}
+
+func (e *Engine) releaseStates(s ...int32) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] > 0 {
+			e.freeStates = append(e.freeStates, s[i])
+		}
+	}
+}
+
+// FreeStates is the number of unused recurrent-state slots (0 for attention-only models).
+func (e *Engine) FreeStates() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.freeStates)
 }
 
 // Program returns the compiled model.
@@ -101,11 +148,24 @@ type Session struct {
 	slots   []int32 // logical position → physical slot
 	pending *pending
 	closed  bool
+
+	// Recurrent models: the state after the last committed token (slot 0, the zero state, for
+	// an empty session), earlier states kept for rollback, and the committed tokens (replayed
+	// from a checkpoint by Truncate).
+	state       int32
+	checkpoints []checkpoint
+	tokens      []int32
+}
+
+type checkpoint struct {
+	pos  int
+	slot int32
 }
 
 type pending struct {
-	tree  Tree
-	slots []int32 // per node
+	tree   Tree
+	slots  []int32 // K/V slot per node
+	states []int32 // recurrent state per node (after the node)
 }
 
 // Len is the number of committed positions.
@@ -119,16 +179,61 @@ func (s *Session) Len() int {
 func (s *Session) Close() {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.dropPending()
 	s.e.release(s.slots)
+	s.setState(0)
+	for _, c := range s.checkpoints {
+		s.e.releaseStates(c.slot)
+	}
+	s.checkpoints = nil
 	s.slots, s.closed = nil, true
 }
 
 func (s *Session) dropPending() {
 	if s.pending != nil {
 		s.e.release(s.pending.slots)
+		s.e.releaseStates(s.pending.states...)
 		s.pending = nil
 	}
+}
+
+// advance makes slot the session's state at position pos (the current length), keeping the
+// previous state as a checkpoint.
+func (s *Session) advance(slot int32) {
+	if !s.e.recurrent {
+		return
+	}
+	if s.state > 0 && !s.isCheckpoint(s.state) {
+		s.checkpoints = append(s.checkpoints, checkpoint{pos: len(s.tokens), slot: s.state})
+		if len(s.checkpoints) > MaxCheckpoints {
+			old := s.checkpoints[0]
+			s.checkpoints = s.checkpoints[1:]
+			if old.slot != s.state {
+				s.e.releaseStates(old.slot)
+			}
+		}
+	}
+	s.state = slot
+}
+
+// setState replaces the current state, freeing the old one unless a checkpoint holds it.
+func (s *Session) setState(slot int32) {
+	if s.state > 0 && s.state != slot && !s.isCheckpoint(s.state) {
+		s.e.releaseStates(s.state)
+	}
+	s.state = slot
+}
+
+func (s *Session) isCheckpoint(slot int32) bool {
+	for _, c := range s.checkpoints {
+		if c.slot == slot {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Session) checkTokens(tokens []int32) error {
@@ -166,6 +271,31 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 		return nil, err
 	}
 	table := append(s.slots[:base:base], newSlots...)
+	out, state, err := s.run(tokens, base, table, s.state, all)
+	if err != nil {
+		s.e.release(newSlots)
+		return nil, err
+	}
+	s.slots = table
+	s.advance(state)
+	if s.e.recurrent {
+		s.tokens = append(s.tokens, tokens...)
+	}
+	return out, nil
+}
+
+// run computes tokens at positions base… whose K/V slots table[base…] holds, in chunks,
+// continuing recurrent state src; it returns the logits wanted and the new state's slot (a
+// fresh one; src is never written). On error any fresh state is released.
+func (s *Session) run(tokens []int32, base int, table []int32, src int32, all bool) ([][]float32, int32, error) {
+	dst := int32(-1)
+	if s.e.recurrent {
+		st, err := s.e.allocStates(1)
+		if err != nil {
+			return nil, 0, err
+		}
+		dst = st[0]
+	}
 	nv := s.e.ex.Program().Config.NVocab
 	var out [][]float32
 	for lo := 0; lo < len(tokens); lo += s.e.chunk {
@@ -179,18 +309,25 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 			if all || r == len(tokens)-1 {
 				st.OutRows = append(st.OutRows, int32(r-lo))
 			}
+			if s.e.recurrent {
+				from := dst
+				if r == 0 {
+					from = src
+				}
+				st.StateSrc = append(st.StateSrc, from)
+				st.StateDst = append(st.StateDst, dst)
+			}
 		}
 		logits, err := s.e.ex.Run(st)
 		if err != nil {
-			s.e.release(newSlots)
-			return nil, err
+			s.e.releaseStates(dst)
+			return nil, 0, err
 		}
 		for i := range st.OutRows {
 			out = append(out, logits[i*nv:(i+1)*nv:(i+1)*nv])
 		}
 	}
-	s.slots = table
-	return out, nil
+	return out, dst, nil
 }
 
 // Decode appends one token and returns its logits.
@@ -261,6 +398,13 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	var nodeStates []int32
+	if s.e.recurrent {
+		if nodeStates, err = s.e.allocStates(n); err != nil {
+			s.e.release(nodeSlots)
+			return nil, err
+		}
+	}
 	base := len(s.slots)
 	st := exec.Step{Tokens: t.Tokens}
 	for i := 0; i < n; i++ {
@@ -275,10 +419,20 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 		st.Slots = append(st.Slots, nodeSlots[i])
 		st.Keys = append(st.Keys, keys)
 		st.OutRows = append(st.OutRows, int32(i))
+		if s.e.recurrent {
+			// a node continues its parent's state (the session's for the root)
+			from := s.state
+			if i > 0 {
+				from = nodeStates[t.Parents[i]]
+			}
+			st.StateSrc = append(st.StateSrc, from)
+			st.StateDst = append(st.StateDst, nodeStates[i])
+		}
 	}
 	logits, err := s.e.ex.Run(st)
 	if err != nil {
 		s.e.release(nodeSlots)
+		s.e.releaseStates(nodeStates...)
 		return nil, err
 	}
 	nv := s.e.ex.Program().Config.NVocab
@@ -286,7 +440,8 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 	for i := range out {
 		out[i] = logits[i*nv : (i+1)*nv : (i+1)*nv]
 	}
-	s.pending = &pending{tree: Tree{Tokens: append([]int32(nil), t.Tokens...), Parents: append([]int(nil), t.Parents...)}, slots: nodeSlots}
+	s.pending = &pending{tree: Tree{Tokens: append([]int32(nil), t.Tokens...), Parents: append([]int(nil), t.Parents...)},
+		slots: nodeSlots, states: nodeStates}
 	return out, nil
 }
 
@@ -317,18 +472,40 @@ func (s *Session) Commit(path []int) error {
 		keep[node] = true
 		s.slots = append(s.slots, s.pending.slots[node])
 	}
-	var drop []int32
+	var drop, dropStates []int32
 	for i, sl := range s.pending.slots {
 		if !keep[i] {
 			drop = append(drop, sl)
 		}
 	}
+	if s.e.recurrent {
+		last := -1
+		if len(path) > 0 {
+			last = path[len(path)-1]
+		}
+		for i, st := range s.pending.states {
+			if i != last {
+				dropStates = append(dropStates, st)
+			}
+		}
+		if last >= 0 {
+			s.advance(s.pending.states[last])
+			for _, node := range path {
+				s.tokens = append(s.tokens, t.Tokens[node])
+			}
+		}
+	}
 	s.e.release(drop)
+	s.e.releaseStates(dropStates...)
 	s.pending = nil
 	return nil
 }
 
 // Truncate rolls the session back to its first n positions (and drops any verified tree).
+// For recurrent models the state at position n is rebuilt exactly: the nearest kept state at
+// or before n is restored and the tokens after it are run again (chunking never changes
+// bits, so the result equals the state the session had at n). On error the session is
+// unchanged.
 func (s *Session) Truncate(n int) error {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
@@ -336,6 +513,36 @@ func (s *Session) Truncate(n int) error {
 		return fmt.Errorf("engine: truncate to %d positions of %d", n, len(s.slots))
 	}
 	s.dropPending()
+	if s.e.recurrent && n < len(s.slots) {
+		from := checkpoint{pos: 0, slot: 0}
+		for _, c := range s.checkpoints {
+			if c.pos <= n && c.pos >= from.pos {
+				from = c
+			}
+		}
+		state := from.slot
+		if n > from.pos {
+			var err error
+			if _, state, err = s.run(s.tokens[from.pos:n], from.pos, s.slots, from.slot, false); err != nil {
+				return err
+			}
+		}
+		var keep []checkpoint
+		for _, c := range s.checkpoints {
+			if c.pos <= n {
+				keep = append(keep, c)
+			} else if c.slot != state {
+				s.e.releaseStates(c.slot)
+			}
+		}
+		old := s.state
+		s.checkpoints = keep
+		s.state = state
+		if old > 0 && old != state && !s.isCheckpoint(old) {
+			s.e.releaseStates(old)
+		}
+		s.tokens = s.tokens[:n]
+	}
 	s.e.release(s.slots[n:])
 	s.slots = s.slots[:n]
 	return nil

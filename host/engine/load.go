@@ -56,7 +56,11 @@ func FromFile(f *gguf.File, b device.Backend, o LoadOptions) (*Model, error) {
 	if o.MaxRows < 1 || o.Context < 1 || o.Sessions < 1 {
 		return nil, fmt.Errorf("engine: bad load options %+v", o)
 	}
-	ex, err := exec.New(b, p, exec.Options{MaxRows: o.MaxRows, NSlots: o.Sessions*o.Context + o.MaxRows})
+	eo := exec.Options{MaxRows: o.MaxRows, NSlots: o.Sessions*o.Context + o.MaxRows}
+	if p.StateLayers > 0 {
+		eo.NStates = 1 + o.Sessions*StatesPerSession(o.MaxRows)
+	}
+	ex, err := exec.New(b, p, eo)
 	if err != nil {
 		return nil, err
 	}

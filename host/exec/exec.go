@@ -21,6 +21,7 @@ import (
 type Options struct {
 	MaxRows int // most rows in one step (prefill chunk or tree size)
 	NSlots  int // physical K/V slots per attention layer
+	NStates int // recurrent state slots (models with recurrent layers)
 }
 
 // Executor runs a Program on a backend.
@@ -33,6 +34,8 @@ type Executor struct {
 	keyCap  int
 	kcache  []device.Ptr
 	vcache  []device.Ptr
+	conv    []device.Ptr // per recurrent layer: [NStates][ConvSize] float32
+	ssm     []device.Ptr // per recurrent layer: [NStates][SSMSize] float32
 	ropeBuf [][]float32
 	closed  bool
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
@@ -65,8 +68,11 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 			continue // grown on demand
 		}
 		rows := opt.MaxRows
-		if bs.Rows == "keyoff" {
+		switch bs.Rows {
+		case "keyoff":
 			rows++
+		case "moe":
+			rows *= p.Used
 		}
 		ptr, err := b.Alloc(int64(rows * bs.RowBytes()))
 		if err != nil {
@@ -86,8 +92,65 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 			*c = append(*c, ptr)
 		}
 	}
+	if p.StateLayers > 0 {
+		if opt.NStates <= 0 {
+			return nil, fmt.Errorf("exec: the model has recurrent layers: NStates must be positive")
+		}
+		for l := 0; l < p.StateLayers; l++ {
+			cs, err := b.Alloc(int64(opt.NStates) * int64(p.GDN.ConvSize) * 4)
+			if err != nil {
+				return nil, fmt.Errorf("exec: allocate conv state layer %d (%d slots): %w", l, opt.NStates, err)
+			}
+			e.conv = append(e.conv, cs)
+			ss, err := b.Alloc(int64(opt.NStates) * int64(p.GDN.SSMSize) * 4)
+			if err != nil {
+				return nil, fmt.Errorf("exec: allocate SSM state layer %d (%d slots): %w", l, opt.NStates, err)
+			}
+			e.ssm = append(e.ssm, ss)
+		}
+	}
 	ok = true
 	return e, nil
+}
+
+// ClearState zeroes recurrent state slot s (the state of an empty sequence).
+func (e *Executor) ClearState(s int32) error {
+	if s < 0 || int(s) >= e.opt.NStates {
+		return fmt.Errorf("exec: state slot %d outside %d", s, e.opt.NStates)
+	}
+	for l := range e.conv {
+		for _, c := range []struct {
+			p    device.Ptr
+			size int
+		}{{e.conv[l], e.p.GDN.ConvSize}, {e.ssm[l], e.p.GDN.SSMSize}} {
+			if err := e.b.Write(c.p+device.Ptr(int64(s)*int64(c.size)*4), make([]byte, 4*c.size)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CopyState copies recurrent state slot src to dst.
+func (e *Executor) CopyState(dst, src int32) error {
+	if src < 0 || int(src) >= e.opt.NStates || dst < 0 || int(dst) >= e.opt.NStates {
+		return fmt.Errorf("exec: state slots %d, %d outside %d", src, dst, e.opt.NStates)
+	}
+	for l := range e.conv {
+		for _, c := range []struct {
+			p    device.Ptr
+			size int
+		}{{e.conv[l], e.p.GDN.ConvSize}, {e.ssm[l], e.p.GDN.SSMSize}} {
+			buf := make([]byte, 4*c.size)
+			if err := e.b.Read(buf, c.p+device.Ptr(int64(src)*int64(c.size)*4)); err != nil {
+				return err
+			}
+			if err := e.b.Write(c.p+device.Ptr(int64(dst)*int64(c.size)*4), buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (e *Executor) growKeys(n int) error {
@@ -140,6 +203,12 @@ func (e *Executor) Close() error {
 	for _, p := range e.vcache {
 		free(p)
 	}
+	for _, p := range e.conv {
+		free(p)
+	}
+	for _, p := range e.ssm {
+		free(p)
+	}
 	return errors.Join(errs...)
 }
 
@@ -150,6 +219,10 @@ type Step struct {
 	Slots   []int32   // physical cache slot each row's K and V are written to
 	Keys    [][]int32 // per row: the cache slots it attends to, in logical order (its own slot last)
 	OutRows []int32   // rows whose logits are wanted, in output order
+	// Recurrent models: each row continues the state in slot StateSrc[r] and leaves its own
+	// in StateDst[r]. Rows run in order, so a row may read the slot an earlier row wrote
+	// (a prefill chunk chains its rows through one slot; a tree node reads its parent's).
+	StateSrc, StateDst []int32
 }
 
 func (s *Step) check(p *model.Program, opt Options) error {
@@ -176,6 +249,16 @@ func (s *Step) check(p *model.Program, opt Options) error {
 		for _, k := range s.Keys[r] {
 			if k < 0 || int(k) >= opt.NSlots {
 				return fmt.Errorf("exec: row %d: key slot %d outside cache of %d", r, k, opt.NSlots)
+			}
+		}
+	}
+	if p.StateLayers > 0 {
+		if len(s.StateSrc) != n || len(s.StateDst) != n {
+			return fmt.Errorf("exec: step of %d rows has %d source and %d destination state slots", n, len(s.StateSrc), len(s.StateDst))
+		}
+		for r := 0; r < n; r++ {
+			if s.StateSrc[r] < 0 || int(s.StateSrc[r]) >= opt.NStates || s.StateDst[r] < 0 || int(s.StateDst[r]) >= opt.NStates {
+				return fmt.Errorf("exec: row %d: state slots %d → %d outside %d", r, s.StateSrc[r], s.StateDst[r], opt.NStates)
 			}
 		}
 	}
@@ -212,8 +295,11 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 		}
 		if e.Trace != nil {
 			n := rows
-			if e.p.Buffers[op.Out].Rows == "out" {
+			switch e.p.Buffers[op.Out].Rows {
+			case "out":
 				n = outs
+			case "moe":
+				n = rows * e.p.Used
 			}
 			buf := make([]byte, n*e.p.Buffers[op.Out].RowBytes())
 			if err := e.b.Read(buf, e.bufs[op.Out]); err != nil {
@@ -269,6 +355,14 @@ func (e *Executor) writeInputs(s *Step) error {
 			return err
 		}
 	}
+	if p.StateLayers > 0 {
+		if err := b.Write(e.bufs[p.StateSrc], device.I32Bytes(s.StateSrc)); err != nil {
+			return err
+		}
+		if err := b.Write(e.bufs[p.StateDst], device.I32Bytes(s.StateDst)); err != nil {
+			return err
+		}
+	}
 	for _, t := range p.Ropes {
 		tab := make([]float32, len(s.Pos)*t.NRot)
 		t.Fill(tab, s.Pos)
@@ -284,6 +378,9 @@ func (e *Executor) launch(op *model.Op, rows, outs int) error {
 	n := rows
 	if e.outStage(op) {
 		n = outs
+	}
+	if p.Buffers[op.Out].Rows == "moe" {
+		n = rows * p.Used
 	}
 	in := func(i int) device.Ptr { return e.bufs[op.In[i]] }
 	out := e.bufs[op.Out]
@@ -327,6 +424,41 @@ func (e *Executor) launch(op *model.Op, rows, outs int) error {
 	case model.OpGather:
 		return device.Launch(b, kernels.Gather, kernels.GatherArgs{X: in(0), Idx: in(1), Out: out,
 			Rows: int32(n), Width: int32(p.Buffers[op.Out].Width), SrcRows: int32(rows)})
+	case model.OpSplitGate:
+		return device.Launch(b, kernels.SplitGate, kernels.SplitGateArgs{X: in(0), Q: out, G: e.bufs[op.Out2],
+			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim)})
+	case model.OpSigmoidMul:
+		return device.Launch(b, kernels.SigmoidMul, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)})
+	case model.OpGDNConv:
+		g := op.GDN
+		return device.Launch(b, kernels.GDNConv, kernels.GDNConvArgs{X: in(0), W: e.weights[op.Weight], State: e.conv[op.Layer],
+			Src: e.bufs[p.StateSrc], Dst: e.bufs[p.StateDst], Y: out, Rows: int32(n), C: int32(g.C), K: int32(g.K), NStates: int32(e.opt.NStates)})
+	case model.OpGDNScan:
+		g := op.GDN
+		return device.Launch(b, kernels.GDNScan, kernels.GDNScanArgs{QKV: in(0), Beta: in(1), Alpha: in(2), A: e.weights[op.Weight],
+			DtBias: e.weights[op.Weight2], State: e.ssm[op.Layer], Src: e.bufs[p.StateSrc], Dst: e.bufs[p.StateDst], Out: out,
+			Rows: int32(n), NK: int32(g.NK), NV: int32(g.NV), D: int32(g.D), NStates: int32(e.opt.NStates), Eps: op.Eps})
+	case model.OpGatedNorm:
+		return device.Launch(b, kernels.GatedNorm, kernels.GatedNormArgs{X: in(0), Z: in(1), W: e.weights[op.Weight], Y: out,
+			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim), Eps: op.Eps})
+	case model.OpRouter:
+		return device.Launch(b, kernels.Router, kernels.RouterArgs{Logits: in(0), Ids: out, Weights: e.bufs[op.Out2],
+			Rows: int32(n), NExpert: int32(op.Experts), K: int32(op.Used)})
+	case model.OpMoEMatVec:
+		t := p.Tensors[op.Weight]
+		k, err := kernels.MoEMatVec(t.Type)
+		if err != nil {
+			return err
+		}
+		per := int32(0)
+		if op.PerSlot {
+			per = 1
+		}
+		return device.Launch(b, k, kernels.MoEMatVecArgs{W: e.weights[op.Weight], X: in(0), Ids: in(1), Y: out,
+			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts), XPerSlot: per})
+	case model.OpMoECombine:
+		return device.Launch(b, kernels.MoECombine, kernels.MoECombineArgs{Y: in(0), Weights: in(1), Shared: in(2), Gate: in(3), Out: out,
+			N: int32(n), K: int32(op.Used), Width: int32(p.Buffers[op.Out].Width)})
 	}
 	return fmt.Errorf("unknown op kind %d", op.Kind)
 }

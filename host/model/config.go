@@ -29,6 +29,7 @@ type Config struct {
 	RopeAttn  float64 // rope.scaling.attn_factor: multiplies cos θ and sin θ (default 1)
 	AttnScale float32 // 1/sqrt(HeadDim)
 	Tied      bool    // output head shares token_embd
+	MoE       MoEConfig
 }
 
 // meta reads typed metadata with errors that name the key.

@@ -56,9 +56,20 @@ const (
 	OpAdd                     // Out = In[0] + In[1]
 	OpSwiGLU                  // Out = silu(In[0]) · In[1]
 	OpGather                  // Out = the rows of In[0] listed in the out.rows input
+
+	// Hybrid recurrent / MoE architectures.
+	OpSplitGate  // In[0] per head [q | gate] → Out (q), Out2 (gate)
+	OpSigmoidMul // Out = In[0] ⊙ sigmoid(In[1])
+	OpGDNConv    // Out = silu(causal conv of In[0]) with the Layer's conv state (Weight: taps)
+	OpGDNScan    // Out = gated delta rule over In[0] (q|k|v), In[1] (β input), In[2] (α input); Weight ssm_a, Weight2 dt bias
+	OpGatedNorm  // Out = rmsnorm(In[0])·Weight ⊙ silu(In[1]) per head
+	OpRouter     // In[0] router logits → Out (expert ids), Out2 (weights)
+	OpMoEMatVec  // Out[slot] = Weight[ids[slot]] · In[0] (In[1]: ids); per token or per slot input
+	OpMoECombine // Out = Σ_k w_k·In[0][k] (In[1]: weights) + sigmoid(In[3])·In[2] (shared expert)
 )
 
-var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather"}
+var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather",
+	"split_gate", "sigmoid_mul", "gdn_conv", "gdn_scan", "gated_norm", "router", "moe_matvec", "moe_combine"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -68,18 +79,24 @@ type Op struct {
 	Name   string // the output's name, e.g. "blk.3.attn_q"; unique within the program
 	In     []Buf
 	Out    Buf
-	Weight string // tensor name (embed, rmsnorm, matvec)
-	Layer  int    // cache layer (kv_store, attention); -1 otherwise
+	Out2   Buf    // second output (split_gate, router)
+	Weight string // tensor name (embed, rmsnorm, matvec, …)
+	// Weight2 is a second tensor (gdn_scan: dt bias).
+	Weight2 string
+	Layer   int // cache layer (kv_store, attention) or recurrent-state layer (gdn_*); -1 otherwise
 
 	// Shape parameters, by kind.
 	Rows, Cols     int     // matvec: Rows outputs of Cols inputs; embed: Cols values per row
 	Groups, Width  int     // rmsnorm: Groups groups of Width values per row
-	Eps            float32 // rmsnorm
+	Eps            float32 // rmsnorm, gated_norm, gdn_scan (L2 norm)
 	Heads, HeadDim int     // rope, attention (query heads)
 	KVHeads        int     // attention
 	NRot           int     // rope
 	RopeMode       int32   // rope
 	Scale          float32 // attention
+	Experts, Used  int     // router, moe_matvec: experts and experts per token
+	PerSlot        bool    // moe_matvec: one input row per (token, expert) slot, else per token
+	GDN            GDNShape
 
 	// Cost model: bytes of weights read once per step, bytes and flops per row, and (for
 	// attention) bytes and flops per key of each row.
@@ -106,6 +123,10 @@ type RopeTable struct {
 	Scale float64   // positions are divided by Scale (linear scaling)
 	Freqs []float32 // optional per-pair frequency divisors (rope_freqs.weight), len NRot/2
 	Attn  float64   // multiplies cos and sin (rope.scaling.attn_factor); 0 means 1
+	// Sections, when not all zero, are multi-section (IMROPE) sizes: pair i takes position
+	// component t, h, w or e by llama.cpp's interleaved rule; for text t = h = w = pos and
+	// e = 0, so only pairs falling in the 4th section differ (they do not rotate).
+	Sections [4]int
 }
 
 // Program is a model compiled into ops over buffers.
@@ -122,6 +143,28 @@ type Program struct {
 	// Caches: one K/V cache per attention layer: KVDim floats per slot.
 	CacheLayers int
 	KVDim       int
+	// Recurrent state: one conv and one SSM state per GDN layer per state slot, and the step
+	// inputs naming each row's source and destination state slot.
+	StateLayers        int
+	GDN                GDNShape
+	StateSrc, StateDst Buf
+	// MoE: experts per token (rows of "moe" buffers are step rows × Used).
+	Used int
+}
+
+// GDNShape is the geometry of a Gated DeltaNet layer.
+type GDNShape struct {
+	C, K     int // conv channels (2·NK·D + NV·D) and kernel size
+	NK, NV   int // key/query heads and value heads
+	D        int // head size (key and value)
+	Inner    int // NV·D
+	ConvSize int // floats of conv state per slot: (K−1)·C
+	SSMSize  int // floats of SSM state per slot: NV·D·D
+}
+
+// StateBytes is the recurrent state of one sequence (or one tree node) in bytes.
+func (p *Program) StateBytes() int64 {
+	return int64(p.StateLayers) * 4 * int64(p.GDN.ConvSize+p.GDN.SSMSize)
 }
 
 // WeightBytes is the total size of the weights the program reads.
@@ -184,7 +227,9 @@ func (b *builder) emit(op Op) Buf {
 			delete(b.conv, k)
 		}
 	}
-	if op.Layer == 0 && op.Kind != OpKVStore && op.Kind != OpAttention {
+	switch op.Kind {
+	case OpKVStore, OpAttention, OpGDNConv, OpGDNScan:
+	default:
 		op.Layer = -1
 	}
 	b.p.Ops = append(b.p.Ops, op)
@@ -264,8 +309,11 @@ func (b *builder) rmsnormInPlace(name string, buf Buf, w *Tensor, eps float32) {
 // matvec emits out = w·in, converting in to the weight's activation format first (once per
 // buffer version: q, k and v projections of one input share one conversion).
 func (b *builder) matvec(name string, in Buf, w *Tensor) Buf {
-	f, _ := kernels.Lookup(w.Type) // checked in tensor()
-	cols, rows := int(w.Dims[0]), int(w.Dims[1])
+	f, _ := kernels.Lookup(w.Type)  // checked in tensor()
+	cols, rows := int(w.Dims[0]), 1 // a 1-D weight is a single row: a dot product
+	if len(w.Dims) > 1 {
+		rows = int(w.Dims[1])
+	}
 	src := in
 	if f.Act != kernels.ActF32 {
 		k := convKey{in, f.Act}

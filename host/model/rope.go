@@ -24,11 +24,30 @@ func (t RopeTable) Fill(dst []float32, pos []int32) {
 	for r, p := range pos {
 		pp := float64(p) / t.Scale
 		for i := 0; i < half; i++ {
-			s, c := math.Sincos(pp * inv[i])
+			q := pp
+			if !t.textPosition(i) {
+				q = 0
+			}
+			s, c := math.Sincos(q * inv[i])
 			dst[r*t.NRot+2*i] = float32(c * attn)
 			dst[r*t.NRot+2*i+1] = float32(s * attn)
 		}
 	}
+}
+
+// textPosition reports whether pair i takes the token position (t, h or w component of
+// llama.cpp's interleaved multi-section rope) rather than the 4th component, which is 0 for
+// text.
+func (t RopeTable) textPosition(i int) bool {
+	s := t.Sections
+	if s == [4]int{} {
+		return true
+	}
+	switch {
+	case i%3 == 0 && i < 3*s[0], i%3 == 1 && i < 3*s[1], i%3 == 2 && i < 3*s[2]:
+		return true
+	}
+	return false
 }
 
 func decodeF32(b []byte) []float32 {

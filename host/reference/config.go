@@ -10,29 +10,44 @@ import (
 
 // Config holds the hyper-parameters the forward pass uses, as read from the GGUF metadata.
 type Config struct {
-	Arch    string // general.architecture: "llama" or "qwen3"
-	NLayer  int    // block_count
+	Arch    string // general.architecture: "llama", "qwen3" or "qwen35moe"
+	NLayer  int    // layers the forward pass runs: block_count less nextn_predict_layers
 	NEmbd   int    // embedding_length
-	NFF     int    // feed_forward_length
+	NFF     int    // feed_forward_length (optional for qwen35moe, 0 when absent)
 	NHead   int    // attention.head_count
 	NHeadKV int    // attention.head_count_kv (default NHead)
-	HeadDim int    // attention.key_length (default NEmbd/NHead); also the value head size and n_rot
+	HeadDim int    // attention.key_length (default NEmbd/NHead); also the value head size
 	NVocab  int    // rows of token_embd.weight
 	Eps     float64
 
+	NRot        int     // rope.dimension_count: RoPE rotates the first NRot elements of a head
 	RopeBase    float64 // rope.freq_base (default 10000)
 	RopeScale   float64 // linear position scaling factor s: θ is divided by s; 1 = none
 	RopeAttn    float64 // rope.scaling.attn_factor: multiplies cos θ and sin θ (default 1)
-	RopeNeox    bool    // pairs (i, i+D/2) (qwen3) rather than (2i, 2i+1) (llama)
-	QKNorm      bool    // per-head RMSNorm of q and k before RoPE (qwen3)
+	RopeNeox    bool    // pairs (i, i+NRot/2) (qwen3, qwen35moe) rather than (2i, 2i+1) (llama)
+	QKNorm      bool    // per-head RMSNorm of q and k before RoPE (qwen3, qwen35moe)
 	RopeFactors bool    // rope_freqs.weight divides the frequencies (llama 3)
 	Tied        bool    // no output.weight: the head is token_embd
+
+	// qwen35moe only (zero otherwise).
+	RopeSections [4]int // rope.dimension_sections: the IMROPE sections (t, h, w, e) of the pairs
+	Recurrent    []bool // per layer: Gated DeltaNet (true) or gated full attention
+	NExpert      int    // expert_count
+	NExpertUsed  int    // expert_used_count: the experts each token is routed to
+	NFFExp       int    // expert_feed_forward_length (default NFF/NExpertUsed)
+	NFFShared    int    // expert_shared_feed_forward_length (default NFF)
+	ConvKernel   int    // ssm.conv_kernel: taps of the causal depthwise convolution
+	SSMHeadDim   int    // ssm.state_size: key and value head size of the Gated DeltaNet
+	SSMKHeads    int    // ssm.group_count: query/key heads of the Gated DeltaNet
+	SSMVHeads    int    // ssm.time_step_rank: value heads (each with its own state)
+	NextN        int    // nextn_predict_layers: multi-token-prediction blocks after the trunk, unused
 }
 
 // archTraits are what distinguishes the supported architectures.
-var archTraits = map[string]struct{ neox, qkNorm, ropeFactors bool }{
-	"llama": {neox: false, qkNorm: false, ropeFactors: true},
-	"qwen3": {neox: true, qkNorm: true, ropeFactors: false},
+var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid bool }{
+	"llama":     {neox: false, qkNorm: false, ropeFactors: true},
+	"qwen3":     {neox: true, qkNorm: true, ropeFactors: false},
+	"qwen35moe": {neox: true, qkNorm: true, hybrid: true},
 }
 
 // meta reads the keys of one architecture with errors that name the key.
@@ -61,6 +76,21 @@ func (m meta) count(k string, def int) (int, error) {
 	return int(v), nil
 }
 
+// natural returns an integer key that may be 0, or 0 when it is absent.
+func (m meta) natural(k string) (int, error) {
+	if !m.f.Has(m.key(k)) {
+		return 0, nil
+	}
+	v, err := m.f.Int(m.key(k))
+	if err != nil {
+		return 0, fmt.Errorf("reference: %w", err)
+	}
+	if v < 0 || v > 1<<24 {
+		return 0, fmt.Errorf("reference: key %q = %d is out of range", m.key(k), v)
+	}
+	return int(v), nil
+}
+
 // number returns a finite numeric key, or def when it is absent.
 func (m meta) number(k string, def float64) (float64, error) {
 	v, err := m.f.FloatOr(m.key(k), def)
@@ -81,7 +111,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	tr, ok := archTraits[arch]
 	if !ok {
-		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen3)", arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen3, qwen35moe)", arch, ErrUnsupported)
 	}
 	c := Config{Arch: arch, RopeNeox: tr.neox, QKNorm: tr.qkNorm}
 	m := meta{f, arch}
@@ -91,7 +121,12 @@ func readConfig(f *gguf.File) (Config, error) {
 	if c.NEmbd, err = m.count("embedding_length", -1); err != nil {
 		return c, err
 	}
-	if c.NFF, err = m.count("feed_forward_length", -1); err != nil {
+	if tr.hybrid {
+		c.NFF, err = m.count("feed_forward_length", 0)
+	} else {
+		c.NFF, err = m.count("feed_forward_length", -1)
+	}
+	if err != nil {
 		return c, err
 	}
 	if c.NHead, err = m.count("attention.head_count", -1); err != nil {
@@ -117,12 +152,15 @@ func readConfig(f *gguf.File) (Config, error) {
 	if vdim != c.HeadDim {
 		return c, fmt.Errorf("reference: value head size %d differs from key head size %d", vdim, c.HeadDim)
 	}
-	nrot, err := m.count("rope.dimension_count", c.HeadDim)
-	if err != nil {
+	if c.NRot, err = m.count("rope.dimension_count", c.HeadDim); err != nil {
 		return c, err
 	}
-	if nrot != c.HeadDim {
-		return c, fmt.Errorf("reference: rope.dimension_count %d differs from the head size %d (llama.cpp requires them equal for %s)", nrot, c.HeadDim, arch)
+	if tr.hybrid {
+		if c.NRot%2 != 0 || c.NRot > c.HeadDim {
+			return c, fmt.Errorf("reference: rope.dimension_count %d must be even and at most the head size %d", c.NRot, c.HeadDim)
+		}
+	} else if c.NRot != c.HeadDim {
+		return c, fmt.Errorf("reference: rope.dimension_count %d differs from the head size %d (llama.cpp requires them equal for %s)", c.NRot, c.HeadDim, arch)
 	}
 	if !f.Has(m.key("attention.layer_norm_rms_epsilon")) {
 		return c, fmt.Errorf("reference: key %q is missing", m.key("attention.layer_norm_rms_epsilon"))
@@ -142,7 +180,157 @@ func readConfig(f *gguf.File) (Config, error) {
 	if err := readRopeScaling(m, &c); err != nil {
 		return c, err
 	}
+	if tr.hybrid {
+		if err := readHybrid(m, &c); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
+}
+
+// readHybrid reads the qwen35moe keys: the trunk and its layer pattern, the IMROPE sections,
+// the experts and the Gated DeltaNet sizes. It checks them the way llama.cpp's loader and
+// graph rely on them.
+func readHybrid(m meta, c *Config) error {
+	var err error
+	blocks := c.NLayer
+	if c.NextN, err = m.natural("nextn_predict_layers"); err != nil {
+		return err
+	}
+	if c.NextN >= blocks {
+		return fmt.Errorf("reference: key %q = %d leaves no layer of the %d in %q", m.key("nextn_predict_layers"), c.NextN, blocks, m.key("block_count"))
+	}
+	c.NLayer = blocks - c.NextN
+	if c.Recurrent, err = readLayerPattern(m, blocks, c.NLayer); err != nil {
+		return err
+	}
+	if c.RopeSections, err = readSections(m); err != nil {
+		return err
+	}
+
+	if c.NExpert, err = m.count("expert_count", -1); err != nil {
+		return err
+	}
+	if c.NExpertUsed, err = m.count("expert_used_count", -1); err != nil {
+		return err
+	}
+	if c.NExpertUsed > c.NExpert {
+		return fmt.Errorf("reference: key %q = %d exceeds %q = %d", m.key("expert_used_count"), c.NExpertUsed, m.key("expert_count"), c.NExpert)
+	}
+	// llama.cpp's fallbacks when the expert lengths are absent: n_ff / n_expert_used and n_ff.
+	if c.NFFExp, err = m.count("expert_feed_forward_length", c.NFF/c.NExpertUsed); err != nil {
+		return err
+	}
+	if c.NFFExp == 0 {
+		return fmt.Errorf("reference: key %q is missing (and %q gives no fallback)", m.key("expert_feed_forward_length"), m.key("feed_forward_length"))
+	}
+	if c.NFFShared, err = m.count("expert_shared_feed_forward_length", c.NFF); err != nil {
+		return err
+	}
+	if c.NFFShared == 0 {
+		return fmt.Errorf("reference: key %q is missing (and %q gives no fallback)", m.key("expert_shared_feed_forward_length"), m.key("feed_forward_length"))
+	}
+
+	for _, k := range []struct {
+		dst *int
+		key string
+	}{
+		{&c.ConvKernel, "ssm.conv_kernel"},
+		{&c.SSMHeadDim, "ssm.state_size"},
+		{&c.SSMKHeads, "ssm.group_count"},
+		{&c.SSMVHeads, "ssm.time_step_rank"},
+	} {
+		if *k.dst, err = m.count(k.key, -1); err != nil {
+			return err
+		}
+	}
+	inner, err := m.count("ssm.inner_size", -1)
+	if err != nil {
+		return err
+	}
+	if inner != c.SSMVHeads*c.SSMHeadDim {
+		return fmt.Errorf("reference: key %q = %d is not %q · %q = %d · %d", m.key("ssm.inner_size"), inner,
+			m.key("ssm.time_step_rank"), m.key("ssm.state_size"), c.SSMVHeads, c.SSMHeadDim)
+	}
+	if c.SSMVHeads%c.SSMKHeads != 0 {
+		return fmt.Errorf("reference: %q = %d value heads cannot share %q = %d key heads", m.key("ssm.time_step_rank"), c.SSMVHeads, m.key("ssm.group_count"), c.SSMKHeads)
+	}
+	return nil
+}
+
+// readLayerPattern returns, for each of the n trunk layers, whether it is a Gated DeltaNet
+// layer. attention.recurrent_layers (one bool or integer per block, nonzero = recurrent)
+// takes precedence; otherwise layer i is full attention iff (i+1) is a multiple of
+// full_attention_interval (default 4).
+func readLayerPattern(m meta, blocks, n int) ([]bool, error) {
+	rec := make([]bool, n)
+	key := m.key("attention.recurrent_layers")
+	if v, ok := m.f.Lookup(key); ok {
+		var flags []bool
+		if b, isBools := v.Any().([]bool); isBools {
+			flags = b
+		} else {
+			ints, err := m.f.Ints(key)
+			if err != nil {
+				return nil, fmt.Errorf("reference: %w", err)
+			}
+			for _, x := range ints {
+				flags = append(flags, x != 0)
+			}
+		}
+		if len(flags) != blocks {
+			return nil, fmt.Errorf("reference: key %q has %d values for %d blocks", key, len(flags), blocks)
+		}
+		copy(rec, flags)
+		return rec, nil
+	}
+	interval, err := m.count("full_attention_interval", 4)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rec {
+		rec[i] = (i+1)%interval != 0
+	}
+	return rec, nil
+}
+
+// readSections reads rope.dimension_sections: an array of 4 non-negative integers, or one
+// integer for all four (as llama.cpp accepts). They must not all be 0.
+func readSections(m meta) ([4]int, error) {
+	var sec [4]int
+	key := m.key("rope.dimension_sections")
+	v, ok := m.f.Lookup(key)
+	if !ok {
+		return sec, fmt.Errorf("reference: key %q is missing", key)
+	}
+	var vals []int64
+	if _, isArr := v.Elem(); isArr {
+		var err error
+		if vals, err = m.f.Ints(key); err != nil {
+			return sec, fmt.Errorf("reference: %w", err)
+		}
+		if len(vals) != 4 {
+			return sec, fmt.Errorf("reference: key %q has %d values, want 4", key, len(vals))
+		}
+	} else {
+		x, err := m.f.Int(key)
+		if err != nil {
+			return sec, fmt.Errorf("reference: %w", err)
+		}
+		vals = []int64{x, x, x, x}
+	}
+	sum := 0
+	for i, x := range vals {
+		if x < 0 || x > 1<<16 {
+			return sec, fmt.Errorf("reference: key %q: section %d = %d is out of range", key, i, x)
+		}
+		sec[i] = int(x)
+		sum += sec[i]
+	}
+	if sum == 0 {
+		return sec, fmt.Errorf("reference: key %q: the sections are all 0", key)
+	}
+	return sec, nil
 }
 
 // readRopeScaling sets RopeScale and RopeAttn the way llama.cpp derives them (llama_model's

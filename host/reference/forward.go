@@ -59,13 +59,13 @@ func (m *Model) checkTokens(tokens []int32, what string) error {
 	return nil
 }
 
-// decode runs the model over tokens one position at a time, keeping each layer's keys and
-// values, and returns the logits of every position (all) or of the last one only.
+// decode runs the model over tokens one position at a time, keeping each layer's state, and
+// returns the logits of every position (all) or of the last one only.
 func (m *Model) decode(tokens []int32, all bool) [][]float64 {
-	kv := make([]kvCache, len(m.layers))
+	st := &state{kv: make([]kvCache, len(m.layers)), gdn: make([]gdnState, len(m.layers))}
 	var out [][]float64
 	for pos, tok := range tokens {
-		x := m.hidden(tok, pos, kv)
+		x := m.hidden(tok, pos, st)
 		if all || pos == len(tokens)-1 {
 			out = append(out, m.output.mul(rmsNorm(x, m.outNorm, m.cfg.Eps), m.opt.ActQuant))
 		}
@@ -73,42 +73,83 @@ func (m *Model) decode(tokens []int32, all bool) [][]float64 {
 	return out
 }
 
+// state is what a causal pass carries from one position to the next, per layer: the keys and
+// values of an attention layer, or the recurrent state of a Gated DeltaNet layer.
+type state struct {
+	kv  []kvCache
+	gdn []gdnState
+}
+
 // kvCache holds one layer's rotated keys and values of the positions seen so far, each
 // NHeadKV·HeadDim values, head j at [j·HeadDim, (j+1)·HeadDim).
 type kvCache struct{ k, v [][]float64 }
 
-// hidden returns the last layer's output for token tok at position pos, appending the
-// position's keys and values to kv.
-func (m *Model) hidden(tok int32, pos int, kv []kvCache) []float64 {
+// hidden returns the last layer's output for token tok at position pos, advancing st.
+func (m *Model) hidden(tok int32, pos int, st *state) []float64 {
 	c, aq := m.cfg, m.opt.ActQuant
-	D := c.HeadDim
 	x := append([]float64(nil), m.embd.row(int(tok))...)
 	for l := range m.layers {
 		ly := &m.layers[l]
 		n := rmsNorm(x, ly.attnNorm, c.Eps)
-		q, k, v := ly.wq.mul(n, aq), ly.wk.mul(n, aq), ly.wv.mul(n, aq)
-		for h := 0; h < c.NHead; h++ {
-			m.positionHead(q[h*D:(h+1)*D], ly.qNorm, pos)
+		if ly.mixer == deltaNetMixer {
+			add(x, m.deltaNet(ly.gdn, n, &st.gdn[l]))
+		} else {
+			add(x, m.attention(ly, n, pos, &st.kv[l]))
 		}
-		for j := 0; j < c.NHeadKV; j++ {
-			m.positionHead(k[j*D:(j+1)*D], ly.kNorm, pos)
-		}
-		kv[l].k = append(kv[l].k, k)
-		kv[l].v = append(kv[l].v, v)
-		a := make([]float64, c.NHead*D)
-		for h := 0; h < c.NHead; h++ {
-			j := h / (c.NHead / c.NHeadKV)
-			attend(a[h*D:(h+1)*D], q[h*D:(h+1)*D], kv[l], j*D, 1/math.Sqrt(float64(D)))
-		}
-		add(x, ly.wo.mul(a, aq))
 		n = rmsNorm(x, ly.ffnNorm, c.Eps)
-		g, u := ly.gate.mul(n, aq), ly.up.mul(n, aq)
-		for i := range g {
-			g[i] = silu(g[i]) * u[i]
+		if ly.moe != nil {
+			add(x, m.moeFFN(ly.moe, n))
+		} else {
+			add(x, swiglu(ly.gate, ly.up, ly.down, n, aq))
 		}
-		add(x, ly.down.mul(g, aq))
 	}
 	return x
+}
+
+// attention returns Wo·[a_0 … a_{H-1}] for the normed input n at position pos, appending the
+// position's keys and values to kv. For gatedAttention layers Wq gives, per head, the query
+// followed by a gate, and a_h is multiplied by sigmoid(gate_h) element-wise.
+func (m *Model) attention(ly *layer, n []float64, pos int, kv *kvCache) []float64 {
+	c, aq := m.cfg, m.opt.ActQuant
+	D := c.HeadDim
+	q, k, v := ly.wq.mul(n, aq), ly.wk.mul(n, aq), ly.wv.mul(n, aq)
+	var gate []float64
+	if ly.mixer == gatedAttention {
+		qg := q
+		q, gate = make([]float64, c.NHead*D), make([]float64, c.NHead*D)
+		for h := 0; h < c.NHead; h++ {
+			copy(q[h*D:(h+1)*D], qg[2*h*D:2*h*D+D])
+			copy(gate[h*D:(h+1)*D], qg[2*h*D+D:2*(h+1)*D])
+		}
+	}
+	for h := 0; h < c.NHead; h++ {
+		m.positionHead(q[h*D:(h+1)*D], ly.qNorm, pos)
+	}
+	for j := 0; j < c.NHeadKV; j++ {
+		m.positionHead(k[j*D:(j+1)*D], ly.kNorm, pos)
+	}
+	kv.k = append(kv.k, k)
+	kv.v = append(kv.v, v)
+	a := make([]float64, c.NHead*D)
+	for h := 0; h < c.NHead; h++ {
+		j := h / (c.NHead / c.NHeadKV)
+		attend(a[h*D:(h+1)*D], q[h*D:(h+1)*D], *kv, j*D, 1/math.Sqrt(float64(D)))
+	}
+	if gate != nil {
+		for i := range a {
+			a[i] *= sigmoid(gate[i])
+		}
+	}
+	return ly.wo.mul(a, aq)
+}
+
+// swiglu returns down·(silu(gate·n) ⊙ up·n).
+func swiglu(gate, up, down *matrix, n []float64, aq bool) []float64 {
+	g, u := gate.mul(n, aq), up.mul(n, aq)
+	for i := range g {
+		g[i] = silu(g[i]) * u[i]
+	}
+	return down.mul(g, aq)
 }
 
 // positionHead applies, in place, what happens to one head of q or k before attention: the
@@ -120,13 +161,15 @@ func (m *Model) positionHead(head, norm []float64, pos int) {
 	m.rope(head, pos)
 }
 
-// rope rotates the pairs of one head (see the package documentation): pair i is (2i, 2i+1),
-// or (i, i+D/2) for NEOX, rotated by θ_i = pos·base^(−2i/D) / f_i / s.
+// rope rotates the pairs of the first NRot elements of one head (see the package
+// documentation): pair i is (2i, 2i+1), or (i, i+NRot/2) for NEOX, rotated by
+// θ_i = p_i·base^(−2i/NRot) / f_i / s. The position p_i is pos, except for IMROPE (qwen35moe),
+// where a pair in the fourth section uses position 0. Elements from NRot on are left as they are.
 func (m *Model) rope(head []float64, pos int) {
 	c := m.cfg
-	half := len(head) / 2
+	half := c.NRot / 2
 	for i := 0; i < half; i++ {
-		theta := float64(pos) * math.Pow(c.RopeBase, -float64(2*i)/float64(len(head)))
+		theta := float64(m.ropePosition(i, pos)) * math.Pow(c.RopeBase, -float64(2*i)/float64(c.NRot))
 		if m.ropeFactors != nil {
 			theta /= m.ropeFactors[i]
 		}
@@ -141,6 +184,24 @@ func (m *Model) rope(head []float64, pos int) {
 		head[i0] = float64(a*cos) - float64(b*sin)
 		head[i1] = float64(a*sin) + float64(b*cos)
 	}
+}
+
+// ropePosition returns the position that rotates pair i of a token at position pos. Without
+// sections it is pos. With IMROPE sections (t, h, w, e), pair i has sector
+// s = i mod (t+h+w+e) and takes the temporal position if s ≡ 0 (mod 3) and s < 3t, the height
+// position if s ≡ 1 and s < 3h, the width position if s ≡ 2 and s < 3w, and the fourth
+// position otherwise. For text llama.cpp sets the first three to pos and the fourth to 0.
+func (m *Model) ropePosition(i, pos int) int {
+	sec := m.cfg.RopeSections
+	sum := sec[0] + sec[1] + sec[2] + sec[3]
+	if sum == 0 {
+		return pos
+	}
+	s := i % sum
+	if (s%3 == 0 && s < 3*sec[0]) || (s%3 == 1 && s < 3*sec[1]) || (s%3 == 2 && s < 3*sec[2]) {
+		return pos
+	}
+	return 0
 }
 
 // attend writes to out the attention of query q over every cached position, using the head
@@ -179,6 +240,8 @@ func rmsNorm(x, w []float64, eps float64) []float64 {
 }
 
 func silu(g float64) float64 { return g / (1 + math.Exp(-g)) }
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // add sets x += y.
 func add(x, y []float64) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"verity/device/dtype"
 	"verity/host/gguf"
@@ -28,13 +30,52 @@ type Model struct {
 	outNorm     []float64 // output_norm
 	ropeFactors []float64 // rope_freqs.weight (HeadDim/2 frequency divisors), or nil
 	layers      []layer
+
+	// gdnHeadsBlocked makes value head h of a Gated DeltaNet read query/key head
+	// h / (SSMVHeads/SSMKHeads) (HF's repeat_interleave) instead of h mod SSMKHeads. It is
+	// wrong for GGUF files and exists so that the tests can show the difference matters.
+	gdnHeadsBlocked bool
 }
 
+// mixerKind is what a layer does between attn_norm and the residual add.
+type mixerKind int
+
+const (
+	plainAttention mixerKind = iota // llama, qwen3
+	gatedAttention                  // qwen35moe full attention: Wq gives [q_h | gate_h] per head
+	deltaNetMixer                   // qwen35moe Gated DeltaNet
+)
+
 type layer struct {
-	attnNorm, ffnNorm []float64
-	qNorm, kNorm      []float64 // qwen3: per-head RMSNorm weights of q and k (HeadDim)
+	mixer             mixerKind
+	attnNorm, ffnNorm []float64 // ffnNorm is post_attention_norm for qwen35moe
+	qNorm, kNorm      []float64 // qwen3, qwen35moe: per-head RMSNorm weights of q and k (HeadDim)
 	wq, wk, wv, wo    *matrix
-	gate, up, down    *matrix
+	gate, up, down    *matrix   // the dense SwiGLU FFN (llama, qwen3)
+	gdn               *deltaNet // deltaNetMixer layers
+	moe               *moe      // qwen35moe
+}
+
+// deltaNet holds the weights of a Gated DeltaNet layer. With C = 2·nk·dk + nv·dv channels:
+type deltaNet struct {
+	qkv   *matrix   // attn_qkv: n → C channels [q: nk·dk | k: nk·dk | v: nv·dv], head-major
+	z     *matrix   // attn_gate: n → nv·dv, the output gate
+	beta  *matrix   // ssm_beta: n → nv
+	alpha *matrix   // ssm_alpha: n → nv
+	out   *matrix   // ssm_out: nv·dv → E
+	conv  []float64 // ssm_conv1d: channel c's K taps at [c·K, (c+1)·K), oldest input first
+	dt    []float64 // ssm_dt.bias (nv)
+	a     []float64 // ssm_a (nv): −exp(A_log), as stored
+	norm  []float64 // ssm_norm (dv)
+}
+
+// moe holds the weights of the qwen35moe feed-forward: routed experts plus a shared expert.
+type moe struct {
+	router         *matrix   // ffn_gate_inp: n → NExpert logits
+	gate, up, down []*matrix // ffn_{gate,up,down}_exps, one matrix per expert
+	shGate, shUp   *matrix   // ffn_gate_shexp, ffn_up_shexp
+	shDown         *matrix   // ffn_down_shexp
+	shInp          *matrix   // ffn_gate_inp_shexp: one row, the shared expert's gate logit
 }
 
 // Config returns the hyper-parameters the model was loaded with.
@@ -80,17 +121,32 @@ func Load(f *gguf.File, opt Options) (*Model, error) {
 	}
 	m.layers = make([]layer, c.NLayer)
 	for i := range m.layers {
-		if err := l.layer(&m.layers[i], c, fmt.Sprintf("blk.%d.", i)); err != nil {
+		if err := l.layer(&m.layers[i], c, i); err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range f.Tensors {
-		if !l.used[t.Name] {
+		if !l.used[t.Name] && !isMTP(c, t.Name) {
 			return nil, fmt.Errorf("reference: tensor %q is not part of the %s graph the reference implements: %w", t.Name, c.Arch, ErrUnsupported)
 		}
 	}
 	m.cfg = c
 	return m, nil
+}
+
+// isMTP reports whether name belongs to the multi-token-prediction blocks of a qwen35moe file
+// (blk.N.* with N past the trunk), which the forward pass does not run.
+func isMTP(c Config, name string) bool {
+	if c.NextN == 0 {
+		return false
+	}
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return false
+	}
+	num, _, ok := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(num)
+	return ok && err == nil && n >= c.NLayer && n < c.NLayer+c.NextN
 }
 
 // loader decodes the tensors of a file and records which ones it used.
@@ -105,7 +161,11 @@ func (l *loader) has(name string) bool {
 	return ok
 }
 
-func (l *loader) layer(ly *layer, c Config, p string) error {
+func (l *loader) layer(ly *layer, c Config, i int) error {
+	p := fmt.Sprintf("blk.%d.", i)
+	if archTraits[c.Arch].hybrid {
+		return l.hybridLayer(ly, c, i, p)
+	}
 	E, F, D := c.NEmbd, c.NFF, c.HeadDim
 	var err error
 	for _, v := range []struct {
@@ -125,11 +185,7 @@ func (l *loader) layer(ly *layer, c Config, p string) error {
 			return err
 		}
 	}
-	for _, w := range []struct {
-		dst      **matrix
-		name     string
-		in, rows int
-	}{
+	return l.matrices(p, []matrixSpec{
 		{&ly.wq, "attn_q.weight", E, c.NHead * D},
 		{&ly.wk, "attn_k.weight", E, c.NHeadKV * D},
 		{&ly.wv, "attn_v.weight", E, c.NHeadKV * D},
@@ -137,15 +193,123 @@ func (l *loader) layer(ly *layer, c Config, p string) error {
 		{&ly.gate, "ffn_gate.weight", E, F},
 		{&ly.up, "ffn_up.weight", E, F},
 		{&ly.down, "ffn_down.weight", F, E},
-	} {
-		if *w.dst, err = l.matrix(p+w.name, w.in, w.rows); err != nil {
+	})
+}
+
+// matrixSpec names a matrix of a layer and its shape.
+type matrixSpec struct {
+	dst      **matrix
+	name     string
+	in, rows int
+}
+
+func (l *loader) matrices(prefix string, specs []matrixSpec) error {
+	for _, w := range specs {
+		var err error
+		if *w.dst, err = l.matrix(prefix+w.name, w.in, w.rows); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// tensor finds name, checks its dims against want (trailing 1s ignored, as ggml does) and
+// hybridLayer loads layer i of a qwen35moe file: gated full attention or a Gated DeltaNet,
+// then the MoE feed-forward.
+func (l *loader) hybridLayer(ly *layer, c Config, i int, p string) error {
+	E, D := c.NEmbd, c.HeadDim
+	var err error
+	if ly.attnNorm, err = l.vector(p+"attn_norm.weight", E); err != nil {
+		return err
+	}
+	if ly.ffnNorm, err = l.vector(p+"post_attention_norm.weight", E); err != nil {
+		return err
+	}
+	if c.Recurrent[i] {
+		ly.mixer = deltaNetMixer
+		if ly.gdn, err = l.deltaNet(c, p); err != nil {
+			return err
+		}
+	} else {
+		ly.mixer = gatedAttention
+		if ly.qNorm, err = l.vector(p+"attn_q_norm.weight", D); err != nil {
+			return err
+		}
+		if ly.kNorm, err = l.vector(p+"attn_k_norm.weight", D); err != nil {
+			return err
+		}
+		if err := l.matrices(p, []matrixSpec{
+			{&ly.wq, "attn_q.weight", E, 2 * c.NHead * D},
+			{&ly.wk, "attn_k.weight", E, c.NHeadKV * D},
+			{&ly.wv, "attn_v.weight", E, c.NHeadKV * D},
+			{&ly.wo, "attn_output.weight", c.NHead * D, E},
+		}); err != nil {
+			return err
+		}
+	}
+	ly.moe, err = l.moe(c, p)
+	return err
+}
+
+func (l *loader) deltaNet(c Config, p string) (*deltaNet, error) {
+	E, nk, nv, dk := c.NEmbd, c.SSMKHeads, c.SSMVHeads, c.SSMHeadDim
+	C := 2*nk*dk + nv*dk
+	g := &deltaNet{}
+	if err := l.matrices(p, []matrixSpec{
+		{&g.qkv, "attn_qkv.weight", E, C},
+		{&g.z, "attn_gate.weight", E, nv * dk},
+		{&g.beta, "ssm_beta.weight", E, nv},
+		{&g.alpha, "ssm_alpha.weight", E, nv},
+		{&g.out, "ssm_out.weight", nv * dk, E},
+	}); err != nil {
+		return nil, err
+	}
+	var err error
+	if _, g.conv, err = l.tensor(p+"ssm_conv1d.weight", c.ConvKernel, C); err != nil {
+		return nil, err
+	}
+	for _, v := range []struct {
+		dst  *[]float64
+		name string
+		n    int
+	}{{&g.dt, "ssm_dt.bias", nv}, {&g.a, "ssm_a", nv}, {&g.norm, "ssm_norm.weight", dk}} {
+		if *v.dst, err = l.vector(p+v.name, v.n); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (l *loader) moe(c Config, p string) (*moe, error) {
+	E, NE, FE, FS := c.NEmbd, c.NExpert, c.NFFExp, c.NFFShared
+	e := &moe{}
+	if err := l.matrices(p, []matrixSpec{
+		{&e.router, "ffn_gate_inp.weight", E, NE},
+		{&e.shGate, "ffn_gate_shexp.weight", E, FS},
+		{&e.shUp, "ffn_up_shexp.weight", E, FS},
+		{&e.shDown, "ffn_down_shexp.weight", FS, E},
+		{&e.shInp, "ffn_gate_inp_shexp.weight", E, 1},
+	}); err != nil {
+		return nil, err
+	}
+	for _, x := range []struct {
+		dst      *[]*matrix
+		name     string
+		in, rows int
+	}{
+		{&e.gate, "ffn_gate_exps.weight", E, FE},
+		{&e.up, "ffn_up_exps.weight", E, FE},
+		{&e.down, "ffn_down_exps.weight", FE, E},
+	} {
+		var err error
+		if *x.dst, err = l.experts(p+x.name, x.in, x.rows, NE); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// tensor finds name, checks its dims against want (trailing 1s ignored on both sides, as ggml
+// does: a GGUF writer drops them) and
 // decodes it to float64.
 func (l *loader) tensor(name string, want ...int) (gguf.TensorInfo, []float64, error) {
 	t, ok := l.f.Tensor(name)
@@ -153,12 +317,16 @@ func (l *loader) tensor(name string, want ...int) (gguf.TensorInfo, []float64, e
 		return t, nil, fmt.Errorf("reference: tensor %q is missing", name)
 	}
 	dims := slices.Clone(t.Dims)
-	for len(dims) > len(want) && dims[len(dims)-1] == 1 {
+	for len(dims) > 1 && dims[len(dims)-1] == 1 {
 		dims = dims[:len(dims)-1]
 	}
-	ok = len(dims) == len(want)
-	for i := 0; ok && i < len(want); i++ {
-		ok = dims[i] == int64(want[i])
+	wdims := slices.Clone(want)
+	for len(wdims) > 1 && wdims[len(wdims)-1] == 1 {
+		wdims = wdims[:len(wdims)-1]
+	}
+	ok = len(dims) == len(wdims)
+	for i := 0; ok && i < len(wdims); i++ {
+		ok = dims[i] == int64(wdims[i])
 	}
 	if !ok {
 		return t, nil, fmt.Errorf("reference: tensor %q has dims %v, want %v", name, t.Dims, want)
@@ -195,6 +363,29 @@ func (l *loader) matrix(name string, in, rows int) (*matrix, error) {
 		return nil, err
 	}
 	return newMatrix(name, t.Type, rows, in, v, l.f.Data(t), l.actQuant)
+}
+
+// experts decodes the stacked expert weights of a 3-D tensor (GGUF dims [in, rows, n]): expert
+// e's matrix is the e-th block of rows·in values, and of rows·RowBytes(in) bytes.
+func (l *loader) experts(name string, in, rows, n int) ([]*matrix, error) {
+	t, v, err := l.tensor(name, in, rows, n)
+	if err != nil {
+		return nil, err
+	}
+	data := l.f.Data(t)
+	rowBytes, err := t.Type.RowBytes(int64(in))
+	if err != nil {
+		return nil, fmt.Errorf("reference: tensor %q: %w", name, err)
+	}
+	size, nb := rows*in, rows*int(rowBytes)
+	out := make([]*matrix, n)
+	for e := range out {
+		ename := fmt.Sprintf("%s[expert %d]", name, e)
+		if out[e], err = newMatrix(ename, t.Type, rows, in, v[e*size:(e+1)*size], data[e*nb:(e+1)*nb], l.actQuant); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // newMatrix makes a matrix of the decoded values w of a tensor stored as data in type t. With

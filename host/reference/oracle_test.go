@@ -3,7 +3,6 @@ package reference
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -86,6 +85,26 @@ var oracleModels = []struct {
 // oracleFtypes are the llama_quantize file types tried on each model (with --pure).
 var oracleFtypes = []string{"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 
+// oracleQ35Models are qwen35moe models written by the test, every matrix's ne0 a multiple of 256.
+// q35-a: partial RoPE (16 of 64 dims) with sections (1, 1, 1, 1), so that pairs 3 and 7 take
+// the fourth section's position 0; GDN value heads tiled over 2 key heads. q35-b: layer kinds
+// from attention.recurrent_layers, rotation of the whole head with sections (2, 1, 0, 0) (the
+// pairs cycle through the 3 sectors), one GDN key head for 4 value heads, every expert used,
+// tied output, conv kernel 3.
+var oracleQ35Models = []struct {
+	name  string
+	model q35Model
+}{
+	{"q35-a", q35Model{layers: 4, interval: 2, embd: 256, heads: 4, kvHeads: 2, headDim: 64, nrot: 16, sections: [4]int32{1, 1, 1, 1},
+		experts: 8, used: 2, ffExp: 256, ffShr: 256, conv: 4, state: 64, kHeads: 2, vHeads: 4, vocab: 300, typ: dtype.F32, seed: 26}},
+	{"q35-b", q35Model{layers: 3, pattern: []bool{true, false, true}, interval: 4, embd: 256, heads: 8, kvHeads: 8, headDim: 32, nrot: 32,
+		sections: [4]int32{2, 1, 0, 0}, experts: 4, used: 4, ffExp: 256, ffShr: 512, conv: 3, state: 64, kHeads: 1, vHeads: 4,
+		vocab: 300, typ: dtype.F32, tied: true, seed: 27}},
+}
+
+// oracleQ35Ftypes are the file types tried on the qwen35moe models.
+var oracleQ35Ftypes = []string{"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q3_K", "Q4_K", "Q6_K"}
+
 // TestOracleLogits compares Forward with llama.cpp's logits (F32 KV cache, no flash attention):
 //   - on every file, Forward with ActQuant against llama.cpp on the same file: the same
 //     computation up to float32 arithmetic, except where an activation lies within float32 noise
@@ -96,77 +115,79 @@ var oracleFtypes = []string{"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1
 //     dequantisation of the file (llama_quantize --ftype F32 --allow-requantize): an exact check
 //     of the weight decoding, free of such flips.
 //
-// Besides the files above, it runs on the oracle's own synthetic llama models (mkgguf.py), when
-// python3 is available.
+// llama and qwen3 files get 24 tokens, qwen35moe files 80 (more than one 64-token chunk of
+// llama.cpp's Gated DeltaNet). Besides the files above, it runs on the oracle's own synthetic
+// models (mkgguf.py), when python3 is available. With -v it logs a table. VERITY_ORACLE_MODELS,
+// when set, restricts the test to the models whose name contains it (e.g. "q35").
 func TestOracleLogits(t *testing.T) {
 	oracle := oracleDir(t)
 	tmp := t.TempDir()
+	wanted := func(name string) bool { return strings.Contains(name, os.Getenv("VERITY_ORACLE_MODELS")) }
 	type file struct {
 		name, path, ftype string
+		nTok              int
 	}
 	var files []file
-	for _, om := range oracleModels {
-		w := om.model.writer(t, om.model.tensors())
-		withVocab(w, om.model.vocab)
-		path := filepath.Join(tmp, om.name+".gguf")
+	addModel := func(name string, w *gguf.Writer, vocab, nTok int, ftypes []string) {
+		if !wanted(name) {
+			return
+		}
+		withVocab(w, vocab)
+		path := filepath.Join(tmp, name+".gguf")
 		if err := w.WriteFile(path); err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, file{om.name, path, "F32"})
-		for _, ft := range oracleFtypes {
-			q := filepath.Join(tmp, om.name+"-"+ft+".gguf")
+		files = append(files, file{name, path, "F32", nTok})
+		for _, ft := range ftypes {
+			q := filepath.Join(tmp, name+"-"+ft+".gguf")
 			runOracle(t, oracle, "./llama_quantize", path, q, "--ftype", ft, "--pure", "-q")
-			files = append(files, file{om.name, q, ft})
+			files = append(files, file{name, q, ft, nTok})
 		}
+	}
+	for _, om := range oracleModels {
+		addModel(om.name, om.model.writer(t, om.model.tensors()), om.model.vocab, 24, oracleFtypes)
+	}
+	for _, om := range oracleQ35Models {
+		addModel(om.name, om.model.writer(t, om.model.tensors()), om.model.vocab, 80, oracleQ35Ftypes)
 	}
 	if _, err := exec.LookPath("python3"); err == nil {
 		dir := filepath.Join(tmp, "mkgguf")
 		runOracle(t, oracle, "python3", "mkgguf.py", "all", "--outdir", dir)
 		for _, n := range []string{"f32", "f16", "q8_0", "tied-f32", "spm-f32"} {
-			files = append(files, file{"mkgguf tiny-llama", filepath.Join(dir, "tiny-llama-"+n+".gguf"), strings.ToUpper(n)})
+			files = append(files, file{"mkgguf tiny-llama", filepath.Join(dir, "tiny-llama-"+n+".gguf"), strings.ToUpper(n), 24})
 		}
-		f, err := gguf.Open(filepath.Join(dir, "tiny-q35moe-f32.gguf"))
-		if err != nil {
-			t.Fatal(err)
+		for _, n := range []string{"f32", "q8_0"} {
+			files = append(files, file{"mkgguf tiny-q35moe", filepath.Join(dir, "tiny-q35moe-"+n+".gguf"), strings.ToUpper(n), 80})
 		}
-		if _, err := Load(f, Options{}); !errors.Is(err, ErrUnsupported) {
-			t.Errorf("qwen35moe: %v, want an error wrapping ErrUnsupported", err)
+		// The K-quant friendly qwen35moe of the oracle's README, quantised by llama.cpp.
+		wide := filepath.Join(dir, "q35moe-256.gguf")
+		runOracle(t, oracle, "python3", "mkgguf.py", "qwen35moe", "-o", wide,
+			"--n-embd", "256", "--n-ff", "256", "--head-dim", "64", "--hp", "ssm_state=64")
+		files = append(files, file{"mkgguf q35moe-256", wide, "F32", 80})
+		for _, ft := range []string{"Q8_0", "Q4_K_M", "Q6_K", "Q5_0"} {
+			q := filepath.Join(dir, "q35moe-256-"+ft+".gguf")
+			runOracle(t, oracle, "./llama_quantize", wide, q, "--ftype", ft, "--pure", "-q")
+			files = append(files, file{"mkgguf q35moe-256", q, ft, 80})
 		}
-		f.Close()
 	} else {
 		t.Log("python3 not found: the oracle's mkgguf.py models are skipped")
 	}
 
 	rng := rand.New(rand.NewPCG(31, 32))
 	tokens := []int32{1}
-	for range 23 {
+	for range 79 {
 		tokens = append(tokens, int32(3+rng.IntN(297)))
 	}
-	var list []string
-	for _, tok := range tokens {
-		list = append(list, fmt.Sprint(tok))
-	}
-	logits := func(path string) [][]float64 {
+	logits := func(path string, tokens []int32) [][]float64 {
+		var list []string
+		for _, tok := range tokens {
+			list = append(list, fmt.Sprint(tok))
+		}
 		out := path + ".logits"
 		runOracle(t, oracle, "./llama_logits", "--tokens", strings.Join(list, ","), "--out", out, path)
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		V := len(b) / 4 / len(tokens)
-		if V == 0 || len(b) != 4*V*len(tokens) {
-			t.Fatalf("%s: %d bytes of logits for %d tokens", out, len(b), len(tokens))
-		}
-		rows := make([][]float64, len(tokens))
-		for i := range rows {
-			rows[i] = make([]float64, V)
-			for j := range rows[i] {
-				rows[i][j] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*(i*V+j):])))
-			}
-		}
-		return rows
+		return readLogits(t, out, len(tokens))
 	}
-	forward := func(f *gguf.File, opt Options) [][]float64 {
+	forward := func(f *gguf.File, opt Options, tokens []int32) [][]float64 {
 		m, err := Load(f, opt)
 		if err != nil {
 			t.Fatal(err)
@@ -178,15 +199,19 @@ func TestOracleLogits(t *testing.T) {
 		return l
 	}
 
-	t.Logf("max |ref − llama.cpp| / max |llama.cpp| over %d tokens", len(tokens))
-	t.Logf("%-18s %-9s %12s %12s %12s", "model", "type", "actquant", "plain", "plain vs DEQ")
+	t.Logf("max |ref − llama.cpp| / max |llama.cpp|")
+	t.Logf("%-18s %-7s %6s %12s %12s %12s", "model", "type", "tokens", "actquant", "plain", "plain vs DEQ")
 	for _, fl := range files {
+		if !wanted(fl.name) {
+			continue
+		}
 		f, err := gguf.Open(fl.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := logits(fl.path)
-		actq, plain := forward(f, Options{ActQuant: true}), forward(f, Options{})
+		toks := tokens[:fl.nTok]
+		want := logits(fl.path, toks)
+		actq, plain := forward(f, Options{ActQuant: true}, toks), forward(f, Options{}, toks)
 		eAct, ePlain, eDeq := maxRel(actq, want), maxRel(plain, want), math.NaN()
 		f.Close()
 
@@ -197,15 +222,36 @@ func TestOracleLogits(t *testing.T) {
 		if strings.HasPrefix(fl.ftype, "Q") {
 			deq := fl.path + ".deq.gguf"
 			runOracle(t, oracle, "./llama_quantize", fl.path, deq, "--ftype", "F32", "--allow-requantize", "-q")
-			if eDeq = maxRel(plain, logits(deq)); eDeq > 1e-6 {
+			if eDeq = maxRel(plain, logits(deq, toks)); eDeq > 1e-6 {
 				t.Errorf("%s %s: reference vs llama.cpp on the dequantised file: %.3g", fl.name, fl.ftype, eDeq)
 			}
 		}
-		t.Logf("%-18s %-9s %12.3g %12.3g %12.3g", fl.name, fl.ftype, eAct, ePlain, eDeq)
+		t.Logf("%-18s %-7s %6d %12.3g %12.3g %12.3g", fl.name, fl.ftype, fl.nTok, eAct, ePlain, eDeq)
 		if !(eAct <= limit) {
 			t.Errorf("%s %s: reference (ActQuant) vs llama.cpp: %.3g, limit %.3g", fl.name, fl.ftype, eAct, limit)
 		}
 	}
+}
+
+// readLogits reads a llama_logits output of n positions: float32 rows of n_vocab values.
+func readLogits(t *testing.T, path string, n int) [][]float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := len(b) / 4 / n
+	if V == 0 || len(b) != 4*V*n {
+		t.Fatalf("%s: %d bytes of logits for %d tokens", path, len(b), n)
+	}
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = make([]float64, V)
+		for j := range rows[i] {
+			rows[i][j] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*(i*V+j):])))
+		}
+	}
+	return rows
 }
 
 // TestOracleMatmul checks the activation conversion of ActQuant where no rounding flip can

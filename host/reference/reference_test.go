@@ -124,6 +124,13 @@ func (s tinyModel) writer(t testing.TB, ts []tensorData) *gguf.Writer {
 		}
 		w.Set(k, v)
 	}
+	addTensors(t, w, ts)
+	return w
+}
+
+// addTensors encodes ts in their types and adds them to w.
+func addTensors(t testing.TB, w *gguf.Writer, ts []tensorData) {
+	t.Helper()
 	for _, td := range ts {
 		n, err := td.typ.RowBytes(int64(len(td.vals)))
 		if err != nil {
@@ -139,7 +146,6 @@ func (s tinyModel) writer(t testing.TB, ts []tensorData) *gguf.Writer {
 			t.Fatal(err)
 		}
 	}
-	return w
 }
 
 // parse writes w to memory and parses it back.
@@ -422,7 +428,7 @@ func TestRope(t *testing.T) {
 		{true, []float64{0, 1, 0, 0}, []float64{0, c1, 0, s1}},
 		{true, []float64{0, 0, 0, 1}, []float64{0, -s1, 0, c1}},
 	} {
-		m := &Model{cfg: Config{RopeBase: 100, RopeScale: 1, RopeAttn: 1, RopeNeox: tc.neox}}
+		m := &Model{cfg: Config{NRot: 4, RopeBase: 100, RopeScale: 1, RopeAttn: 1, RopeNeox: tc.neox}}
 		got := append([]float64(nil), tc.in...)
 		m.rope(got, 2)
 		for i := range got {
@@ -436,8 +442,8 @@ func TestRope(t *testing.T) {
 	// NEOX pairing is the adjacent pairing on the head with its halves interleaved.
 	const D = 16
 	rng := rand.New(rand.NewPCG(9, 10))
-	adj := &Model{cfg: Config{RopeBase: 10000, RopeScale: 1, RopeAttn: 1}}
-	neox := &Model{cfg: Config{RopeBase: 10000, RopeScale: 1, RopeAttn: 1, RopeNeox: true}}
+	adj := &Model{cfg: Config{NRot: D, RopeBase: 10000, RopeScale: 1, RopeAttn: 1}}
+	neox := &Model{cfg: Config{NRot: D, RopeBase: 10000, RopeScale: 1, RopeAttn: 1, RopeNeox: true}}
 	v, w := make([]float64, D), make([]float64, D)
 	for i := range D / 2 {
 		v[i], v[i+D/2] = rng.NormFloat64(), rng.NormFloat64()
