@@ -23,6 +23,7 @@ type Result struct {
 	Model      string  `json:"model"`
 	Arch       string  `json:"arch"`
 	Backend    string  `json:"backend"`
+	Threads    int     `json:"threads"`
 	WeightMB   float64 `json:"weight_mb"`
 	PrefillTPS float64 `json:"prefill_tok_s"`
 	DecodeTPS  float64 `json:"decode_tok_s"`

@@ -46,12 +46,15 @@ and measured. --model takes a GGUF path or a fixture name (see verity fixture).`
 				if ctx < 256 {
 					ctx = 256
 				}
-				mdl, err := engine.Load(path, cpu.New(threads), engine.LoadOptions{MaxRows: 64, Context: ctx})
+				be := cpu.New(threads)
+				mdl, err := engine.Load(path, be, engine.LoadOptions{MaxRows: 64, Context: ctx})
 				if err != nil {
 					return err
 				}
 				r, err := bench.Run(mdl.Engine, name, probe, o)
+				r.Threads = be.Workers()
 				mdl.Close()
+				be.Close()
 				if err != nil {
 					return err
 				}
@@ -68,8 +71,11 @@ and measured. --model takes a GGUF path or a fixture name (see verity fixture).`
 				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.WeightMB,
 					r.PrefillTPS, r.DecodeTPS, r.DecodeMS, r.VerifyMS, r.VerifyTPS, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
 			}
-			fmt.Fprintf(tw, "memory bandwidth probe: %.2f GB/s (copy, %d threads)\t\n", probe/1e9, cpu.New(threads).Workers())
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "memory bandwidth probe: %.2f GB/s (copy, %d threads); MB/tok and GB/s from the Program's cost model\n", probe/1e9, rows[0].Threads)
+			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&models, "model", nil, "GGUF file or fixture name (repeatable)")
