@@ -174,7 +174,7 @@ func attendHead(out, q, kc, vc []float32, ks []int32, e []float32, stride, base 
 		e[j] = num.Exp32(e[j] - m)
 		acc[j&31] += e[j]
 	}
-	sum := num.WarpSum(&acc)
+	sum := num.WarpTotal(&acc)
 	for d := range out {
 		out[d] = 0
 	}

@@ -223,7 +223,7 @@ func l2Normalize(y, x []float32, eps float32) {
 	for i, v := range x {
 		acc[i&31] = num.FMA32(v, v, acc[i&31])
 	}
-	n := 1 / num.Max32(num.Sqrt32(num.WarpSum(&acc)), eps)
+	n := 1 / num.Max32(num.Sqrt32(num.WarpTotal(&acc)), eps)
 	for i, v := range x {
 		y[i] = v * n
 	}

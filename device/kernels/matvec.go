@@ -168,4 +168,4 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 }
 
 // laneSum folds the 32 lane accumulators with the warp butterfly.
-func laneSum(acc *[32]float32) float32 { return num.WarpSum(acc) }
+func laneSum(acc *[32]float32) float32 { return num.WarpTotal(acc) }

@@ -66,6 +66,6 @@ func rmsScale(x []float32, eps float32) float32 {
 	for i, v := range x {
 		acc[i&31] = num.FMA32(v, v, acc[i&31])
 	}
-	mean := num.WarpSum(&acc) / float32(len(x))
+	mean := num.WarpTotal(&acc) / float32(len(x))
 	return 1 / num.Sqrt32(mean+eps)
 }

@@ -23,7 +23,24 @@ func NaN32() float32 { return math.Float32frombits(NaNBits) }
 // sum directly, because 53 ≥ 24+2. Plain float32(math.FMA(...)) rounds twice to nearest and
 // is wrong when the exact sum lies just off a float32 midpoint that float64 cannot resolve.
 func FMA32(a, b, c float32) float32 {
-	p := float64(float64(a) * float64(b)) // exact; the conversion keeps it a separate operation
+	// exact product; the conversions keep the product and the sum separate operations
+	s := float64(float64(float64(a)*float64(b)) + float64(c))
+	// Fast path (small enough to inline). Float32 midpoints are float64 numbers, and rounding
+	// to the nearest float64 is monotonic, so s lies on the same side of every float32 midpoint
+	// as the exact sum, and on one only if the exact sum does. Unless s is itself a midpoint,
+	// rounding s to float32 is then rounding the exact sum. For a float32-normal |s| (below
+	// overflow) the 29 bits a float32 drops from s's mantissa read 1000…0 exactly when s is a
+	// midpoint.
+	bits := math.Float64bits(s)
+	if (bits>>52&0x7ff)-(1023-126) < 254 && bits&(1<<29-1) != 1<<28 { // exponent in [-126, 127], unsigned
+		return float32(s)
+	}
+	return fma32Slow(a, b, c)
+}
+
+// fma32Slow is FMA32 for midpoints, float32 subnormals, overflow, Inf and NaN.
+func fma32Slow(a, b, c float32) float32 {
+	p := float64(float64(a) * float64(b))
 	cc := float64(c)
 	s := float64(p + cc)
 	if math.IsNaN(s) {

@@ -21,6 +21,22 @@ func WarpSum(v *[32]float32) float32 {
 	return v[0]
 }
 
+// WarpTotal returns the value WarpSum returns, computing only the 31 additions lane 0's result
+// depends on (the pairs at distance 16, then 8, 4, 2, 1, as a tree); v is left unchanged.
+// Twins use it where the other lanes' copies are not needed.
+func WarpTotal(v *[32]float32) float32 {
+	var t [16]float32
+	for l := 0; l < 16; l++ {
+		t[l] = v[l] + v[l+16]
+	}
+	for n := 8; n > 0; n >>= 1 {
+		for l := 0; l < n; l++ {
+			t[l] = t[l] + t[l+n]
+		}
+	}
+	return t[0]
+}
+
 // WarpMax is WarpSum's butterfly with Max32 in place of addition (PTX max.f32 NaN and signed
 // zero rules); it too leaves every lane holding the result.
 func WarpMax(v *[32]float32) float32 {

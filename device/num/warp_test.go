@@ -143,3 +143,17 @@ func TestStrided(t *testing.T) {
 		t.Errorf("StridedSum([-0]) = %s, want +0 (lanes start from +0)", bitsOf(got))
 	}
 }
+
+func TestWarpTotalEqualsWarpSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := 0; i < 20000; i++ {
+		var v [32]float32
+		for l := range v {
+			v[l] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(12)-6)))
+		}
+		w := v
+		if got, want := WarpTotal(&v), WarpSum(&w); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("case %d: WarpTotal %g != WarpSum %g", i, got, want)
+		}
+	}
+}
