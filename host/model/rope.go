@@ -40,9 +40,11 @@ func (t RopeTable) Fill(dst []float32, pos []int32) {
 // text.
 func (t RopeTable) textPosition(i int) bool {
 	s := t.Sections
-	if s == [4]int{} {
+	sum := s[0] + s[1] + s[2] + s[3]
+	if sum == 0 {
 		return true
 	}
+	i %= sum // llama.cpp's sector: the pair index modulo the sections' total
 	switch {
 	case i%3 == 0 && i < 3*s[0], i%3 == 1 && i < 3*s[1], i%3 == 2 && i < 3*s[2]:
 		return true

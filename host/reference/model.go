@@ -56,7 +56,8 @@ type layer struct {
 	moe               *moe      // qwen35moe
 }
 
-// deltaNet holds the weights of a Gated DeltaNet layer. With C = 2·nk·dk + nv·dv channels:
+// deltaNet holds the weights of a Gated DeltaNet layer; C = 2·nk·dk + nv·dv is the number of
+// channels of its convolution.
 type deltaNet struct {
 	qkv   *matrix   // attn_qkv: n → C channels [q: nk·dk | k: nk·dk | v: nv·dv], head-major
 	z     *matrix   // attn_gate: n → nv·dv, the output gate

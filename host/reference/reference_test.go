@@ -349,9 +349,20 @@ func TestForwardMatchesLayerMajor(t *testing.T) {
 }
 
 func TestForwardTree(t *testing.T) {
+	type loader struct {
+		name string
+		load func(testing.TB) *Model
+	}
+	var models []loader
 	for _, tc := range testModels[:3] {
+		models = append(models, loader{tc.name, func(t testing.TB) *Model { return tc.model.load(t, tc.opt) }})
+	}
+	for _, tc := range q35TestModels[:2] {
+		models = append(models, loader{tc.name, func(t testing.TB) *Model { return tc.model.load(t, tc.opt) }})
+	}
+	for _, tc := range models {
 		t.Run(tc.name, func(t *testing.T) {
-			m := tc.model.load(t, tc.opt)
+			m := tc.load(t)
 			rng := rand.New(rand.NewPCG(5, 6))
 			V := m.cfg.NVocab
 			for _, tree := range []struct {
@@ -395,21 +406,22 @@ func TestForwardTree(t *testing.T) {
 
 // TestForwardIsCausal checks that a position's logits do not depend on the tokens after it.
 func TestForwardIsCausal(t *testing.T) {
-	m := llamaF32.load(t, Options{})
-	rng := rand.New(rand.NewPCG(7, 8))
-	a := randomTokens(rng, 8, m.cfg.NVocab)
-	b := append(append([]int32(nil), a[:5]...), randomTokens(rng, 3, m.cfg.NVocab)...)
-	la, _ := m.Forward(a)
-	lb, _ := m.Forward(b)
-	for i := range 5 {
-		for j := range la[i] {
-			if la[i][j] != lb[i][j] {
-				t.Fatalf("position %d changed with later tokens", i)
+	for _, m := range []*Model{llamaF32.load(t, Options{}), q35F32.load(t, Options{})} {
+		rng := rand.New(rand.NewPCG(7, 8))
+		a := randomTokens(rng, 8, m.cfg.NVocab)
+		b := append(append([]int32(nil), a[:5]...), randomTokens(rng, 3, m.cfg.NVocab)...)
+		la, _ := m.Forward(a)
+		lb, _ := m.Forward(b)
+		for i := range 5 {
+			for j := range la[i] {
+				if la[i][j] != lb[i][j] {
+					t.Fatalf("%s: position %d changed with later tokens", m.cfg.Arch, i)
+				}
 			}
 		}
-	}
-	if maxRel(la[5:], lb[5:]) < 1e-3 {
-		t.Errorf("positions after the change did not change")
+		if maxRel(la[5:], lb[5:]) < 1e-3 {
+			t.Errorf("%s: positions after the change did not change", m.cfg.Arch)
+		}
 	}
 }
 
