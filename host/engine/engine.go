@@ -527,20 +527,26 @@ func (s *Session) Truncate(n int) error {
 				return err
 			}
 		}
+		// release every slot the session no longer refers to, each once: dropped checkpoints
+		// and the old current state, unless kept or now current
 		var keep []checkpoint
+		drop := map[int32]bool{s.state: true}
 		for _, c := range s.checkpoints {
 			if c.pos <= n {
 				keep = append(keep, c)
-			} else if c.slot != state {
-				s.e.releaseStates(c.slot)
+			} else {
+				drop[c.slot] = true
 			}
 		}
-		old := s.state
+		delete(drop, state)
+		for _, c := range keep {
+			delete(drop, c.slot)
+		}
+		for slot := range drop {
+			s.e.releaseStates(slot)
+		}
 		s.checkpoints = keep
 		s.state = state
-		if old > 0 && old != state && !s.isCheckpoint(old) {
-			s.e.releaseStates(old)
-		}
 		s.tokens = s.tokens[:n]
 	}
 	s.e.release(s.slots[n:])

@@ -62,6 +62,7 @@ var testModels = []string{
 	"tiny-llama-f32", "tiny-llama-tied-f32", "tiny-qwen3-f32", "tiny-llama-f16", "tiny-llama-bf16",
 	"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-qwen3-q5_0", "tiny-qwen3-q5_1",
 	"small-llama-q4_k_m", "small-qwen3-q6_k", "small-llama-q2_k", "small-llama-q3_k_m", "small-qwen3-q5_k_m",
+	"tiny-q35moe-f32", "tiny-q35moe-q8_0", "tiny-q35moe-q4_0", "small-q35moe-q4_k_m",
 }
 
 // Prefill in any chunking gives the bits of token-by-token decoding.
@@ -168,7 +169,7 @@ func TestVerifyEqualsDecode(t *testing.T) {
 
 // Commit(path) then Decode equals plain decoding of prefix+path; Truncate rolls back exactly.
 func TestCommitAndTruncate(t *testing.T) {
-	for _, name := range []string{"tiny-llama-f32", "tiny-qwen3-q8_0", "small-llama-q4_k_m"} {
+	for _, name := range []string{"tiny-llama-f32", "tiny-qwen3-q8_0", "small-llama-q4_k_m", "tiny-q35moe-f32", "small-q35moe-q4_k_m"} {
 		t.Run("model="+name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, 6))
 			m := load(t, name, 2, 16, 96)
@@ -341,5 +342,145 @@ func TestThreadCountInvariance(t *testing.T) {
 		for i := range got {
 			sameBits(t, fmt.Sprintf("workers=%d position %d", w, i), got[i], ref[i])
 		}
+	}
+}
+
+// Recurrent models: rolling back to any position rebuilds exactly the state decoding had
+// there (from the nearest checkpoint, replaying tokens), over several commits and rollbacks,
+// and every state slot is returned when sessions close.
+func TestRecurrentRollback(t *testing.T) {
+	m := load(t, "tiny-q35moe-f32", 2, 8, 96)
+	if m.Program().StateLayers == 0 {
+		t.Fatal("fixture has no recurrent layers")
+	}
+	freeStates, freeSlots := m.FreeStates(), m.FreeSlots()
+	r := rand.New(rand.NewPCG(21, 22))
+	nv := m.Program().Config.NVocab
+	toks := randTokens(r, 40, nv)
+	ref, err := m.NewSession().Prefill(toks, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.NewSession()
+	if _, err := s.Prefill(toks[:10], false); err != nil {
+		t.Fatal(err)
+	}
+	// grow through commits of verified chains, so checkpoints pile up
+	pos := 10
+	for pos < 30 {
+		tree := engine.Tree{Tokens: toks[pos : pos+4], Parents: []int{-1, 0, 1, 2}}
+		if _, err := s.Verify(tree); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit([]int{0, 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		pos += 3
+	}
+	for _, n := range []int{29, 25, 17, 11, 3, 0} {
+		if err := s.Truncate(n); err != nil {
+			t.Fatal(err)
+		}
+		if s.Len() != n {
+			t.Fatalf("after Truncate(%d): %d positions", n, s.Len())
+		}
+		got, err := s.Decode(toks[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, fmt.Sprintf("decode after truncating to %d", n), got, ref[n])
+		if err := s.Truncate(n); err != nil { // and undo that decode
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	// the reference session still holds one state and its 40 slots
+	if m.FreeStates() != freeStates-1 || m.FreeSlots() != freeSlots-len(toks) {
+		t.Errorf("after close: %d free states (want %d), %d free slots (want %d)", m.FreeStates(), freeStates-1, m.FreeSlots(), freeSlots-len(toks))
+	}
+	m2 := load(t, "tiny-q35moe-f32", 1, 8, 64)
+	f0, k0 := m2.FreeStates(), m2.FreeSlots()
+	s2 := m2.NewSession()
+	s2.Prefill(toks[:20], false)
+	s2.Verify(engine.Tree{Tokens: toks[20:28], Parents: []int{-1, 0, 0, 1, 1, 2, 2, 3}})
+	s2.Commit([]int{0, 2, 6})
+	s2.Truncate(5)
+	s2.Close()
+	if m2.FreeStates() != f0 || m2.FreeSlots() != k0 {
+		t.Errorf("after close: %d free states (want %d), %d free slots (want %d)", m2.FreeStates(), f0, m2.FreeSlots(), k0)
+	}
+}
+
+// A random sequence of prefills, verifies, commits and rollbacks keeps the session equivalent
+// to plainly decoding its committed tokens, and returns every cache and state slot on close.
+func TestRandomSessionHistory(t *testing.T) {
+	for _, name := range []string{"tiny-q35moe-q8_0", "tiny-llama-f32"} {
+		t.Run("model="+name, func(t *testing.T) {
+			m := load(t, name, 2, 8, 72)
+			nv := m.Program().Config.NVocab
+			r := rand.New(rand.NewPCG(31, 32))
+			f0, k0 := m.FreeStates(), m.FreeSlots()
+			s := m.NewSession()
+			var hist []int32
+			for step := 0; step < 40; step++ {
+				switch op := r.IntN(4); {
+				case op == 0 && len(hist) < 30:
+					toks := randTokens(r, 1+r.IntN(9), nv)
+					if _, err := s.Prefill(toks, false); err != nil {
+						t.Fatal(err)
+					}
+					hist = append(hist, toks...)
+				case op == 1 && len(hist) < 30:
+					n := 1 + r.IntN(8)
+					tree := engine.Tree{Tokens: randTokens(r, n, nv), Parents: []int{-1}}
+					for i := 1; i < n; i++ {
+						tree.Parents = append(tree.Parents, r.IntN(i))
+					}
+					if _, err := s.Verify(tree); err != nil {
+						t.Fatal(err)
+					}
+					var p []int
+					if k := r.IntN(n + 1); k > 0 {
+						p = path(tree.Parents, k-1)
+					}
+					if err := s.Commit(p); err != nil {
+						t.Fatal(err)
+					}
+					for _, node := range p {
+						hist = append(hist, tree.Tokens[node])
+					}
+				case op == 2 && len(hist) > 0:
+					n := r.IntN(len(hist) + 1)
+					if err := s.Truncate(n); err != nil {
+						t.Fatal(err)
+					}
+					hist = hist[:n]
+				default:
+					continue
+				}
+				if s.Len() != len(hist) {
+					t.Fatalf("step %d: session has %d positions, history %d", step, s.Len(), len(hist))
+				}
+				next := int32(r.IntN(nv))
+				got, err := s.Decode(next)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref := m.NewSession()
+				want, err := ref.Prefill(append(append([]int32(nil), hist...), next), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref.Close()
+				sameBits(t, fmt.Sprintf("step %d", step), got, want[0])
+				if err := s.Truncate(len(hist)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Close()
+			if m.FreeStates() != f0 || m.FreeSlots() != k0 {
+				t.Errorf("after close: %d free states (want %d), %d free slots (want %d)", m.FreeStates(), f0, m.FreeSlots(), k0)
+			}
+		})
 	}
 }
