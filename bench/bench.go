@@ -2,8 +2,12 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"sort"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 
 	"verity/host/engine"
 	"verity/host/model"
@@ -27,7 +31,8 @@ type Result struct {
 	WeightMB   float64 `json:"weight_mb"`
 	PrefillTPS float64 `json:"prefill_tok_s"`
 	DecodeTPS  float64 `json:"decode_tok_s"`
-	DecodeMS   float64 `json:"decode_ms_per_tok"`
+	DecodeMS   float64 `json:"decode_ms_per_tok"`    // median over the decoded tokens
+	DecodeSD   float64 `json:"decode_ms_stddev"`     // standard deviation of the per-token times
 	VerifyMS   float64 `json:"verify_ms_per_tree"`
 	VerifyTPS  float64 `json:"verify_nodes_s"`
 	TreeNodes  int     `json:"tree_nodes"`
@@ -79,15 +84,20 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	}
 	res.PrefillTPS = float64(o.Prompt) / time.Since(start).Seconds()
 
-	start = time.Now()
-	for i := 0; i < o.Decode; i++ {
+	times := make([]float64, o.Decode)
+	for i := range times {
+		start := time.Now()
 		if _, err := s.Decode(tok()); err != nil {
 			return res, err
 		}
+		times[i] = 1e3 * time.Since(start).Seconds()
 	}
-	dt := time.Since(start).Seconds()
-	res.DecodeTPS = float64(o.Decode) / dt
-	res.DecodeMS = 1e3 * dt / float64(o.Decode)
+	sort.Float64s(times)
+	res.DecodeMS = stat.Quantile(0.5, stat.Empirical, times, nil)
+	if len(times) > 1 {
+		res.DecodeSD = math.Sqrt(stat.Variance(times, nil))
+	}
+	res.DecodeTPS = 1e3 / res.DecodeMS
 	meanCtx := o.Prompt + o.Decode/2
 	res.BytesPerToken = float64(StepBytes(p, 1, meanCtx))
 	res.DecodeGBs = res.BytesPerToken * res.DecodeTPS / 1e9

@@ -66,10 +66,10 @@ and measured. --model takes a GGUF path or a fixture name (see verity fixture).`
 				return enc.Encode(rows)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "model\tbackend\tweights MB\tprefill tok/s\tdecode tok/s\tms/tok\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
+			fmt.Fprintln(tw, "model\tbackend\tweights MB\tprefill tok/s\tdecode tok/s\tms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.WeightMB,
-					r.PrefillTPS, r.DecodeTPS, r.DecodeMS, r.VerifyMS, r.VerifyTPS, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
+				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.2f\t%.1f (%.1f)\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.WeightMB,
+					r.PrefillTPS, r.DecodeTPS, r.DecodeMS, r.DecodeSD, r.VerifyMS, r.VerifyTPS, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
