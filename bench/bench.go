@@ -31,8 +31,8 @@ type Result struct {
 	WeightMB   float64 `json:"weight_mb"`
 	PrefillTPS float64 `json:"prefill_tok_s"`
 	DecodeTPS  float64 `json:"decode_tok_s"`
-	DecodeMS   float64 `json:"decode_ms_per_tok"`    // median over the decoded tokens
-	DecodeSD   float64 `json:"decode_ms_stddev"`     // standard deviation of the per-token times
+	DecodeMS   float64 `json:"decode_ms_per_tok"` // median over the decoded tokens
+	DecodeSD   float64 `json:"decode_ms_stddev"`  // standard deviation of the per-token times
 	VerifyMS   float64 `json:"verify_ms_per_tree"`
 	VerifyTPS  float64 `json:"verify_nodes_s"`
 	TreeNodes  int     `json:"tree_nodes"`

@@ -34,8 +34,10 @@ func init() {
 				if c.Cols <= 0 || c.N <= 0 || int(c.Cols)%bv != 0 {
 					return device.Geometry{}, fmt.Errorf("cannot convert %d rows of %d values to %s (blocks of %d)", c.N, c.Cols, a, bv)
 				}
-				// one warp per block of 32 values (a 256-value q8_K block takes a whole 256-thread block)
-				return device.Geometry{Grid: device.Dim3{X: uint32(int(c.Cols) / 256 * int(c.N)), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+				// 256-thread blocks, one per 256 values of the whole batch (rounded up): a warp per
+				// 32-value block, a whole thread block per 256-value q8_K block
+				blocks := (int(c.Cols)*int(c.N) + 255) / 256
+				return device.Geometry{Grid: device.Dim3{X: uint32(blocks), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
 			},
 			Twin: func(x *device.Exec, c ConvertArgs) error { return convertTwin(x, a, c) },
 		})

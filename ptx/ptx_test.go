@@ -1,0 +1,409 @@
+package ptx
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"verity/device"
+	_ "verity/device/kernels" // registers the kernel specs
+)
+
+// noPTXYet lists the Go kernel specs that have no CUDA kernel yet. A new spec without PTX must
+// be added here, and an entry must leave the list when its kernel is written, so the gap stays
+// visible.
+var noPTXYet = []string{
+	"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1",
+	"embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0",
+	"gdn_conv_f32", "gdn_scan_f32",
+	"moe_combine_f32", "moe_router_f32",
+	"moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32",
+	"moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1",
+	"moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K",
+	"moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0",
+}
+
+// notBitExact names the modules exempt from the instruction scan (kernels graded by relative
+// error, such as tensor-core ones). None yet.
+var notBitExact = map[string]bool{}
+
+func sha(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// TestManifestFresh checks that the committed PTX was generated from the sources as they are:
+// editing a .cu or .cuh file without running go generate ./ptx fails here.
+func TestManifestFresh(t *testing.T) {
+	var onDisk []string
+	for _, pat := range []string{"src/*.cu", "src/*.cuh"} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onDisk = append(onDisk, m...)
+	}
+	if len(onDisk) == 0 {
+		t.Fatal("no sources in src/")
+	}
+	for _, p := range onDisk {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.ToSlash(p)
+		want, ok := sources[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is not in the manifest: run go generate ./ptx", name)
+		case want != sha(data):
+			t.Errorf("%s changed since its PTX was generated: run go generate ./ptx", name)
+		}
+	}
+	for name := range sources {
+		if !slices.Contains(onDisk, filepath.FromSlash(name)) {
+			t.Errorf("the manifest lists %s, which no longer exists: run go generate ./ptx", name)
+		}
+	}
+
+	var stems []string
+	for _, p := range onDisk {
+		if stem, ok := strings.CutSuffix(filepath.Base(p), ".cu"); ok {
+			stems = append(stems, stem)
+		}
+	}
+	sort.Strings(stems)
+	if mods := Modules(); !slices.Equal(mods, stems) {
+		t.Errorf("PTX modules %v, sources %v: run go generate ./ptx", mods, stems)
+	}
+	if len(ptxHashes) != len(Modules()) {
+		t.Errorf("manifest has %d PTX hashes for %d modules", len(ptxHashes), len(Modules()))
+	}
+	var parsed []Entry
+	for _, m := range Modules() {
+		text, err := Module(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha([]byte(text)); got != ptxHashes[m+".ptx"] {
+			t.Errorf("%s.ptx does not match the manifest (edited by hand?): run go generate ./ptx", m)
+		}
+		for _, line := range []string{".version 7.8", ".target sm_80", ".address_size 64"} {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(line) + `$`).MatchString(text) {
+				t.Errorf("%s.ptx lacks the line %q", m, line)
+			}
+		}
+		es, err := parseEntries(m, text)
+		if err != nil {
+			t.Errorf("%s.ptx: %v", m, err)
+		}
+		parsed = append(parsed, es...)
+	}
+	if !reflect.DeepEqual(parsed, Entries()) {
+		t.Errorf("entries in the PTX text:\n%v\nin the manifest:\n%v", parsed, Entries())
+	}
+}
+
+// TestFlags checks the recorded compiler flags against the arithmetic contract.
+func TestFlags(t *testing.T) {
+	for _, f := range []string{"-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false", "-arch=compute_80"} {
+		if !slices.Contains(Flags, f) {
+			t.Errorf("Flags %v lack %s", Flags, f)
+		}
+	}
+	for _, f := range Flags {
+		if strings.Contains(f, "fast") || strings.Contains(f, "fmad=true") || strings.Contains(f, "ftz=true") {
+			t.Errorf("forbidden flag %s", f)
+		}
+	}
+	if !strings.Contains(NVCC, "release 11.8") {
+		t.Errorf("NVCC = %q, want CUDA 11.8 (the toolchain tools/cudaenv.sh installs)", NVCC)
+	}
+}
+
+var (
+	entryLine = regexp.MustCompile(`^\.visible\s+\.entry\s+(\w+)\s*\(\s*(\))?$`)
+	paramLine = regexp.MustCompile(`^\.param\s+\.(\w+)\s+\w+\s*(,|\))?$`)
+)
+
+// parseEntries reads the entries of one PTX module and their parameter types (sorted by name).
+func parseEntries(module, text string) ([]Entry, error) {
+	var out []Entry
+	open := false
+	for n, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if !open {
+			if m := entryLine.FindStringSubmatch(line); m != nil {
+				out = append(out, Entry{Module: module, Name: m[1]})
+				open = m[2] == ""
+			}
+			continue
+		}
+		if line == ")" {
+			open = false
+			continue
+		}
+		m := paramLine.FindStringSubmatch(line)
+		if m == nil {
+			return nil, &parseError{n + 1, line}
+		}
+		e := &out[len(out)-1]
+		e.Params = append(e.Params, m[1])
+		open = m[2] != ")"
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+type parseError struct {
+	line int
+	text string
+}
+
+func (e *parseError) Error() string { return "cannot read parameter line " + e.text }
+
+// paramTypes are the PTX parameter types each Go parameter kind may have.
+var paramTypes = map[device.ParamKind][]string{
+	device.U64: {"u64", "s64", "b64"},
+	device.U32: {"u32", "s32", "b32"},
+	device.F32: {"f32"},
+}
+
+// TestEntriesMatchSpecs checks every PTX entry against the Go kernel spec of the same name (the
+// module, and the parameters in order), and that every spec without PTX is in noPTXYet.
+func TestEntriesMatchSpecs(t *testing.T) {
+	specs := map[string]device.Spec{}
+	for _, s := range device.Kernels() {
+		specs[s.Entry()] = s
+	}
+	have := map[string]bool{}
+	for _, e := range Entries() {
+		have[e.Name] = true
+		s, ok := specs[e.Name]
+		if !ok {
+			t.Errorf("%s.ptx: entry %s has no Go kernel spec", e.Module, e.Name)
+			continue
+		}
+		if s.Module() != e.Module {
+			t.Errorf("%s: PTX in module %s, Go spec says module %s", e.Name, e.Module, s.Module())
+		}
+		ps, err := device.Params(reflect.Zero(s.ArgsType()).Interface())
+		if err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+			continue
+		}
+		if len(ps) != len(e.Params) {
+			t.Errorf("%s: PTX has %d parameters %v, Go spec %v has %d", e.Name, len(e.Params), e.Params, s.ArgsType(), len(ps))
+			continue
+		}
+		for i, p := range ps {
+			if !slices.Contains(paramTypes[p.Kind], e.Params[i]) {
+				t.Errorf("%s: parameter %d (%s) is .%s in the PTX, Go kind %v", e.Name, i, p.Name, e.Params[i], p.Kind)
+			}
+		}
+	}
+
+	var missing []string
+	for name := range specs {
+		if !have[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	for _, name := range missing {
+		if !slices.Contains(noPTXYet, name) {
+			t.Errorf("Go kernel %s (module %s) has no PTX entry: write it, or add it to noPTXYet", name, specs[name].Module())
+		}
+	}
+	for _, name := range noPTXYet {
+		switch {
+		case specs[name] == nil:
+			t.Errorf("noPTXYet lists %s, which is not a Go kernel spec", name)
+		case have[name]:
+			t.Errorf("noPTXYet lists %s, which now has a PTX entry: remove it", name)
+		}
+	}
+}
+
+// forbidden returns why a PTX instruction breaks the arithmetic contract, or "".
+func forbidden(op string) string {
+	parts := strings.Split(op, ".")
+	base := parts[0]
+	has := func(s ...string) bool {
+		for _, p := range parts[1:] {
+			if slices.Contains(s, p) {
+				return true
+			}
+		}
+		return false
+	}
+	float := has("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
+	switch {
+	case has("approx"):
+		return "approximation"
+	case has("ftz"):
+		return "flushes subnormals"
+	case slices.Contains([]string{"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"}, base):
+		return "approximate function"
+	case (base == "atom" || base == "red") && float:
+		return "float atomic (order-dependent)"
+	case slices.Contains([]string{"add", "sub", "mul", "fma", "mad", "div", "sqrt", "rcp"}, base) && float && !has("rn"):
+		return "float arithmetic without .rn (may be contracted or approximated)"
+	}
+	return ""
+}
+
+// instructions returns the opcode of every instruction in a PTX text, with its line number.
+func instructions(text string) (ops []string, lines []int) {
+	inComment := false
+	for n, line := range strings.Split(text, "\n") {
+		if inComment {
+			end := strings.Index(line, "*/")
+			if end < 0 {
+				continue
+			}
+			line, inComment = line[end+2:], false
+		}
+		if i := strings.Index(line, "/*"); i >= 0 {
+			if j := strings.Index(line[i:], "*/"); j >= 0 {
+				line = line[:i] + line[i+j+2:]
+			} else {
+				line, inComment = line[:i], true
+			}
+		}
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = line[:i]
+		}
+		for _, stmt := range strings.Split(line, ";") {
+			f := strings.Fields(stmt)
+			if len(f) > 0 && strings.HasPrefix(f[0], "@") {
+				f = f[1:]
+			}
+			if len(f) == 0 {
+				continue
+			}
+			op := f[0]
+			if strings.HasSuffix(op, ":") { // a label
+				continue
+			}
+			if op[0] == '.' || op[0] == '{' || op[0] == '}' || op[0] == ')' || op[0] == '(' || op[0] == '$' {
+				continue
+			}
+			ops = append(ops, op)
+			lines = append(lines, n+1)
+		}
+	}
+	return ops, lines
+}
+
+func TestForbiddenRule(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		bad  bool
+	}{
+		{"add.rn.f32 %f1, %f2, %f3;", false},
+		{"add.f32 %f1, %f2, %f3;", true},
+		{"@%p1 sub.f32 %f1, %f2, %f3;", true},
+		{"@!%p2 mul.f32 %f1, %f2, %f3;", true},
+		{"mul.rn.f32 %f1, %f2, %f3;", false},
+		{"fma.rn.f32 %f1, %f2, %f3, %f4;", false},
+		{"fma.rn.ftz.f32 %f1, %f2, %f3, %f4;", true},
+		{"fma.rz.f32 %f1, %f2, %f3, %f4;", true},
+		{"mad.f32 %f1, %f2, %f3, %f4;", true},
+		{"mad.lo.s32 %r1, %r2, %r3, %r4;", false},
+		{"mul.wide.s32 %rd1, %r2, 4;", false},
+		{"div.rn.f32 %f1, %f2, %f3;", false},
+		{"div.full.f32 %f1, %f2, %f3;", true},
+		{"div.approx.f32 %f1, %f2, %f3;", true},
+		{"div.s32 %r1, %r2, %r3;", false},
+		{"sqrt.rn.f32 %f1, %f2;", false},
+		{"sqrt.approx.f32 %f1, %f2;", true},
+		{"rcp.rn.f32 %f1, %f2;", false},
+		{"rcp.approx.ftz.f64 %fd1, %fd2;", true},
+		{"rsqrt.approx.f32 %f1, %f2;", true},
+		{"ex2.approx.ftz.f32 %f1, %f2;", true},
+		{"lg2.approx.f32 %f1, %f2;", true},
+		{"tanh.approx.f32 %f1, %f2;", true},
+		{"atom.global.add.f32 %f1, [%rd1], %f2;", true},
+		{"red.global.add.f32 [%rd1], %f2;", true},
+		{"atom.global.add.u32 %r1, [%rd1], 1;", false},
+		{"setp.lt.ftz.f32 %p1, %f1, %f2;", true},
+		{"setp.lt.f32 %p1, %f1, %f2;", false},
+		{"max.f32 %f1, %f2, %f3;", false},
+		{"cvt.rzi.s32.f32 %r1, %f1;", false},
+		{"add.f64 %fd1, %fd2, %fd3;", true},
+		{"add.s32 %r1, %r2, %r3;", false},
+		{"// add.f32 in a comment", false},
+		{"$L__BB0_2:", false},
+		{"ld.param.f32 %f1, [k_param_2];", false},
+	} {
+		ops, _ := instructions(c.line)
+		bad := false
+		for _, op := range ops {
+			if forbidden(op) != "" {
+				bad = true
+			}
+		}
+		if bad != c.bad {
+			t.Errorf("%q: forbidden = %v, want %v (ops %v)", c.line, bad, c.bad, ops)
+		}
+	}
+}
+
+// TestNoForbiddenInstructions scans the PTX of every bit-exact module.
+func TestNoForbiddenInstructions(t *testing.T) {
+	for _, m := range Modules() {
+		if notBitExact[m] {
+			continue
+		}
+		text, err := Module(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, lines := instructions(text)
+		if len(ops) == 0 {
+			t.Errorf("%s.ptx: no instructions found", m)
+		}
+		for i, op := range ops {
+			if why := forbidden(op); why != "" {
+				t.Errorf("%s.ptx:%d: %s: %s", m, lines[i], op, why)
+			}
+		}
+	}
+}
+
+func TestModule(t *testing.T) {
+	for _, bad := range []string{"nope", "", "../ptx/matvec", "matvec.ptx"} {
+		if _, err := Module(bad); err == nil {
+			t.Errorf("Module(%q) gave no error", bad)
+		}
+	}
+	for _, e := range Entries() {
+		text, err := Module(e.Module)
+		if err != nil {
+			t.Fatalf("entry %s: %v", e.Name, err)
+		}
+		if !strings.Contains(text, ".visible .entry "+e.Name+"(") {
+			t.Errorf("module %s has no entry %s", e.Module, e.Name)
+		}
+		got, ok := Lookup(e.Name)
+		if !ok || !reflect.DeepEqual(got, e) {
+			t.Errorf("Lookup(%s) = %v, %v", e.Name, got, ok)
+		}
+	}
+	if _, ok := Lookup("nope"); ok {
+		t.Error("Lookup(nope) found an entry")
+	}
+	es := Entries()
+	es[0].Params[0] = "changed"
+	if Entries()[0].Params[0] == "changed" {
+		t.Error("Entries returns the manifest's own slices")
+	}
+}

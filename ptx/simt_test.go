@@ -1,0 +1,336 @@
+package ptx
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"testing"
+
+	"verity/device"
+	"verity/device/kernels"
+	"verity/host/quant"
+)
+
+// The kernels of src/ run here on the host, as CUDA source: testdata/host.cpp compiles them with
+// the intrinsics of testdata/hostshim.h and runs a launch one thread block at a time, each CUDA
+// thread a coroutine, warp shuffles and __syncthreads included (testdata/simt.h), with the
+// launch geometry of the Go spec's Shape. Every buffer after the launch must equal what the
+// kernel's Go twin leaves (floats compared with every NaN taken as one value). This checks the
+// kernels' indexing, reductions and transcription; the PTX itself is checked on a GPU or by a PTX
+// interpreter. The tests need g++ (C++20) and are skipped without it.
+
+// arena is device memory for one launch: separate buffers at made-up, 256-byte aligned addresses.
+type arena struct {
+	bufs []*abuf
+	next uint64
+}
+
+type abuf struct {
+	base  uint64
+	data  []byte
+	float bool // compare as float32 words (NaN as one value) rather than bytes
+}
+
+func newArena() *arena { return &arena{next: 1 << 20} }
+
+func (a *arena) add(data []byte, float bool) device.Ptr {
+	b := &abuf{base: a.next, data: data, float: float}
+	a.bufs = append(a.bufs, b)
+	a.next += (uint64(len(data))+255)/256*256 + 256
+	return device.Ptr(b.base)
+}
+
+func (a *arena) f32(v []float32) device.Ptr {
+	return a.add(append([]byte(nil), device.F32Bytes(v)...), true)
+}
+func (a *arena) i32(v []int32) device.Ptr {
+	return a.add(append([]byte(nil), device.I32Bytes(v)...), false)
+}
+func (a *arena) raw(b []byte) device.Ptr { return a.add(append([]byte(nil), b...), false) }
+
+// Bytes implements device.Memory.
+func (a *arena) Bytes(p device.Ptr, n int64) ([]byte, error) {
+	for _, b := range a.bufs {
+		if uint64(p) >= b.base && uint64(p)+uint64(n) <= b.base+uint64(len(b.data)) {
+			off := uint64(p) - b.base
+			return b.data[off : off+uint64(n)], nil
+		}
+	}
+	return nil, fmt.Errorf("access [%#x, +%d) outside every buffer", uint64(p), n)
+}
+
+func (a *arena) clone() *arena {
+	c := &arena{next: a.next}
+	for _, b := range a.bufs {
+		c.bufs = append(c.bufs, &abuf{b.base, append([]byte(nil), b.data...), b.float})
+	}
+	return c
+}
+
+// launchBoth runs the twin and the host build of the kernel on copies of a and compares every
+// buffer afterwards.
+func launchBoth(t *testing.T, spec device.Spec, args any, a *arena) {
+	t.Helper()
+	geo, err := spec.Geometry(args)
+	if err != nil {
+		t.Fatalf("%s: %v", spec.Entry(), err)
+	}
+	params, err := device.Params(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := a.clone()
+	if err := spec.RunTwin(&device.Exec{Mem: twin, Workers: 1, For: device.Serial}, args); err != nil {
+		t.Fatalf("twin: %v", err)
+	}
+
+	var in bytes.Buffer
+	le := binary.LittleEndian
+	in.WriteString(spec.Entry())
+	in.WriteByte(0)
+	for _, v := range []uint32{geo.Grid.X, geo.Grid.Y, geo.Grid.Z, geo.Block.X, geo.Block.Y, geo.Block.Z, uint32(len(a.bufs))} {
+		in.Write(le.AppendUint32(nil, v))
+	}
+	for _, b := range a.bufs {
+		in.Write(le.AppendUint64(le.AppendUint64(nil, b.base), uint64(len(b.data))))
+		in.Write(b.data)
+	}
+	in.Write(le.AppendUint32(nil, uint32(len(params))))
+	for _, p := range params {
+		in.Write(le.AppendUint64(le.AppendUint32(nil, uint32(p.Kind)), p.Bits))
+	}
+	cmd := exec.Command(hostCheck(t), "launch")
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("host launch %s: %v\n%s", spec.Entry(), err, stderr.Bytes())
+	}
+
+	for i, b := range twin.bufs {
+		n := len(b.data)
+		if len(out) < n {
+			t.Fatalf("host launch gave %d bytes too few", n-len(out))
+		}
+		got := out[:n]
+		out = out[n:]
+		bad := 0
+		for off := 0; off < n; off += 4 {
+			end := min(off+4, n)
+			g, w := got[off:end], b.data[off:end]
+			ok := bytes.Equal(g, w)
+			if !ok && b.float && end-off == 4 {
+				ok = same(le.Uint32(g), le.Uint32(w))
+			}
+			if !ok {
+				if bad < 4 {
+					t.Errorf("%s: buffer %d, bytes %d…%d: kernel %x, twin %x", spec.Entry(), i, off, end-1, g, w)
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: buffer %d: %d of %d words differ", spec.Entry(), i, bad, (n+3)/4)
+		}
+	}
+}
+
+// values returns n normal values times scale, with a few specials mixed in when specials is set.
+func values(rng *rand.Rand, n int, scale float64, specials bool) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64() * scale)
+	}
+	if specials && n >= 16 {
+		for i, s := range []float32{0, float32(math.Copysign(0, -1)), 100, -100, 200, -200, 1e-40, -1e-40, 88.7, -103.9, 20.5, -0.5} {
+			v[(i*7919)%n] = s
+		}
+	}
+	return v
+}
+
+func TestSIMTElementwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 1))
+	for _, k := range []*device.Kernel[kernels.BinaryArgs]{kernels.Add, kernels.SwiGLU, kernels.SigmoidMul} {
+		for _, inPlace := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/in_place=%v", k.EntryName, inPlace), func(t *testing.T) {
+				const n = 1000
+				a := newArena()
+				args := kernels.BinaryArgs{A: a.f32(values(rng, n, 4, true)), B: a.f32(values(rng, n, 4, true)), N: n}
+				args.Y = args.A
+				if !inPlace {
+					args.Y = a.f32(make([]float32, n))
+				}
+				launchBoth(t, k, args, a)
+			})
+		}
+	}
+	a := newArena()
+	launchBoth(t, kernels.Gather, kernels.GatherArgs{
+		X: a.f32(values(rng, 7*300, 1, false)), Idx: a.i32([]int32{3, 0, 6, 3, 1}),
+		Out: a.f32(make([]float32, 5*300)), Rows: 5, Width: 300, SrcRows: 7,
+	}, a)
+}
+
+func TestSIMTArgmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 1))
+	const rows, cols = 6, 1000
+	x := values(rng, rows*cols, 1, false)
+	nan := float32(math.NaN())
+	x[1*cols+100], x[1*cols+700] = 9, 9 // a tie: the lower index wins
+	for i := 0; i < cols; i += 3 {
+		x[2*cols+i] = nan // NaNs are skipped
+	}
+	x[2*cols+5] = 50
+	for i := range cols {
+		x[3*cols+i] = nan // all NaN: index 0
+		x[4*cols+i] = -float32(i + 1)
+	}
+	x[4*cols+500], x[4*cols+300] = float32(math.Copysign(0, -1)), 0 // +0 and -0 tie
+	x[5*cols+999] = 1e30
+	a := newArena()
+	launchBoth(t, kernels.Argmax, kernels.ArgmaxArgs{X: a.f32(x), Out: a.i32(make([]int32, rows)), Rows: rows, Cols: cols}, a)
+}
+
+func TestSIMTNorms(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 1))
+	for _, inPlace := range []bool{false, true} {
+		a := newArena()
+		args := kernels.RMSNormArgs{X: a.f32(values(rng, 3*200, 2, true)), W: a.f32(values(rng, 200, 1, false)), Groups: 3, Width: 200, Eps: 1e-5}
+		args.Y = args.X
+		if !inPlace {
+			args.Y = a.f32(make([]float32, 3*200))
+		}
+		launchBoth(t, kernels.RMSNorm, args, a)
+	}
+	a := newArena()
+	launchBoth(t, kernels.GatedNorm, kernels.GatedNormArgs{
+		X: a.f32(values(rng, 2*3*96, 1, true)), Z: a.f32(values(rng, 2*3*96, 4, true)), W: a.f32(values(rng, 96, 1, false)),
+		Y: a.f32(make([]float32, 2*3*96)), Rows: 2, Heads: 3, D: 96, Eps: 1e-6,
+	}, a)
+	a = newArena()
+	launchBoth(t, kernels.SplitGate, kernels.SplitGateArgs{
+		X: a.f32(values(rng, 2*3*80, 1, false)), Q: a.f32(make([]float32, 2*3*40)), G: a.f32(make([]float32, 2*3*40)),
+		Rows: 2, Heads: 3, D: 40,
+	}, a)
+}
+
+func TestSIMTRope(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 1))
+	const rows, heads, hd = 3, 4, 64
+	for _, mode := range []int32{kernels.RopeAdjacent, kernels.RopeNeox} {
+		for _, nRot := range []int32{48, 64} {
+			cs := make([]float32, rows*int(nRot))
+			for i := 0; i < len(cs); i += 2 {
+				th := rng.Float64() * 100
+				cs[i], cs[i+1] = float32(math.Cos(th)), float32(math.Sin(th))
+			}
+			a := newArena()
+			launchBoth(t, kernels.Rope, kernels.RopeArgs{
+				X: a.f32(values(rng, rows*heads*hd, 3, false)), CosSin: a.f32(cs),
+				Rows: rows, Heads: heads, HeadDim: hd, NRot: nRot, Mode: mode,
+			}, a)
+		}
+	}
+}
+
+func TestSIMTAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 1))
+	a := newArena()
+	launchBoth(t, kernels.KVStore, kernels.KVStoreArgs{
+		K: a.f32(values(rng, 3*100, 1, false)), V: a.f32(values(rng, 3*100, 1, false)), Slots: a.i32([]int32{5, 1, 7}),
+		KCache: a.f32(values(rng, 8*100, 1, false)), VCache: a.f32(values(rng, 8*100, 1, false)), Rows: 3, KVDim: 100, NSlots: 8,
+	}, a)
+
+	for _, c := range []struct {
+		nHead, nKV, hd int32
+		keys           []int
+	}{
+		{4, 2, 64, []int{1, 40, 70}},
+		{2, 1, 300, []int{5, 33}}, // more dims than one pass of the output accumulators
+		{3, 3, 16, []int{64, 2}},
+	} {
+		t.Run(fmt.Sprintf("heads=%d/%d,head_dim=%d", c.nHead, c.nKV, c.hd), func(t *testing.T) {
+			const nSlots = 80
+			rows := int32(len(c.keys))
+			off := []int32{0}
+			var keys []int32
+			for _, n := range c.keys {
+				for range n {
+					keys = append(keys, int32(rng.IntN(nSlots)))
+				}
+				off = append(off, int32(len(keys)))
+			}
+			a := newArena()
+			launchBoth(t, kernels.Attention, kernels.AttentionArgs{
+				Q:      a.f32(values(rng, int(rows*c.nHead*c.hd), 1, false)),
+				KCache: a.f32(values(rng, int(nSlots*c.nKV*c.hd), 1, false)),
+				VCache: a.f32(values(rng, int(nSlots*c.nKV*c.hd), 1, false)),
+				Keys:   a.i32(keys), KeyOff: a.i32(off), Out: a.f32(make([]float32, rows*c.nHead*c.hd)),
+				Rows: rows, NHead: c.nHead, NKV: c.nKV, HeadDim: c.hd, NSlots: nSlots,
+				Scale: float32(1 / math.Sqrt(float64(c.hd))),
+			}, a)
+		})
+	}
+}
+
+func TestSIMTAct(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 1))
+	const cols, n = 768, 2
+	for _, act := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
+		t.Run(act.String(), func(t *testing.T) {
+			x := values(rng, cols*n, 3, true)
+			for i := 256; i < 512; i++ {
+				x[i] = 0 // an all-zero block
+			}
+			x[600], x[700] = -40, 40 // the largest magnitude twice: the first one sets the q8_K scale
+			x[1000] = 1e-38
+			if act == kernels.ActF16 || act == kernels.ActBF16 {
+				x[5], x[6], x[7] = float32(math.Inf(1)), float32(math.NaN()), 70000
+			}
+			a := newArena()
+			args := kernels.ConvertArgs{X: a.f32(x), Out: a.raw(make([]byte, n*act.RowBytes(cols))), Cols: cols, N: n}
+			launchBoth(t, kernels.Convert(act), args, a)
+		})
+	}
+}
+
+func TestSIMTMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 1))
+	const rows, cols, n = 6, 3072, 2 // rows not a multiple of the 4 rows per block
+	for _, ty := range kernels.WeightTypes() {
+		t.Run(ty.String(), func(t *testing.T) {
+			f, err := kernels.Lookup(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := quant.Lookup(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := kernels.MatVec(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb, err := ty.RowBytes(cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := make([]byte, rows*int(rb))
+			for r := range rows {
+				q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
+			}
+			xb := f.Act.RowBytes(cols)
+			x := make([]byte, n*xb)
+			for c := range n {
+				kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
+			}
+			a := newArena()
+			launchBoth(t, k, kernels.MatVecArgs{W: a.raw(w), X: a.raw(x), Y: a.f32(make([]float32, n*rows)), Rows: rows, Cols: cols, N: n}, a)
+		})
+	}
+}

@@ -1,0 +1,147 @@
+// act.cu: act_f16, act_bf16, act_q8_0, act_q8_1, act_q8_K, the kernels of device/kernels/act.go:
+// each converts the N float32 activation rows of Cols values in X into a matvec's activation
+// format (ConvertRow), value for value and block for block.
+//
+// Layout: the rows of a format are whole blocks, so the output of all N rows is one run of
+// N·Cols/B blocks of B values (B = 1 for f16 and bf16, 32 for q8_0 and q8_1, 256 for q8_K), and
+// block b holds values B·b … B·b+B−1 of the N·Cols input values. The spec launches Cols/256·N
+// blocks of 256 threads: one thread per value (f16, bf16), one warp per 32-value block (q8_0,
+// q8_1), one thread block per 256-value block (q8_K). Every kernel strides over the blocks by
+// the grid's size, so any grid covers the whole input.
+//
+// Every block is computed from its own values only, and every reduction in it is exact (a
+// maximum, or an integer sum), so the bits do not depend on the order of its steps.
+#include "num.cuh"
+
+// act_f16 mirrors ConvertRow(ActF16): num.F32ToF16 of every value.
+extern "C" __global__ void act_f16(const float *x, uint16_t *out, int32_t cols, int32_t n) {
+	int64_t total = (int64_t)cols * n;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+		out[i] = f32_to_f16(x[i]);
+}
+
+// act_bf16 mirrors ConvertRow(ActBF16): num.F32ToBF16 of every value.
+extern "C" __global__ void act_bf16(const float *x, uint16_t *out, int32_t cols, int32_t n) {
+	int64_t total = (int64_t)cols * n;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+		out[i] = f32_to_bf16(x[i]);
+}
+
+// round_away mirrors int32(math.Round(float64(f))) for |f| < 2^31: nearest integer, halves away
+// from zero. t = trunc(f) and f − t are exact, and so is t ± 1 (|t| < 2^24 whenever f − t ≠ 0).
+// A NaN gives 0 (the GPU's conversion; the twin's depends on the CPU, see q8_block).
+static __device__ __forceinline__ int32_t round_away(float f) {
+	float t = truncf(f);
+	if (fabsf(__fsub_rn(f, t)) >= 0.5f) t = __fadd_rn(t, copysignf(1.0f, f));
+	return __float2int_rz(t);
+}
+
+// q8_block mirrors kernels' q8Block for the warp's 32 values (lane j holds x_j): amax = the
+// largest |x_j| that is not NaN (+0 if none); d = amax/127; id = 1/d, or 0 if d = 0;
+// q_j = round_away(x_j·id); d as f16 at [0:2]; with sums (block_q8_1) s = f16(float32(Σq)·d)
+// at [2:4], quants at [4:36], otherwise quants at [2:34].
+//
+// For a NaN product x_j·id (a NaN or infinite input) the quant is 0 here and 0 in the twin too
+// on x86 (Go converts NaN to int32 as 0x80000000 there, whose low byte is 0); the q8_1 sum s
+// then differs, the twin adding −2^31.
+static __device__ __forceinline__ void q8_block(const float *x, uint8_t *out, bool sums, int lane) {
+	float v = x[lane];
+	float a = fabsf(v);
+	float amax = warp_max(a > 0.0f ? a : 0.0f);
+	float d = __fdiv_rn(amax, 127.0f);
+	float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+	int32_t q = round_away(__fmul_rn(v, id));
+	uint8_t *qs = out + (sums ? 4 : 2);
+	qs[lane] = (uint8_t)(int8_t)q;
+	int32_t s = warp_sum_i32(q);
+	if (lane == 0) {
+		uint16_t *h = (uint16_t *)out;
+		h[0] = f32_to_f16(d);
+		if (sums) h[1] = f32_to_f16(__fmul_rn(__int2float_rn(s), d));
+	}
+}
+
+// act_q8_0 mirrors ConvertRow(ActQ8_0): block_q8_0 (34 bytes per 32 values).
+extern "C" __global__ void act_q8_0(const float *x, uint8_t *out, int32_t cols, int32_t n) {
+	int64_t blocks = (int64_t)cols / 32 * n;
+	int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+	for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < blocks; b += warps)
+		q8_block(x + 32 * b, out + 34 * b, false, threadIdx.x & 31);
+}
+
+// act_q8_1 mirrors ConvertRow(ActQ8_1): block_q8_1 (36 bytes per 32 values).
+extern "C" __global__ void act_q8_1(const float *x, uint8_t *out, int32_t cols, int32_t n) {
+	int64_t blocks = (int64_t)cols / 32 * n;
+	int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+	for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < blocks; b += warps)
+		q8_block(x + 32 * b, out + 36 * b, true, threadIdx.x & 31);
+}
+
+#define Q8K_VALUES 256
+#define Q8K_BYTES 292
+
+// q8k_better reports whether candidate (a, i) beats (ba, bi): larger magnitude, then lower index.
+static __device__ __forceinline__ bool q8k_better(float a, int32_t i, float ba, int32_t bi) {
+	return a > ba || (a == ba && i < bi);
+}
+
+// act_q8_K mirrors ConvertRow(ActQ8_K) (kernels' q8KBlock), one 256-thread block per 256-value
+// block, thread t holding x_t. The value of largest magnitude (the first such, NaN never chosen)
+// is max = x_k; if its magnitude is 0 the block is all zero bytes. Otherwise
+// iscale = −127/max; q_t = the low mantissa bits of float32(iscale·x_t) + 12582912 less 0x400000
+// (round to nearest even), capped at 127; d = 1/iscale as float32 bits at [0:4]; quants at
+// [4:260]; the 16 exact sums of 16 quants as int16 at [260:292].
+extern "C" __global__ void act_q8_K(const float *x, uint8_t *out, int32_t cols, int32_t n) {
+	__shared__ float sa[Q8K_VALUES / 32];
+	__shared__ int32_t si[Q8K_VALUES / 32];
+	__shared__ float smax;
+	__shared__ bool szero;
+	int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+	int64_t blocks = (int64_t)cols / Q8K_VALUES * n;
+	for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+		const float *xb = x + Q8K_VALUES * b;
+		uint8_t *ob = out + Q8K_BYTES * b;
+		float v = xb[t];
+		float a = fabsf(v);
+		float ba = a > 0.0f ? a : 0.0f; // NaN and zero are never chosen
+		int32_t bi = t;
+		for (int off = 16; off > 0; off >>= 1) {
+			float oa = __shfl_xor_sync(NUM_FULL_MASK, ba, off);
+			int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, bi, off);
+			if (q8k_better(oa, oi, ba, bi)) {
+				ba = oa;
+				bi = oi;
+			}
+		}
+		if (lane == 0) {
+			sa[warp] = ba;
+			si[warp] = bi;
+		}
+		__syncthreads();
+		if (t == 0) {
+			for (int w = 1; w < Q8K_VALUES / 32; w++) {
+				if (q8k_better(sa[w], si[w], ba, bi)) {
+					ba = sa[w];
+					bi = si[w];
+				}
+			}
+			szero = !(ba > 0.0f);
+			smax = xb[bi];
+		}
+		__syncthreads();
+		if (szero) {
+			for (int i = t; i < Q8K_BYTES; i += Q8K_VALUES) ob[i] = 0;
+		} else {
+			float iscale = __fdiv_rn(-127.0f, smax);
+			float f = __fmul_rn(iscale, v);
+			int32_t q = (int32_t)(__float_as_uint(__fadd_rn(f, 12582912.0f)) & 0x007fffffu) - 0x00400000;
+			if (q > 127) q = 127;
+			ob[4 + t] = (uint8_t)(int8_t)q;
+			int32_t s = (int8_t)q; // the stored quant, summed over threads 16g … 16g+15 (exact)
+			for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync(NUM_FULL_MASK, s, off);
+			if ((t & 15) == 0) ((int16_t *)(ob + 260))[t >> 4] = (int16_t)s;
+			if (t == 0) *(uint32_t *)ob = __float_as_uint(__fdiv_rn(1.0f, iscale));
+		}
+		__syncthreads(); // the shared values are rewritten for the next block
+	}
+}

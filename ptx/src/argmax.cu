@@ -1,0 +1,60 @@
+// argmax.cu: argmax_f32, the kernel of device/kernels/argmax.go.
+//
+// One block per row (Rows blocks of 256 threads). The result is the index of the largest value
+// of the row, the lowest such index on ties (+0 and -0 tie), NaN never chosen (a row of NaNs
+// gives 0): the same index the twin's left-to-right scan (ArgmaxRow) finds, because it is
+// defined by the set of (value, index) pairs alone and not by the order they are compared in.
+// Thread t scans columns t, t+256, …; the 256 candidates are then combined by a warp butterfly
+// and across the 8 warps through shared memory, each step keeping the better candidate of two.
+#include "num.cuh"
+
+#define ARGMAX_MAX_WARPS 32 // blocks of up to 1024 threads
+
+// better reports whether candidate (v, i) beats (bv, bi); an index of -1 is no candidate.
+static __device__ __forceinline__ bool better(float v, int32_t i, float bv, int32_t bi) {
+	if (i < 0) return false;
+	if (bi < 0) return true;
+	return v > bv || (v == bv && i < bi);
+}
+
+// argmax_f32 mirrors kernels.Argmax (ArgmaxRow).
+extern "C" __global__ void argmax_f32(const float *x, int32_t *out, int32_t rows, int32_t cols) {
+	__shared__ float sv[ARGMAX_MAX_WARPS];
+	__shared__ int32_t si[ARGMAX_MAX_WARPS];
+	int32_t r = blockIdx.x;
+	if (r >= rows) return;
+	const float *row = x + (int64_t)r * cols;
+	int t = threadIdx.x, lane = t & 31, warp = t >> 5, nwarps = (blockDim.x + 31) >> 5;
+
+	float bv = 0.0f;
+	int32_t bi = -1;
+	for (int32_t c = t; c < cols; c += blockDim.x) {
+		float v = row[c];
+		if (!is_nan32(v) && better(v, c, bv, bi)) {
+			bv = v;
+			bi = c;
+		}
+	}
+	for (int off = 16; off > 0; off >>= 1) {
+		float ov = __shfl_xor_sync(NUM_FULL_MASK, bv, off);
+		int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, bi, off);
+		if (better(ov, oi, bv, bi)) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if (lane == 0) {
+		sv[warp] = bv;
+		si[warp] = bi;
+	}
+	__syncthreads();
+	if (t == 0) {
+		for (int w = 1; w < nwarps; w++) {
+			if (better(sv[w], si[w], bv, bi)) {
+				bv = sv[w];
+				bi = si[w];
+			}
+		}
+		out[r] = bi < 0 ? 0 : bi;
+	}
+}

@@ -1,0 +1,39 @@
+// elementwise.cu: the kernels of device/kernels/elementwise.go and gather.go.
+//
+// add_f32, swiglu_f32, sigmoid_mul_f32 (BinaryArgs): one thread per value, Y[i] = op(A[i], B[i]),
+// launched as ceil(N/256) blocks of 256 threads. Each thread reads its A[i] and B[i] before it
+// writes Y[i], so Y may equal A or B.
+//
+// gather_f32 (GatherArgs): block r copies row Idx[r] of X to row r of Out, bit for bit; a block
+// whose index is outside [0, SrcRows) writes nothing (the twin reports it as an error).
+#include "num.cuh"
+
+// add_f32 mirrors kernels.Add: Y = A + B, rounded once.
+extern "C" __global__ void add_f32(const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = __fadd_rn(a[i], b[i]);
+}
+
+// swiglu_f32 mirrors kernels.SwiGLU: Y = SiLU32(A) · B.
+extern "C" __global__ void swiglu_f32(const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = __fmul_rn(silu32(a[i]), b[i]);
+}
+
+// sigmoid_mul_f32 mirrors kernels.SigmoidMul: Y = A · Sigmoid32(B).
+extern "C" __global__ void sigmoid_mul_f32(const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = __fmul_rn(a[i], sigmoid32(b[i]));
+}
+
+// gather_f32 mirrors kernels.Gather: Out[r] = X[Idx[r]], rows of Width values.
+extern "C" __global__ void gather_f32(const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
+                                      int32_t width, int32_t src_rows) {
+	int32_t r = blockIdx.x;
+	if (r >= rows) return;
+	int32_t i = idx[r];
+	if (i < 0 || i >= src_rows) return;
+	const uint32_t *src = x + (int64_t)i * width;
+	uint32_t *dst = out + (int64_t)r * width;
+	for (int32_t c = threadIdx.x; c < width; c += blockDim.x) dst[c] = src[c];
+}

@@ -1,0 +1,20 @@
+// norm.cu: rmsnorm_f32, the kernel of device/kernels/rmsnorm.go.
+//
+// One 32-thread block (one warp) per group of Width values, Groups blocks. Order, as the twin's
+// doc comment states it: lane l accumulates x[i]² for i = l, l+32, … by acc = fma(x, x, acc)
+// from +0; the xor butterfly (num.WarpSum); mean = sum / Width; r = 1 / Sqrt32(mean + Eps)
+// (each step rounded); then y[i] = float32(x[i]·r)·w[i], lane l writing i = l, l+32, ….
+// A lane reads x[i] before it writes y[i], so Y may equal X.
+#include "norm.cuh"
+
+// rmsnorm_f32 mirrors kernels.RMSNorm (rmsnormRow).
+extern "C" __global__ void rmsnorm_f32(const float *x, const float *w, float *y, int32_t groups, int32_t width,
+                                       float eps) {
+	int32_t g = blockIdx.x;
+	int lane = threadIdx.x & 31;
+	if (g >= groups) return;
+	const float *xs = x + (int64_t)g * width;
+	float *ys = y + (int64_t)g * width;
+	float s = rms_scale(xs, width, eps, lane);
+	for (int32_t i = lane; i < width; i += 32) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
+}

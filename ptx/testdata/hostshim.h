@@ -1,0 +1,57 @@
+// hostshim.h lets the device code in ../src compile as host C++ (see host_test.go): each CUDA
+// intrinsic the kernels use becomes the IEEE operation it stands for. Built with
+// -ffp-contract=off on a CPU with IEEE float32 arithmetic (x86-64 SSE, arm64), a + b is
+// __fadd_rn and std::fma is __fmaf_rn (correctly rounded). NaN payloads follow the CPU, not the
+// GPU, so results are compared with every NaN taken as the same value. simt.h adds threads,
+// thread and block indices, and the warp operations.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+
+struct host_dim3 {
+	unsigned x, y, z;
+};
+static host_dim3 blockDim, gridDim;
+
+struct float4 {
+	float x, y, z, w;
+};
+struct uint4 {
+	uint32_t x, y, z, w;
+};
+
+static inline float __uint_as_float(uint32_t b) {
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
+static inline uint32_t __float_as_uint(float f) {
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	return b;
+}
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+static inline float __int2float_rn(int32_t i) { return (float)i; }
+static inline float __uint2float_rn(uint32_t u) { return (float)u; }
+// cvt.rzi.s32.f32: truncation, saturating, NaN to 0
+static inline int32_t __float2int_rz(float f) {
+	if (f != f) return 0;
+	if (f >= 2147483648.0f) return INT32_MAX;
+	if (f <= -2147483648.0f) return INT32_MIN;
+	return (int32_t)f;
+}
+using std::max;
+using std::min;
