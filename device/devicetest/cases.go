@@ -1,0 +1,402 @@
+package devicetest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"verity/device"
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/device/num"
+)
+
+// Test cases for the kernels of device/kernels. Shapes come from each kernel's boundaries
+// (1, 31, 32, 33, a block ±1) and stay small: the cases also run through the PTX
+// interpreter.
+
+func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
+
+// f32s returns n normally distributed values of standard deviation scale as bytes.
+func f32s(r *rand.Rand, n int, scale float64) []byte {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * scale)
+	}
+	return f32Bytes(v)
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func i32Bytes(v []int32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return b
+}
+
+// special puts awkward values (signed zeros, subnormals, huge and tiny numbers) at the
+// start of a float32 buffer.
+func special(b []byte) []byte {
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, 1e30, -1e-30, 1, -1}
+	for i, v := range vals {
+		if 4*i+4 <= len(b) {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+	}
+	return b
+}
+
+func init() {
+	elementwiseCases()
+	Register("rmsnorm_f32", rmsnormCases)
+	Register("gated_rmsnorm_f32", gatedNormCases)
+	Register("split_gate_f32", splitGateCases)
+	Register("rope_f32", ropeCases)
+	Register("argmax_f32", argmaxCases)
+	Register("kv_store_f32", kvStoreCases)
+	Register("attention_f32", attentionCases)
+	Register("gather_f32", gatherCases)
+	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
+		a := a
+		Register("act_"+a.String(), func() []Case { return actCases(a) })
+	}
+	for _, t := range kernels.WeightTypes() {
+		t := t
+		f, _ := kernels.Lookup(t)
+		Register("matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return matvecCases(t) })
+		Register("embed_"+t.String(), func() []Case { return embedCases(t) })
+	}
+}
+
+func elementwiseCases() {
+	for i, entry := range []string{"add_f32", "swiglu_f32", "sigmoid_mul_f32"} {
+		seed := uint64(i)
+		Register(entry, func() []Case {
+			var out []Case
+			for _, n := range []int{1, 255, 256, 257, 1000} {
+				r := rng(seed*1000 + uint64(n))
+				a, b := special(f32s(r, n, 4)), f32s(r, n, 4)
+				out = append(out, Case{
+					Name:    fmt.Sprintf("n=%d", n),
+					Buffers: []Buffer{{"A", a, false}, {"B", b, false}, {"Y", make([]byte, 4*n), true}},
+					Args: func(p []device.Ptr) any {
+						return kernels.BinaryArgs{A: p[0], B: p[1], Y: p[2], N: int32(n)}
+					},
+				})
+			}
+			// in place: Y = A
+			r := rng(seed + 77)
+			n := 300
+			out = append(out, Case{
+				Name:    "n=300/in-place",
+				Buffers: []Buffer{{"A", f32s(r, n, 3), true}, {"B", f32s(r, n, 3), false}},
+				Args: func(p []device.Ptr) any {
+					return kernels.BinaryArgs{A: p[0], B: p[1], Y: p[0], N: int32(n)}
+				},
+			})
+			return out
+		})
+	}
+}
+
+func rmsnormCases() []Case {
+	var out []Case
+	for _, w := range []int{1, 31, 32, 33, 64, 100, 257} {
+		groups := 3
+		r := rng(uint64(w))
+		x := special(f32s(r, groups*w, 2))
+		out = append(out, Case{
+			Name:    fmt.Sprintf("groups=%d/width=%d", groups, w),
+			Buffers: []Buffer{{"X", x, false}, {"W", f32s(r, w, 1), false}, {"Y", make([]byte, 4*groups*w), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.RMSNormArgs{X: p[0], W: p[1], Y: p[2], Groups: int32(groups), Width: int32(w), Eps: 1e-6}
+			},
+		})
+	}
+	r := rng(99)
+	out = append(out, Case{
+		Name:    "in-place",
+		Buffers: []Buffer{{"X", f32s(r, 2*64, 1), true}, {"W", f32s(r, 64, 1), false}},
+		Args: func(p []device.Ptr) any {
+			return kernels.RMSNormArgs{X: p[0], W: p[1], Y: p[0], Groups: 2, Width: 64, Eps: 1e-5}
+		},
+	})
+	return out
+}
+
+func gatedNormCases() []Case {
+	var out []Case
+	for _, d := range []int{1, 32, 33, 128} {
+		rows, heads := 2, 3
+		n := rows * heads * d
+		r := rng(uint64(d) + 500)
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/heads=%d/d=%d", rows, heads, d),
+			Buffers: []Buffer{{"X", f32s(r, n, 1), false}, {"Z", f32s(r, n, 2), false}, {"W", f32s(r, d, 1), false},
+				{"Y", make([]byte, 4*n), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.GatedNormArgs{X: p[0], Z: p[1], W: p[2], Y: p[3], Rows: int32(rows), Heads: int32(heads), D: int32(d), Eps: 1e-6}
+			},
+		})
+	}
+	return out
+}
+
+func splitGateCases() []Case {
+	var out []Case
+	for _, d := range []int{1, 64, 129} {
+		rows, heads := 2, 3
+		r := rng(uint64(d) + 600)
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/heads=%d/d=%d", rows, heads, d),
+			Buffers: []Buffer{{"X", f32s(r, rows*heads*2*d, 1), false}, {"Q", make([]byte, 4*rows*heads*d), true},
+				{"G", make([]byte, 4*rows*heads*d), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.SplitGateArgs{X: p[0], Q: p[1], G: p[2], Rows: int32(rows), Heads: int32(heads), D: int32(d)}
+			},
+		})
+	}
+	return out
+}
+
+func ropeCases() []Case {
+	var out []Case
+	for _, c := range []struct{ rows, heads, hd, nrot int }{{1, 1, 2, 2}, {3, 4, 64, 64}, {2, 2, 128, 64}, {2, 3, 66, 34}} {
+		for _, mode := range []int32{kernels.RopeAdjacent, kernels.RopeNeox} {
+			r := rng(uint64(c.hd*10 + c.nrot + int(mode)))
+			cs := make([]float32, c.rows*c.nrot)
+			for row := 0; row < c.rows; row++ {
+				for i := 0; i < c.nrot/2; i++ {
+					th := float64(row+3) * math.Pow(10000, -2*float64(i)/float64(c.nrot))
+					cs[row*c.nrot+2*i], cs[row*c.nrot+2*i+1] = float32(math.Cos(th)), float32(math.Sin(th))
+				}
+			}
+			c, mode := c, mode
+			out = append(out, Case{
+				Name:    fmt.Sprintf("rows=%d/heads=%d/head_dim=%d/n_rot=%d/mode=%d", c.rows, c.heads, c.hd, c.nrot, mode),
+				Buffers: []Buffer{{"X", f32s(r, c.rows*c.heads*c.hd, 1), true}, {"CosSin", f32Bytes(cs), false}},
+				Args: func(p []device.Ptr) any {
+					return kernels.RopeArgs{X: p[0], CosSin: p[1], Rows: int32(c.rows), Heads: int32(c.heads), HeadDim: int32(c.hd), NRot: int32(c.nrot), Mode: mode}
+				},
+			})
+		}
+	}
+	return out
+}
+
+func argmaxCases() []Case {
+	var out []Case
+	for _, cols := range []int{1, 31, 255, 256, 257, 1000} {
+		rows := 4
+		r := rng(uint64(cols) + 700)
+		v := make([]float32, rows*cols)
+		for i := range v {
+			v[i] = float32(r.IntN(50)) // many ties
+		}
+		// row 1: NaNs around; row 2: all NaN; row 3: the maximum twice
+		nan := num.NaN32()
+		v[cols] = nan
+		for i := 2 * cols; i < 3*cols; i++ {
+			v[i] = nan
+		}
+		v[3*cols+cols/2] = 1000
+		v[4*cols-1] = 1000
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/cols=%d", rows, cols),
+			Buffers: []Buffer{{"X", f32Bytes(v), false}, {"Out", make([]byte, 4*rows), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.ArgmaxArgs{X: p[0], Out: p[1], Rows: int32(rows), Cols: int32(cols)}
+			},
+		})
+	}
+	return out
+}
+
+func kvStoreCases() []Case {
+	rows, d, ns := 5, 96, 9
+	r := rng(800)
+	slots := []int32{3, 0, 8, 5, 1}
+	return []Case{{
+		Name: fmt.Sprintf("rows=%d/kv_dim=%d/slots=%d", rows, d, ns),
+		Buffers: []Buffer{{"K", f32s(r, rows*d, 1), false}, {"V", f32s(r, rows*d, 1), false}, {"Slots", i32Bytes(slots), false},
+			{"KCache", f32s(r, ns*d, 1), true}, {"VCache", f32s(r, ns*d, 1), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.KVStoreArgs{K: p[0], V: p[1], Slots: p[2], KCache: p[3], VCache: p[4], Rows: int32(rows), KVDim: int32(d), NSlots: int32(ns)}
+		},
+	}}
+}
+
+func attentionCases() []Case {
+	var out []Case
+	for _, c := range []struct{ rows, nh, nkv, hd, ns int }{{1, 1, 1, 1, 1}, {3, 4, 2, 64, 40}, {2, 2, 1, 33, 70}} {
+		r := rng(uint64(c.hd*100 + c.ns))
+		var keys, off []int32
+		off = append(off, 0)
+		for row := 0; row < c.rows; row++ {
+			n := 1 + r.IntN(c.ns)
+			if row == 1 {
+				n = c.ns // a row with every slot (more than 32 keys)
+			}
+			for j := 0; j < n; j++ {
+				keys = append(keys, int32(r.IntN(c.ns)))
+			}
+			off = append(off, int32(len(keys)))
+		}
+		c := c
+		scale := float32(1 / math.Sqrt(float64(c.hd)))
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d", c.rows, c.nh, c.nkv, c.hd, c.ns),
+			Buffers: []Buffer{{"Q", f32s(r, c.rows*c.nh*c.hd, 1), false}, {"KCache", f32s(r, c.ns*c.nkv*c.hd, 1), false},
+				{"VCache", f32s(r, c.ns*c.nkv*c.hd, 1), false}, {"Keys", i32Bytes(keys), false}, {"KeyOff", i32Bytes(off), false},
+				{"Out", make([]byte, 4*c.rows*c.nh*c.hd), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.AttentionArgs{Q: p[0], KCache: p[1], VCache: p[2], Keys: p[3], KeyOff: p[4], Out: p[5],
+					Rows: int32(c.rows), NHead: int32(c.nh), NKV: int32(c.nkv), HeadDim: int32(c.hd), NSlots: int32(c.ns), Scale: scale}
+			},
+		})
+	}
+	return out
+}
+
+func gatherCases() []Case {
+	var out []Case
+	for _, w := range []int{1, 255, 256, 300} {
+		src, rows := 7, 4
+		r := rng(uint64(w) + 900)
+		idx := []int32{6, 0, 3, 3}
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/width=%d", rows, w),
+			Buffers: []Buffer{{"X", f32s(r, src*w, 1), false}, {"Idx", i32Bytes(idx), false}, {"Out", make([]byte, 4*rows*w), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.GatherArgs{X: p[0], Idx: p[1], Out: p[2], Rows: int32(rows), Width: int32(w), SrcRows: int32(src)}
+			},
+		})
+	}
+	return out
+}
+
+func actCases(a kernels.Act) []Case {
+	var out []Case
+	for _, c := range []struct{ n, cols int }{{1, 256}, {3, 512}} {
+		r := rng(uint64(c.cols*10+c.n) + uint64(a))
+		x := special(f32s(r, c.n*c.cols, 3))
+		// a block of zeros (q8 scale 0) and a block of one huge value
+		for i := 32; i < 64; i++ {
+			binary.LittleEndian.PutUint32(x[4*i:], 0)
+		}
+		c := c
+		out = append(out, Case{
+			Name:    fmt.Sprintf("n=%d/cols=%d", c.n, c.cols),
+			Buffers: []Buffer{{"X", x, false}, {"Out", make([]byte, c.n*a.RowBytes(c.cols)), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.ConvertArgs{X: p[0], Out: p[1], Cols: int32(c.cols), N: int32(c.n)}
+			},
+		})
+	}
+	return out
+}
+
+// f16Fields are the byte offsets of the fp16 scale fields inside one block of each
+// quantised type; the other bytes of a block take any value.
+var f16Fields = map[dtype.Type][]int{
+	dtype.Q4_0: {0}, dtype.Q4_1: {0, 2}, dtype.Q5_0: {0}, dtype.Q5_1: {0, 2}, dtype.Q8_0: {0},
+	dtype.Q2_K: {80, 82}, dtype.Q3_K: {108}, dtype.Q4_K: {0, 2}, dtype.Q5_K: {0, 2}, dtype.Q6_K: {208},
+}
+
+// randomWeights returns rows rows of cols values of type t: random quants with small finite
+// scales.
+func randomWeights(r *rand.Rand, t dtype.Type, rows, cols int) []byte {
+	switch t {
+	case dtype.F32:
+		return f32s(r, rows*cols, 0.1)
+	case dtype.F16, dtype.BF16:
+		b := make([]byte, 2*rows*cols)
+		for i := 0; i < rows*cols; i++ {
+			v := float32(r.NormFloat64() * 0.1)
+			h := num.F32ToF16(v)
+			if t == dtype.BF16 {
+				h = num.F32ToBF16(v)
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], h)
+		}
+		return b
+	}
+	rb, err := t.RowBytes(int64(cols))
+	if err != nil {
+		panic(err)
+	}
+	b := make([]byte, rows*int(rb))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	bb := t.BlockBytes()
+	for blk := 0; blk < len(b)/bb; blk++ {
+		for _, off := range f16Fields[t] {
+			v := float32((r.Float64()*0.02 + 0.001) * float64(1-2*r.IntN(2)))
+			binary.LittleEndian.PutUint16(b[blk*bb+off:], num.F32ToF16(v))
+		}
+	}
+	return b
+}
+
+func matvecCases(t dtype.Type) []Case {
+	f, _ := kernels.Lookup(t)
+	colsList := []int{256, 512}
+	if t.BlockSize() < 256 {
+		colsList = append(colsList, 32, 96)
+	}
+	var out []Case
+	for _, cols := range colsList {
+		if cols%f.Unit != 0 || cols%t.BlockSize() != 0 {
+			continue
+		}
+		for _, shape := range []struct{ rows, n int }{{1, 1}, {5, 2}, {33, 3}} {
+			r := rng(uint64(cols*100+shape.rows) + uint64(t))
+			x := make([]float32, shape.n*cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			xb := f.Act.RowBytes(cols)
+			xa := make([]byte, shape.n*xb)
+			for c := 0; c < shape.n; c++ {
+				kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x[c*cols:(c+1)*cols])
+			}
+			rows, n, cols := shape.rows, shape.n, cols
+			out = append(out, Case{
+				Name: fmt.Sprintf("rows=%d/cols=%d/n=%d", rows, cols, n),
+				Buffers: []Buffer{{"W", randomWeights(r, t, rows, cols), false}, {"X", xa, false},
+					{"Y", make([]byte, 4*n*rows), true}},
+				Args: func(p []device.Ptr) any {
+					return kernels.MatVecArgs{W: p[0], X: p[1], Y: p[2], Rows: int32(rows), Cols: int32(cols), N: int32(n)}
+				},
+			})
+		}
+	}
+	return out
+}
+
+func embedCases(t dtype.Type) []Case {
+	cols := 256
+	if t.BlockSize() < 256 {
+		cols = 96
+	}
+	vocab, rows := 11, 5
+	r := rng(uint64(t) + 1000)
+	toks := []int32{10, 0, 3, 3, 7}
+	return []Case{{
+		Name:    fmt.Sprintf("rows=%d/cols=%d/vocab=%d", rows, cols, vocab),
+		Buffers: []Buffer{{"Table", randomWeights(r, t, vocab, cols), false}, {"Tokens", i32Bytes(toks), false}, {"Out", make([]byte, 4*rows*cols), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.EmbedArgs{Table: p[0], Tokens: p[1], Out: p[2], Rows: int32(rows), Cols: int32(cols), Vocab: int32(vocab)}
+		},
+	}}
+}

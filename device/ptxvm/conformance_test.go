@@ -1,0 +1,36 @@
+package ptxvm_test
+
+import (
+	"testing"
+
+	"verity/device/devicetest"
+	"verity/device/ptxvm"
+	"verity/ptx"
+)
+
+// The committed PTX of every kernel with test cases, run in the interpreter, gives the
+// twins' bits.
+func TestConformance(t *testing.T) {
+	b := ptxvm.New(ptxvm.Options{})
+	defer b.Close()
+	devicetest.Run(t, b)
+}
+
+// Every committed PTX entry loads, and has conformance cases.
+func TestEveryEntryHasCases(t *testing.T) {
+	b := ptxvm.New(ptxvm.Options{})
+	defer b.Close()
+	for _, e := range ptx.Entries() {
+		m, err := b.Module(e.Module)
+		if err != nil {
+			t.Errorf("module %s: %v", e.Module, err)
+			continue
+		}
+		if m.Kernel(e.Name) == nil {
+			t.Errorf("module %s: no entry %s", e.Module, e.Name)
+		}
+		if devicetest.Cases(e.Name) == nil {
+			t.Errorf("entry %s has no devicetest cases", e.Name)
+		}
+	}
+}

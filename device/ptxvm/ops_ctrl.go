@@ -1,0 +1,58 @@
+package ptxvm
+
+import "math/bits"
+
+// Control flow: bra (.uni), ret and exit (both end the thread: device functions are not
+// supported, so ret only appears in entries), trap and brkpt (a fault), nanosleep (nothing).
+
+func init() {
+	register(bra, "bra")
+	register(exit, "ret", "exit")
+	register(trap, "trap", "brkpt")
+	register(nop, "nanosleep")
+	register(call, "call")
+}
+
+func bra(o *opcode, ins *inst) error {
+	o.ignore("uni")
+	if err := o.nargs(1); err != nil {
+		return err
+	}
+	a := o.args[0]
+	if a.kind != oSym {
+		return o.c.errf("branch target %v must be a label (indirect branches are not supported)", a)
+	}
+	t, ok := o.c.labels[a.name]
+	if !ok {
+		return o.c.errf("unknown label %s", a.name)
+	}
+	ins.ctl, ins.target = ctlBra, t
+	return nil
+}
+
+func exit(o *opcode, ins *inst) error {
+	o.ignore("uni")
+	if err := o.nargs(0); err != nil {
+		return err
+	}
+	ins.ctl = ctlExit
+	return nil
+}
+
+func trap(o *opcode, ins *inst) error {
+	name := o.name
+	ins.fn = func(w *warp, m uint32) { w.fault(bits.TrailingZeros32(m), "%s executed", name) }
+	return nil
+}
+
+func call(o *opcode, ins *inst) error {
+	o.ignore("uni")
+	name := ""
+	for _, a := range o.args {
+		if a.kind == oSym {
+			name = a.name
+			break
+		}
+	}
+	return o.c.errf("call %s: calls are not supported (device functions must be inlined)", name)
+}
