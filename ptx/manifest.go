@@ -23,7 +23,7 @@ var sources = map[string]string{
 	"src/rope.cu":        "71dae2ba009154d0fab2ea2864311016d18d455284a855ab90cedb1a1280c7ff",
 	"src/formats.cuh":    "d4bbc7b42697369e93fd7beb795813c0ef6dd3327f1416823fb807017cfc0f2e",
 	"src/norm.cuh":       "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
-	"src/num.cuh":        "3bdf702980e1392159b72fe1a8e277b7e685e08ee535f2e9e576d1d561e6b9ea",
+	"src/num.cuh":        "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.

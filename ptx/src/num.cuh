@@ -312,6 +312,10 @@ NUM_FN float softplus32(float x) {
 	float hi, lo;
 	int32_t j;
 	exp_core(x, &hi, &lo, &j);
+	if (x < -17.0f) { // num's softplusTiny: log1p(e) ≈ e − e²/2, with e = hi + lo scaled
+		float t = scale(__fmul_rn(__fmul_rn(0.5f, hi), hi), j);
+		return scale(__fadd_rn(hi, __fsub_rn(lo, t)), j);
+	}
 	return log1p_pair(scale(hi, j), scale(lo, j));
 }
 
