@@ -58,6 +58,10 @@ func readQwen35MoE(f *gguf.File) (Config, error) {
 			return c, err
 		}
 	}
+	// feed_forward_length is unused when the expert lengths are given; kept for reporting
+	if c.NFF, err = m.intOr("feed_forward_length", x.NFFExp); err != nil {
+		return c, err
+	}
 	if x.FullAttnInterval, err = m.intOr("full_attention_interval", 4); err != nil {
 		return c, err
 	}
