@@ -62,7 +62,7 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		}
 		freqs = decodeF32(t.Data)
 	}
-	tab := b.ropeTable(c.NRot, c.RopeBase, c.RopeScale, c.RopeAttn, freqs)
+	tab := b.ropeTable(c.NRot, c.RopeBase, c.RopeScale, c.RopeAttn, freqs, [4]int{})
 
 	x := b.f32("x", c.NEmbd)
 	b.embed(x, tokEmb)

@@ -347,14 +347,14 @@ func (b *builder) rope(name string, buf Buf, heads, headDim int, tab RopeTable, 
 }
 
 // ropeTable returns the step input holding (cos, sin) pairs for these parameters.
-func (b *builder) ropeTable(nRot int, base, scale, attn float64, freqs []float32) RopeTable {
+func (b *builder) ropeTable(nRot int, base, scale, attn float64, freqs []float32, sections [4]int) RopeTable {
 	for _, t := range b.p.Ropes {
-		if t.NRot == nRot && t.Base == base && t.Scale == scale && t.Attn == attn && len(t.Freqs) == len(freqs) {
+		if t.NRot == nRot && t.Base == base && t.Scale == scale && t.Attn == attn && len(t.Freqs) == len(freqs) && t.Sections == sections {
 			return t
 		}
 	}
 	name := fmt.Sprintf("rope.%d", len(b.p.Ropes))
-	t := RopeTable{Buf: b.buf(name, F32Buf, nRot, "step"), NRot: nRot, Base: base, Scale: scale, Attn: attn, Freqs: freqs}
+	t := RopeTable{Buf: b.buf(name, F32Buf, nRot, "step"), NRot: nRot, Base: base, Scale: scale, Attn: attn, Freqs: freqs, Sections: sections}
 	b.p.Ropes = append(b.p.Ropes, t)
 	return t
 }
@@ -407,7 +407,7 @@ func (b *builder) head(x Buf, norm, out *Tensor, eps float32) {
 func (b *builder) finish() (*Program, error) {
 	seen := map[string]bool{}
 	for _, op := range b.p.Ops {
-		if seen[op.Name] && op.Kind != OpRMSNorm {
+		if seen[op.Name] {
 			return nil, fmt.Errorf("model: internal error: op name %q used twice", op.Name)
 		}
 		seen[op.Name] = true

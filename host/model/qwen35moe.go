@@ -114,7 +114,7 @@ func buildQwen35MoE(f *gguf.File) (*Program, error) {
 	c.Tied = !hasOut
 	x := c.MoE
 	b := newBuilder(f, c)
-	E, H, D, HKV := int64(c.NEmbd), int64(c.NHead), int64(c.HeadDim), int64(c.NHeadKV)
+	E := int64(c.NEmbd)
 	NE, FFE, FFS := int64(x.Experts), int64(x.NFFExp), int64(x.NFFShare)
 	g := GDNShape{K: x.SSMConv, NK: x.SSMGroups, NV: x.SSMHeads, D: x.SSMState, Inner: x.SSMInner}
 	g.C = 2*g.NK*g.D + g.NV*g.D
@@ -128,9 +128,7 @@ func buildQwen35MoE(f *gguf.File) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	tab := b.ropeTable(c.NRot, c.RopeBase, c.RopeScale, c.RopeAttn, nil)
-	b.p.Ropes[len(b.p.Ropes)-1].Sections = x.RopeSections
-	tab = b.p.Ropes[len(b.p.Ropes)-1]
+	tab := b.ropeTable(c.NRot, c.RopeBase, c.RopeScale, c.RopeAttn, nil, x.RopeSections)
 
 	xb := b.f32("x", c.NEmbd)
 	b.embed(xb, tokEmb)
@@ -221,9 +219,6 @@ func buildQwen35MoE(f *gguf.File) (*Program, error) {
 		}
 	}
 	b.head(xb, outNorm, head, c.Eps)
-	_ = HKV
-	_ = H
-	_ = D
 	return b.finish()
 }
 
