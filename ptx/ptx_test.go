@@ -19,16 +19,7 @@ import (
 // noPTXYet lists the Go kernel specs that have no CUDA kernel yet. A new spec without PTX must
 // be added here, and an entry must leave the list when its kernel is written, so the gap stays
 // visible.
-var noPTXYet = []string{
-	"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1",
-	"embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0",
-	"gdn_conv_f32", "gdn_scan_f32",
-	"moe_combine_f32", "moe_router_f32",
-	"moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32",
-	"moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1",
-	"moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K",
-	"moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0",
-}
+var noPTXYet = []string{}
 
 // notBitExact names the modules exempt from the instruction scan (kernels graded by relative
 // error, such as tensor-core ones). None yet.

@@ -334,3 +334,177 @@ func TestSIMTMatVec(t *testing.T) {
 		})
 	}
 }
+
+// TestSIMTEmbed decodes table rows quantised from random values and rows of random bytes (NaN
+// and infinite scales included), one token repeated.
+func TestSIMTEmbed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 1))
+	const vocab, cols = 9, 768
+	toks := []int32{8, 0, 3, 3, 5, 7}
+	for _, ty := range kernels.WeightTypes() {
+		t.Run(ty.String(), func(t *testing.T) {
+			q, err := quant.Lookup(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := kernels.Embed(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb, err := ty.RowBytes(cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := make([]byte, vocab*int(rb))
+			for r := range vocab {
+				row := table[r*int(rb) : (r+1)*int(rb)]
+				if r%3 == 2 {
+					for i := range row {
+						row[i] = byte(rng.Uint32())
+					}
+					continue
+				}
+				q.Quantize(row, values(rng, cols, 0.5, r == 0))
+			}
+			a := newArena()
+			launchBoth(t, k, kernels.EmbedArgs{
+				Table: a.raw(table), Tokens: a.i32(toks), Out: a.f32(make([]float32, len(toks)*cols)),
+				Rows: int32(len(toks)), Cols: cols, Vocab: vocab,
+			}, a)
+		})
+	}
+}
+
+func TestSIMTRouter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 1))
+	nan := float32(math.NaN())
+	for _, c := range []struct{ ne, k int32 }{{70, 8}, {8, 8}, {128, 1}, {33, 5}} {
+		t.Run(fmt.Sprintf("experts=%d/k=%d", c.ne, c.k), func(t *testing.T) {
+			const rows = 5
+			ne := int(c.ne)
+			x := values(rng, rows*ne, 2, false)
+			for i := range ne {
+				x[ne+i] = float32(rng.IntN(4)) // row 1: many ties
+				x[2*ne+i] = 0                  // row 2: all equal
+			}
+			x[2*ne+ne/2] = float32(math.Copysign(0, -1))
+			x[3*ne+ne-1] = nan // row 3: a NaN logit
+			x[4*ne+1] = 200    // row 4: one expert takes everything, the others underflow
+			a := newArena()
+			launchBoth(t, kernels.Router, kernels.RouterArgs{
+				Logits: a.f32(x), Ids: a.i32(make([]int32, rows*int(c.k))), Weights: a.f32(make([]float32, rows*int(c.k))),
+				Rows: rows, NExpert: c.ne, K: c.k,
+			}, a)
+		})
+	}
+}
+
+func TestSIMTMoEMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 1))
+	const n, k, out, cols, ne = 2, 3, 6, 512, 4
+	ids := []int32{3, 0, 2, 1, 1, 3}
+	for _, ty := range kernels.WeightTypes() {
+		for _, perSlot := range []int32{0, 1} {
+			t.Run(fmt.Sprintf("%s/per_slot=%d", ty, perSlot), func(t *testing.T) {
+				f, err := kernels.Lookup(ty)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q, err := quant.Lookup(ty)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kern, err := kernels.MoEMatVec(ty)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rb, err := ty.RowBytes(cols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := make([]byte, ne*out*int(rb))
+				for r := range ne * out {
+					q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
+				}
+				xRows := n
+				if perSlot != 0 {
+					xRows = n * k
+				}
+				xb := f.Act.RowBytes(cols)
+				x := make([]byte, xRows*xb)
+				for c := range xRows {
+					kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
+				}
+				a := newArena()
+				launchBoth(t, kern, kernels.MoEMatVecArgs{
+					W: a.raw(w), X: a.raw(x), Ids: a.i32(ids), Y: a.f32(make([]float32, n*k*out)),
+					N: n, K: k, Out: out, Cols: cols, NExpert: ne, XPerSlot: perSlot,
+				}, a)
+			})
+		}
+	}
+}
+
+func TestSIMTMoECombine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 1))
+	const n, k, width = 3, 4, 300
+	for _, mode := range []string{"no_shared", "shared", "shared_in_place"} {
+		t.Run(mode, func(t *testing.T) {
+			a := newArena()
+			args := kernels.MoECombineArgs{
+				Y: a.f32(values(rng, n*k*width, 1, true)), Weights: a.f32(values(rng, n*k, 0.5, false)),
+				N: n, K: k, Width: width,
+			}
+			if mode != "no_shared" {
+				args.Shared = a.f32(values(rng, n*width, 1, true))
+				args.Gate = a.f32([]float32{-3, 0.25, 40})
+			}
+			if mode == "shared_in_place" {
+				args.Out = args.Shared
+			} else {
+				args.Out = a.f32(make([]float32, n*width))
+			}
+			launchBoth(t, kernels.MoECombine, args, a)
+		})
+	}
+}
+
+func TestSIMTGDNConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 1))
+	const rows, c, k, ns = 4, 300, 4, 3
+	for _, inPlace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in_place=%v", inPlace), func(t *testing.T) {
+			a := newArena()
+			args := kernels.GDNConvArgs{
+				X: a.f32(values(rng, rows*c, 2, true)), W: a.f32(values(rng, c*k, 0.5, false)),
+				State: a.f32(values(rng, ns*(k-1)*c, 1, false)),
+				// a prefill chain through slot 1, then a branch read from it into slot 2
+				Src: a.i32([]int32{1, 1, 1, 0}), Dst: a.i32([]int32{1, 1, 2, 0}),
+				Rows: rows, C: c, K: k, NStates: ns,
+			}
+			args.Y = args.X
+			if !inPlace {
+				args.Y = a.f32(make([]float32, rows*c))
+			}
+			launchBoth(t, kernels.GDNConv, args, a)
+		})
+	}
+}
+
+func TestSIMTGDNScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 1))
+	for _, c := range []struct{ rows, nk, nv, d int32 }{{3, 1, 2, 40}, {2, 2, 4, 16}} {
+		t.Run(fmt.Sprintf("rows=%d/heads=%d/%d/d=%d", c.rows, c.nk, c.nv, c.d), func(t *testing.T) {
+			const ns = 3
+			width := (2*c.nk + c.nv) * c.d
+			a := newArena()
+			launchBoth(t, kernels.GDNScan, kernels.GDNScanArgs{
+				QKV: a.f32(values(rng, int(c.rows*width), 1, false)), Beta: a.f32(values(rng, int(c.rows*c.nv), 2, false)),
+				Alpha: a.f32(values(rng, int(c.rows*c.nv), 2, false)), A: a.f32(values(rng, int(c.nv), 1, false)),
+				DtBias: a.f32(values(rng, int(c.nv), 1, false)), State: a.f32(values(rng, int(ns*c.nv*c.d*c.d), 0.3, false)),
+				Src: a.i32([]int32{0, 2, 2}[:c.rows]), Dst: a.i32([]int32{2, 2, 1}[:c.rows]),
+				Out: a.f32(make([]float32, c.rows*c.nv*c.d)), Rows: c.rows, NK: c.nk, NV: c.nv, D: c.d, NStates: ns, Eps: 1e-6,
+			}, a)
+		})
+	}
+}

@@ -74,7 +74,12 @@ func init() {
 		f, _ := kernels.Lookup(t)
 		Register("matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return matvecCases(t) })
 		Register("embed_"+t.String(), func() []Case { return embedCases(t) })
+		Register("moe_matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return moeMatVecCases(t) })
 	}
+	Register("moe_router_f32", routerCases)
+	Register("moe_combine_f32", moeCombineCases)
+	Register("gdn_conv_f32", gdnConvCases)
+	Register("gdn_scan_f32", gdnScanCases)
 }
 
 func elementwiseCases() {
@@ -399,4 +404,138 @@ func embedCases(t dtype.Type) []Case {
 			return kernels.EmbedArgs{Table: p[0], Tokens: p[1], Out: p[2], Rows: int32(rows), Cols: int32(cols), Vocab: int32(vocab)}
 		},
 	}}
+}
+
+func routerCases() []Case {
+	var out []Case
+	for _, c := range []struct{ rows, ne, k int }{{1, 8, 2}, {3, 70, 8}, {2, 33, 33}} {
+		r := rng(uint64(c.ne*100+c.k) + 1100)
+		x := f32s(r, c.rows*c.ne, 2)
+		// row 0: ties between experts, one -0 among zeros
+		for i := 0; i < c.ne; i += 2 {
+			binary.LittleEndian.PutUint32(x[4*i:], 0)
+		}
+		binary.LittleEndian.PutUint32(x[4*2:], math.Float32bits(float32(math.Copysign(0, -1))))
+		if c.rows > 1 { // row 1: a NaN logit
+			binary.LittleEndian.PutUint32(x[4*(c.ne+3):], math.Float32bits(num.NaN32()))
+		}
+		c := c
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/experts=%d/k=%d", c.rows, c.ne, c.k),
+			Buffers: []Buffer{{"Logits", x, false}, {"Ids", make([]byte, 4*c.rows*c.k), true}, {"Weights", make([]byte, 4*c.rows*c.k), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.RouterArgs{Logits: p[0], Ids: p[1], Weights: p[2], Rows: int32(c.rows), NExpert: int32(c.ne), K: int32(c.k)}
+			},
+		})
+	}
+	return out
+}
+
+func moeMatVecCases(t dtype.Type) []Case {
+	f, _ := kernels.Lookup(t)
+	cols := 256
+	const n, k, outRows, ne = 2, 2, 5, 3
+	ids := []int32{2, 0, 1, 2}
+	var out []Case
+	for _, perSlot := range []int{0, 1} {
+		r := rng(uint64(t)*10 + uint64(perSlot) + 1200)
+		xRows := n
+		if perSlot != 0 {
+			xRows = n * k
+		}
+		xb := f.Act.RowBytes(cols)
+		xa := make([]byte, xRows*xb)
+		for c := 0; c < xRows; c++ {
+			x := make([]float32, cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x)
+		}
+		perSlot := perSlot
+		out = append(out, Case{
+			Name: fmt.Sprintf("n=%d/k=%d/out=%d/cols=%d/per_slot=%d", n, k, outRows, cols, perSlot),
+			Buffers: []Buffer{{"W", randomWeights(r, t, ne*outRows, cols), false}, {"X", xa, false},
+				{"Ids", i32Bytes(ids), false}, {"Y", make([]byte, 4*n*k*outRows), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.MoEMatVecArgs{W: p[0], X: p[1], Ids: p[2], Y: p[3], N: n, K: k, Out: outRows, Cols: int32(cols),
+					NExpert: ne, XPerSlot: int32(perSlot)}
+			},
+		})
+	}
+	return out
+}
+
+func moeCombineCases() []Case {
+	const n, k, width = 2, 3, 300
+	r := rng(1300)
+	y, w := special(f32s(r, n*k*width, 1)), f32s(r, n*k, 0.5)
+	shared, gate := special(f32s(r, n*width, 1)), f32Bytes([]float32{-2, 30})
+	return []Case{{
+		Name:    fmt.Sprintf("n=%d/k=%d/width=%d/no_shared", n, k, width),
+		Buffers: []Buffer{{"Y", y, false}, {"Weights", w, false}, {"Out", make([]byte, 4*n*width), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.MoECombineArgs{Y: p[0], Weights: p[1], Out: p[2], N: n, K: k, Width: width}
+		},
+	}, {
+		Name:    fmt.Sprintf("n=%d/k=%d/width=%d/shared_in_place", n, k, width),
+		Buffers: []Buffer{{"Y", y, false}, {"Weights", w, false}, {"Shared", shared, true}, {"Gate", gate, false}},
+		Args: func(p []device.Ptr) any {
+			return kernels.MoECombineArgs{Y: p[0], Weights: p[1], Shared: p[2], Gate: p[3], Out: p[2], N: n, K: k, Width: width}
+		},
+	}}
+}
+
+// gdnConvCases chain rows through a slot and branch from it; the in-place case has Y = X and
+// Src = Dst.
+func gdnConvCases() []Case {
+	var out []Case
+	for _, c := range []struct {
+		rows, ch, k int
+		inPlace     bool
+	}{{3, 40, 4, false}, {4, 300, 4, true}, {2, 33, 1, false}} {
+		const ns = 3
+		r := rng(uint64(c.ch*10+c.k) + 1400)
+		x, w, st := f32s(r, c.rows*c.ch, 2), f32s(r, c.ch*c.k, 0.5), f32s(r, ns*(c.k-1)*c.ch, 1)
+		src, dst := []int32{1, 1, 1, 0}[:c.rows], []int32{1, 1, 2, 0}[:c.rows]
+		c := c
+		bufs := []Buffer{{"X", x, c.inPlace}, {"W", w, false}, {"State", st, true}, {"Src", i32Bytes(src), false}, {"Dst", i32Bytes(dst), false}}
+		if !c.inPlace {
+			bufs = append(bufs, Buffer{"Y", make([]byte, 4*c.rows*c.ch), true})
+		}
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/channels=%d/k=%d/in_place=%v", c.rows, c.ch, c.k, c.inPlace),
+			Buffers: bufs,
+			Args: func(p []device.Ptr) any {
+				a := kernels.GDNConvArgs{X: p[0], W: p[1], State: p[2], Src: p[3], Dst: p[4], Y: p[0], Rows: int32(c.rows), C: int32(c.ch), K: int32(c.k), NStates: ns}
+				if !c.inPlace {
+					a.Y = p[5]
+				}
+				return a
+			},
+		})
+	}
+	return out
+}
+
+func gdnScanCases() []Case {
+	var out []Case
+	for _, c := range []struct{ rows, nk, nv, d int }{{3, 1, 2, 40}, {2, 2, 4, 16}} {
+		const ns = 3
+		r := rng(uint64(c.d*10+c.nv) + 1500)
+		width := (2*c.nk + c.nv) * c.d
+		c := c
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/heads=%d/%d/d=%d", c.rows, c.nk, c.nv, c.d),
+			Buffers: []Buffer{{"QKV", f32s(r, c.rows*width, 1), false}, {"Beta", f32s(r, c.rows*c.nv, 2), false},
+				{"Alpha", f32s(r, c.rows*c.nv, 2), false}, {"A", f32s(r, c.nv, 1), false}, {"DtBias", f32s(r, c.nv, 1), false},
+				{"State", f32s(r, ns*c.nv*c.d*c.d, 0.3), true}, {"Src", i32Bytes([]int32{0, 2, 2}[:c.rows]), false},
+				{"Dst", i32Bytes([]int32{2, 2, 1}[:c.rows]), false}, {"Out", make([]byte, 4*c.rows*c.nv*c.d), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.GDNScanArgs{QKV: p[0], Beta: p[1], Alpha: p[2], A: p[3], DtBias: p[4], State: p[5], Src: p[6], Dst: p[7], Out: p[8],
+					Rows: int32(c.rows), NK: int32(c.nk), NV: int32(c.nv), D: int32(c.d), NStates: ns, Eps: 1e-6}
+			},
+		})
+	}
+	return out
 }

@@ -342,6 +342,14 @@ $end:
 	sum := uint32(63 * 64 / 2)
 	want := []uint32{320, sum, 5 * sum, 7, 4, 5 % 3, 0, 0}
 	for i := range want {
+		if i == 4 {
+			// exch: the value of whichever block's thread 0 exchanged last; blocks run
+			// concurrently (as on a GPU), so any block id is a correct result
+			if got[i] >= 5 {
+				t.Errorf("word 4: %d, want a block id below 5", got[i])
+			}
+			continue
+		}
 		if got[i] != want[i] {
 			t.Errorf("word %d: %d, want %d", i, got[i], want[i])
 		}

@@ -1,6 +1,8 @@
 // formats.cuh: the weight formats of device/kernels (one struct per kernels.Format), for the
-// matvec kernels: the bytes of a weight row and of an activation row, the unit size, and the
-// unit step — lane l's fold of unit u into its accumulator, acc = step(acc, w_row, x_row, u).
+// matvec and embed kernels: the bytes of a weight row and of an activation row, the unit size,
+// the unit step — lane l's fold of unit u into its accumulator, acc = step(acc, w_row, x_row, u)
+// — and value(w_row, i), value i of a weight row as the format's Go Decode gives it, computed on
+// its own with the Decode's float steps and roundings.
 // Each step mirrors the per-unit float steps of its format's Go Dot (f32.go, f16.go, bf16.go,
 // q4_0.go … q6_k.go, which state them in their doc comments): integer sums of quant products
 // are exact, so their order is free; every float step is the twin's, rounding for rounding.
@@ -40,6 +42,7 @@ struct FmtF32 {
 	static const int UNIT = 4;
 	FMT_FN int64_t row_bytes(int32_t cols) { return 4 * (int64_t)cols; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return 4 * (int64_t)cols; }
+	FMT_FN float value(const uint8_t *w, int32_t i) { return __uint_as_float(((const uint32_t *)w)[i]); }
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		float4 a = ((const float4 *)w)[u], b = ((const float4 *)x)[u];
 		acc = __fmaf_rn(a.x, b.x, acc);
@@ -68,6 +71,7 @@ struct FmtF16 {
 	static const int UNIT = 8;
 	FMT_FN int64_t row_bytes(int32_t cols) { return 2 * (int64_t)cols; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return 2 * (int64_t)cols; }
+	FMT_FN float value(const uint8_t *w, int32_t i) { return f16_to_f32(((const uint16_t *)w)[i]); }
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		return unit8<f16_to_f32>(acc, w, x, u);
 	}
@@ -78,6 +82,7 @@ struct FmtBF16 {
 	static const int UNIT = 8;
 	FMT_FN int64_t row_bytes(int32_t cols) { return 2 * (int64_t)cols; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return 2 * (int64_t)cols; }
+	FMT_FN float value(const uint8_t *w, int32_t i) { return bf16_to_f32(((const uint16_t *)w)[i]); }
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		return unit8<bf16_to_f32>(acc, w, x, u);
 	}
@@ -89,6 +94,10 @@ struct FmtQ8_0 {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 32 * 34; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 32 * 34; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 34 * (int64_t)(i / 32);
+		return __fmul_rn(__int2float_rn(i8_at(b + 2 + i % 32)), f16_at(b));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		const uint8_t *b = w + 34 * (int64_t)u, *a = x + 34 * (int64_t)u;
 		int32_t s = 0;
@@ -104,6 +113,12 @@ struct FmtQ4_0 {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 32 * 18; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 32 * 34; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 18 * (int64_t)(i / 32);
+		int j = i % 32;
+		int32_t q = j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
+		return __fmul_rn(__int2float_rn(q - 8), f16_at(b));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		const uint8_t *b = w + 18 * (int64_t)u, *a = x + 34 * (int64_t)u;
 		int32_t s = 0;
@@ -122,6 +137,12 @@ struct FmtQ4_1 {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 32 * 20; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 32 * 36; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 20 * (int64_t)(i / 32);
+		int j = i % 32;
+		int32_t q = j < 16 ? b[4 + j] & 15 : b[4 + j - 16] >> 4;
+		return __fadd_rn(__fmul_rn(__int2float_rn(q), f16_at(b)), f16_at(b + 2));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		const uint8_t *b = w + 20 * (int64_t)u, *a = x + 36 * (int64_t)u;
 		int32_t s = 0;
@@ -142,6 +163,13 @@ struct FmtQ5_0 {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 32 * 22; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 32 * 34; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 22 * (int64_t)(i / 32);
+		int j = i % 32;
+		uint32_t qh = (uint32_t) * (const uint16_t *)(b + 2) | (uint32_t) * (const uint16_t *)(b + 4) << 16;
+		int32_t q = (j < 16 ? b[6 + j] & 15 : b[6 + j - 16] >> 4) | (int32_t)((qh >> j) & 1) << 4;
+		return __fmul_rn(__int2float_rn(q - 16), f16_at(b));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		const uint8_t *b = w + 22 * (int64_t)u, *a = x + 34 * (int64_t)u;
 		uint32_t qh = (uint32_t) * (const uint16_t *)(b + 2) | (uint32_t) * (const uint16_t *)(b + 4) << 16;
@@ -163,6 +191,13 @@ struct FmtQ5_1 {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 32 * 24; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 32 * 36; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 24 * (int64_t)(i / 32);
+		int j = i % 32;
+		uint32_t qh = *(const uint32_t *)(b + 4);
+		int32_t q = (j < 16 ? b[8 + j] & 15 : b[8 + j - 16] >> 4) | (int32_t)((qh >> j) & 1) << 4;
+		return __fadd_rn(__fmul_rn(__int2float_rn(q), f16_at(b)), f16_at(b + 2));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		const uint8_t *b = w + 24 * (int64_t)u, *a = x + 36 * (int64_t)u;
 		uint32_t qh = *(const uint32_t *)(b + 4);
@@ -190,6 +225,15 @@ struct FmtQ2_K {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 256 * 84; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 256 * Q8K_BYTES; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 84 * (int64_t)(i / 256);
+		int s = (i % 256) / 32, l = i % 32;
+		int32_t sc = b[2 * s + l / 16];
+		float dl = __fmul_rn(f16_at(b + 80), __int2float_rn(sc & 0xf));
+		float ml = __fmul_rn(f16_at(b + 82), __int2float_rn(sc >> 4));
+		int32_t q = (b[16 + 32 * (s / 4) + l] >> (2 * (s % 4))) & 3;
+		return __fsub_rn(__fmul_rn(dl, __int2float_rn(q)), ml);
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		int32_t i = u >> 3;
 		int s = u & 7;
@@ -226,6 +270,13 @@ struct FmtQ3_K {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 256 * 110; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 256 * Q8K_BYTES; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 110 * (int64_t)(i / 256);
+		int s = (i % 256) / 32, l = i % 32;
+		float dl = __fmul_rn(f16_at(b + 108), __int2float_rn(q3k_scale(b + 96, 2 * s + l / 16)));
+		int32_t q = ((b[32 + 32 * (s / 4) + l] >> (2 * (s % 4))) & 3) - 4 + 4 * ((b[l] >> s) & 1);
+		return __fmul_rn(dl, __int2float_rn(q));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		int32_t i = u >> 3;
 		int s = u & 7;
@@ -252,6 +303,15 @@ struct FmtQ4_K {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 256 * 144; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 256 * Q8K_BYTES; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 144 * (int64_t)(i / 256);
+		int s = (i % 256) / 32, l = i % 32;
+		int32_t sc, m;
+		scale_min_k4(s, b + 4, &sc, &m);
+		float dl = __fmul_rn(f16_at(b), __int2float_rn(sc)), ml = __fmul_rn(f16_at(b + 2), __int2float_rn(m));
+		int32_t q = (b[16 + 32 * (s / 2) + l] >> (4 * (s % 2))) & 0xf;
+		return __fsub_rn(__fmul_rn(dl, __int2float_rn(q)), ml);
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		int32_t i = u >> 3;
 		int s = u & 7;
@@ -278,6 +338,15 @@ struct FmtQ5_K {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 256 * 176; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 256 * Q8K_BYTES; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 176 * (int64_t)(i / 256);
+		int s = (i % 256) / 32, l = i % 32;
+		int32_t sc, m;
+		scale_min_k4(s, b + 4, &sc, &m);
+		float dl = __fmul_rn(f16_at(b), __int2float_rn(sc)), ml = __fmul_rn(f16_at(b + 2), __int2float_rn(m));
+		int32_t q = ((b[48 + 32 * (s / 2) + l] >> (4 * (s % 2))) & 0xf) | ((b[16 + l] >> s) & 1) << 4;
+		return __fsub_rn(__fmul_rn(dl, __int2float_rn(q)), ml);
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		int32_t i = u >> 3;
 		int s = u & 7;
@@ -303,6 +372,13 @@ struct FmtQ6_K {
 	static const int UNIT = 32;
 	FMT_FN int64_t row_bytes(int32_t cols) { return (int64_t)cols / 256 * 210; }
 	FMT_FN int64_t act_bytes(int32_t cols) { return (int64_t)cols / 256 * Q8K_BYTES; }
+	FMT_FN float value(const uint8_t *w, int32_t i) {
+		const uint8_t *b = w + 210 * (int64_t)(i / 256);
+		int s = (i % 256) / 32, l = i % 32, h = s / 4, k = s % 4;
+		float dl = __fmul_rn(f16_at(b + 208), __int2float_rn(i8_at(b + 192 + 2 * s + l / 16)));
+		int32_t q = (((b[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0xf) | ((b[128 + 32 * h + l] >> (2 * k)) & 3) << 4) - 32;
+		return __fmul_rn(dl, __int2float_rn(q));
+	}
 	FMT_FN float step(float acc, const uint8_t *w, const uint8_t *x, int32_t u) {
 		int32_t i = u >> 3;
 		int s = u & 7;

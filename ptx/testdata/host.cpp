@@ -27,11 +27,14 @@
 #include "argmax.cu"
 #include "attention.cu"
 #include "elementwise.cu"
+#include "embed.cu"
 #include "formats.cuh"
 #include "gate.cu"
+#include "gdn.cu"
 #include "matvec.cu"
 #include "norm.cu"
 #include "rope.cu"
+#include "routing.cu"
 
 template <typename F> static float row_dot(const uint8_t *w, const uint8_t *x, int32_t cols) {
 	float acc[32];
@@ -117,12 +120,20 @@ static const std::map<std::string, launcher> &kernels() {
 		K(argmax_f32),
 		K(kv_store_f32), K(attention_f32),
 		K(add_f32), K(swiglu_f32), K(sigmoid_mul_f32), K(gather_f32),
+		K(embed_f32), K(embed_f16), K(embed_bf16), K(embed_q4_0), K(embed_q4_1), K(embed_q5_0), K(embed_q5_1),
+		K(embed_q8_0), K(embed_q2_K), K(embed_q3_K), K(embed_q4_K), K(embed_q5_K), K(embed_q6_K),
 		K(gated_rmsnorm_f32), K(split_gate_f32),
+		K(gdn_conv_f32), K(gdn_scan_f32),
 		K(matvec_f32_f32), K(matvec_f16_f16), K(matvec_bf16_bf16), K(matvec_q4_0_q8_0), K(matvec_q4_1_q8_1),
 		K(matvec_q5_0_q8_0), K(matvec_q5_1_q8_1), K(matvec_q8_0_q8_0), K(matvec_q2_K_q8_K), K(matvec_q3_K_q8_K),
 		K(matvec_q4_K_q8_K), K(matvec_q5_K_q8_K), K(matvec_q6_K_q8_K),
 		K(rmsnorm_f32),
 		K(rope_f32),
+		K(moe_router_f32), K(moe_combine_f32),
+		K(moe_matvec_f32_f32), K(moe_matvec_f16_f16), K(moe_matvec_bf16_bf16), K(moe_matvec_q4_0_q8_0),
+		K(moe_matvec_q4_1_q8_1), K(moe_matvec_q5_0_q8_0), K(moe_matvec_q5_1_q8_1), K(moe_matvec_q8_0_q8_0),
+		K(moe_matvec_q2_K_q8_K), K(moe_matvec_q3_K_q8_K), K(moe_matvec_q4_K_q8_K), K(moe_matvec_q5_K_q8_K),
+		K(moe_matvec_q6_K_q8_K),
 	};
 	return m;
 }

@@ -1,0 +1,40 @@
+// embed.cu: embed_<type>, the kernels of device/kernels/embed.go, one per weight format:
+// Out[r] = Decode(Table[Tokens[r]]), Cols values per row.
+//
+// Launch (the spec's Shape): one 256-thread block per row r; thread t writes values t, t+256, …
+// of the row, each one the format's value (formats.cuh), the bits of the twin's Decode. A block
+// whose token is outside [0, Vocab) writes nothing (the twin reports it as an error).
+#include "formats.cuh"
+
+// embed mirrors kernels' newEmbed twin with the format's Decode.
+template <typename F>
+static __device__ __forceinline__ void embed(const uint8_t *table, const int32_t *tokens, float *out, int32_t rows,
+                                             int32_t cols, int32_t vocab) {
+	int32_t r = blockIdx.x;
+	if (r >= rows) return;
+	int32_t t = tokens[r];
+	if (t < 0 || t >= vocab) return;
+	const uint8_t *w = table + (int64_t)t * F::row_bytes(cols);
+	float *y = out + (int64_t)r * cols;
+	for (int32_t i = threadIdx.x; i < cols; i += blockDim.x) y[i] = F::value(w, i);
+}
+
+#define EMBED(name, F)                                                                                    \
+	extern "C" __global__ void name(const uint8_t *table, const int32_t *tokens, float *out, int32_t rows, \
+	                                int32_t cols, int32_t vocab) {                                         \
+		embed<F>(table, tokens, out, rows, cols, vocab);                                                  \
+	}
+
+EMBED(embed_f32, FmtF32)
+EMBED(embed_f16, FmtF16)
+EMBED(embed_bf16, FmtBF16)
+EMBED(embed_q4_0, FmtQ4_0)
+EMBED(embed_q4_1, FmtQ4_1)
+EMBED(embed_q5_0, FmtQ5_0)
+EMBED(embed_q5_1, FmtQ5_1)
+EMBED(embed_q8_0, FmtQ8_0)
+EMBED(embed_q2_K, FmtQ2_K)
+EMBED(embed_q3_K, FmtQ3_K)
+EMBED(embed_q4_K, FmtQ4_K)
+EMBED(embed_q5_K, FmtQ5_K)
+EMBED(embed_q6_K, FmtQ6_K)
