@@ -39,15 +39,16 @@ func load(tb testing.TB, name string, b device.Backend) *engine.Model {
 
 var prompt = []int32{1, 5, 9, 100, 200, 7, 3, 42}
 
-// A whole forward pass through the interpreted kernels (kernels without PTX yet run their
-// twins) gives the CPU backend's logits bit for bit.
+// A whole forward pass through the interpreted kernels — every op a PTX launch, no twin
+// fallback — gives the CPU backend's logits bit for bit, for dense, quantised and hybrid
+// recurrent/MoE models.
 func TestForwardMatchesTwin(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		tokens int
-	}{{"tiny-llama-f32", 8}, {"tiny-qwen3-f32", 8}, {"tiny-q35moe-f32", 4}, {"small-llama-q4_k_m", 2}} {
+	}{{"tiny-llama-f32", 8}, {"tiny-qwen3-f32", 8}, {"tiny-llama-q8_0", 4}, {"tiny-q35moe-f32", 4}, {"tiny-q35moe-q4_0", 3}, {"small-llama-q4_k_m", 2}} {
 		t.Run("model="+c.name, func(t *testing.T) {
-			vm := ptxvm.New(ptxvm.Options{Fallback: true})
+			vm := ptxvm.New(ptxvm.Options{})
 			got, err := load(t, c.name, vm).NewSession().Prefill(prompt[:c.tokens], true)
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +65,10 @@ func TestForwardMatchesTwin(t *testing.T) {
 				}
 			}
 			st := vm.Stats()
-			t.Logf("%d blocks, %d warp instructions, %d thread instructions; twins: %v", st.Blocks, st.WarpInstructions, st.ThreadInstructions, vm.TwinRuns())
+			t.Logf("%d blocks, %d warp instructions, %d thread instructions", st.Blocks, st.WarpInstructions, st.ThreadInstructions)
+			if tw := vm.TwinRuns(); len(tw) != 0 {
+				t.Errorf("ops ran as twins, not PTX: %v", tw)
+			}
 		})
 	}
 }
@@ -74,7 +78,7 @@ func TestForwardMatchesTwin(t *testing.T) {
 func BenchmarkForward(b *testing.B) {
 	for _, name := range []string{"tiny-llama-f32", "tiny-qwen3-f32"} {
 		b.Run("model="+name, func(b *testing.B) {
-			vm := ptxvm.New(ptxvm.Options{Fallback: true})
+			vm := ptxvm.New(ptxvm.Options{})
 			m := load(b, name, vm)
 			before := vm.Stats()
 			start := time.Now()
