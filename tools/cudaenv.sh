@@ -90,6 +90,23 @@ versions() {
 	echo "host compiler:  $(cat "$d/HOST_COMPILER")"
 }
 
+# make_stub TREE SCRATCH writes TREE/lib64/stubs/libcuda.so, the link stub: one function per
+# driver entry point cuda.h declares (with and without the per-thread default stream names),
+# each returning CUDA_ERROR_STUB_LIBRARY (34). The preprocessed header is joined into one line
+# first, because a declaration may put its return type and its name on different lines.
+stub_version=2 # bump when the stub's contents change: existing trees regenerate it
+make_stub() {
+	local tree=$1 scratch=$2 ptds
+	for ptds in '' -DCUDA_API_PER_THREAD_DEFAULT_STREAM; do
+		gcc -E -P -x c $ptds -I"$tree/include" "$tree/include/cuda.h"
+	done | tr '\n' ' ' | grep -oE '\bCUresult +cu[A-Za-z0-9_]+ *\(' | sed -E 's/^CUresult +//; s/ *\($//' | sort -u |
+		awk '{ printf "int %s(void) { return 34; }\n", $1 }' >"$scratch/stub.c"
+	[ "$(wc -l <"$scratch/stub.c")" -gt 300 ] || die "found too few driver functions in cuda.h for the stub"
+	gcc -shared -fPIC -O1 -Wl,-soname,libcuda.so.1 -o "$tree/lib64/stubs/libcuda.so.tmp" "$scratch/stub.c"
+	mv "$tree/lib64/stubs/libcuda.so.tmp" "$tree/lib64/stubs/libcuda.so"
+	echo "$stub_version" >"$tree/lib64/stubs/STUB_VERSION"
+}
+
 complete() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$layout" ] && "$1/bin/nvcc" --version >/dev/null 2>&1; }
 
 mkdir -p "$(dirname "$dest")"
@@ -97,6 +114,12 @@ exec 9>"$dest.lock"
 flock 9
 
 if [ "$force" = 0 ] && complete "$dest"; then
+	if [ "$(cat "$dest/lib64/stubs/STUB_VERSION" 2>/dev/null)" != "$stub_version" ]; then
+		say "cudaenv: regenerating the libcuda.so link stub"
+		scratch=$(mktemp -d "$(dirname "$dest")/cudaenv.XXXXXX")
+		make_stub "$dest" "$scratch"
+		rm -rf "$scratch"
+	fi
 	[ "$quiet" = 1 ] || versions "$dest"
 	exit 0
 fi
@@ -199,15 +222,8 @@ INCLUDES += "-I\$(TOP)/include" $check \$(_SPACE_)
 LIBRARIES =+ \$(_SPACE_) "-L\$(TOP)/lib64/stubs"
 EOF
 
-# The link stub: one function per driver entry point cuda.h declares (with and without the
-# per-thread default stream names), each returning CUDA_ERROR_STUB_LIBRARY (34).
 say "cudaenv: generating the libcuda.so link stub"
-for ptds in '' -DCUDA_API_PER_THREAD_DEFAULT_STREAM; do
-	gcc -E -P -x c $ptds -I"$stage/include" "$stage/include/cuda.h"
-done | grep -oE '\bCUresult +cu[A-Za-z0-9_]+ *\(' | sed -E 's/^CUresult +//; s/ *\($//' | sort -u |
-	awk '{ printf "int %s(void) { return 34; }\n", $1 }' >"$work/stub.c"
-[ "$(wc -l <"$work/stub.c")" -gt 300 ] || die "found too few driver functions in cuda.h for the stub"
-gcc -shared -fPIC -O1 -Wl,-soname,libcuda.so.1 -o "$stage/lib64/stubs/libcuda.so" "$work/stub.c"
+make_stub "$stage" "$work"
 
 cat >"$stage/env.sh" <<'EOF'
 # Source this file (bash) to use the CUDA tree it sits in. Written by tools/cudaenv.sh.
