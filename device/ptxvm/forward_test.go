@@ -1,7 +1,6 @@
 package ptxvm_test
 
 import (
-	"bytes"
 	"math"
 	"testing"
 	"time"
@@ -11,21 +10,12 @@ import (
 	"verity/device/ptxvm"
 	"verity/fixtures"
 	"verity/host/engine"
-	"verity/host/gguf"
 )
 
 // load builds a catalogue fixture in memory and an engine over it on backend b.
 func load(tb testing.TB, name string, b device.Backend) *engine.Model {
 	tb.Helper()
-	s, err := fixtures.Lookup(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
+	f, err := fixtures.Parse(name)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,21 +9,12 @@ import (
 	"verity/device/cpu"
 	"verity/fixtures"
 	"verity/host/engine"
-	"verity/host/gguf"
 )
 
 // load builds a catalogue fixture in memory and an engine over it.
 func load(t testing.TB, name string, workers, maxRows, ctx int) *engine.Model {
 	t.Helper()
-	s, err := fixtures.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
+	f, err := fixtures.Parse(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,15 +12,7 @@ import (
 
 func fixtureFile(t *testing.T, name string) *gguf.File {
 	t.Helper()
-	s, err := fixtures.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
+	f, err := fixtures.Parse(name)
 	if err != nil {
 		t.Fatal(err)
 	}
