@@ -105,7 +105,7 @@ func (q2K) Quantize(blocks []byte, values []float32) {
 			if dl == 0 {
 				continue
 			}
-			ml := dmin * float32(sc[j]>>4)
+			ml := float32(dmin * float32(sc[j]>>4)) // exact anyway; the conversion keeps it unfused
 			for l := j * q2KGroup; l < (j+1)*q2KGroup; l++ {
 				L[l] = uint8(clampInt(nearestInt((x[l]+ml)/dl), 0, 3))
 			}

@@ -110,7 +110,7 @@ func storeKXScales(x []float32, nmax int32, sc, dd, dm []byte, maxScale, maxMin 
 		if dl == 0 {
 			continue
 		}
-		ml := dmin * float32(m)
+		ml := float32(dmin * float32(m)) // exact anyway; the conversion keeps it unfused
 		for l := 32 * j; l < 32*(j+1); l++ {
 			L[l] = uint8(clampInt(nearestInt((x[l]+ml)/dl), 0, nmax))
 		}
