@@ -46,9 +46,12 @@
 //	q3_K:       low 2 bits (8), hmask bit (4) q4_K: 4-bit quants (16)
 //	q5_K:       low 4 bits (16), high bit (4) q6_K: low 4 bits (16), high 2 bits (8)
 //
-// In the K-quant planes, value l (0…31) of a unit takes bits [b·l, b·(l+1)) of the unit's
-// little-endian bytes, b being the plane's bits per value; the quant of value l is
-// low | high<<bits(low) (q3_K: low − 4 where the hmask bit is 0, as in ggml).
+// In the K-quant planes, with b bits per value, a unit has w = 4b bytes and value l (0…31)
+// lies in byte l mod w at bits [b·⌊l/w⌋, b·⌊l/w⌋+b) — ggml's own order for 4-bit quants (byte
+// j holds values j and j+16), generalised. Then the 32-bit word m of a unit, shifted right by
+// b·t and masked to b bits per byte, holds values 4(m + b·t) … 4(m + b·t)+3 in its bytes: the
+// four activations of one q8 word, ready for dp4a with no byte shuffles. The quant of value l
+// is low | high<<bits(low) (q3_K: low − 4 where the hmask bit is 0, as in ggml).
 //
 // Interleave: the units l, l+32, l+64, … that lane l of a warp owns (the matvec reduction
 // order) form lane l's stream, their plane bytes one after another, cut into 16-byte

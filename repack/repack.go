@@ -25,8 +25,8 @@ const (
 type span struct{ off, n int }
 
 // field is one quant plane of a block type: value l (l < count) of unit s is
-// blk[base(s)+l] >> shift(s) & (1<<bits − 1). In the packed plane, value l of a unit takes
-// bits [bits·l, bits·(l+1)) of the unit's little-endian bytes, count·bits/8 bytes in all.
+// blk[base(s)+l] >> shift(s) & (1<<bits − 1). In the packed plane a unit has
+// w = count·bits/8 bytes, and value l lies in byte l mod w at bit bits·⌊l/w⌋ (valueAt).
 type field struct {
 	bits, count int
 	base        func(s int) int
@@ -78,6 +78,24 @@ var schemes = map[dtype.Type]*scheme{
 			{4, 32, func(s int) int { return 64*(s/4) + 32*(s%2) }, func(s int) int { return 4 * (s % 4 / 2) }},
 			{2, 32, func(s int) int { return 128 + 32*(s/4) }, func(s int) int { return 2 * (s % 4) }},
 		}},
+}
+
+// valueAt returns the byte and bit of value l in a packed unit of w bytes with b-bit values:
+// byte l mod w, bit b·⌊l/w⌋. So the 4-byte word m of a unit, shifted right by b·t and masked
+// to b bits per byte, holds values 4(m + (w/4)·t) … +3 in its four bytes — the four
+// consecutive activation values of one 32-bit word, which a kernel multiplies with one dp4a.
+func valueAt(b, w, l int) (byte, bit int) { return l % w, b * (l / w) }
+
+// values8 returns values 8g … 8g+7 of a packed unit with b-bit values (b < 8), one per byte
+// of a little-endian word (the word-at-a-time form of valueAt).
+func values8(unit []byte, b, g int) uint64 {
+	rep := 0x0101010101010101 * uint64(1<<b-1)
+	w := 4 * b
+	if w >= 8 { // all eight in bytes (8g mod w) … +7 at the same bit
+		return binary.LittleEndian.Uint64(unit[8*g%w:]) >> (b * (8 * g / w)) & rep
+	}
+	x := uint64(binary.LittleEndian.Uint32(unit)) // w = 4: two 4-value halves, bits 2g and 2g+1
+	return (x>>(2*g))&0x01010101 | (x>>(2*g+1)&0x01010101)<<32
 }
 
 func copyBytes(dst, src []byte) { copy(dst, src) }
@@ -342,8 +360,8 @@ func packRow(l *Layout, s *scheme, dst, src []byte) {
 					clear(unit)
 				}
 				for i, v := range q {
-					bit := f.bits * i
-					unit[bit/8] |= (v >> sh & mask) << (bit % 8)
+					by, bit := valueAt(f.bits, int(pl.Width), i)
+					unit[by] |= (v >> sh & mask) << bit
 				}
 				for i := int64(0); i < pl.Width; i += piece {
 					copy(dst[unitAt(pl, u, i):][:min(piece, pl.Width)], unit[i:])
@@ -366,7 +384,6 @@ func unpackRow(l *Layout, s *scheme, dst, src []byte) {
 		}
 		for pi, f := range s.planes {
 			pl := l.Planes[pi]
-			mask := byte(1<<f.bits - 1)
 			for su := 0; su < s.units; su++ {
 				u := b*int64(s.units) + int64(su)
 				unit := buf[:pl.Width]
@@ -378,11 +395,26 @@ func unpackRow(l *Layout, s *scheme, dst, src []byte) {
 					copy(q, unit)
 					continue
 				}
-				for i := range q {
-					bit := f.bits * i
-					q[i] |= (unit[bit/8] >> (bit % 8) & mask) << sh
+				for g := 0; g < f.count/8; g++ {
+					v := values8(unit, f.bits, g) << sh
+					binary.LittleEndian.PutUint64(q[8*g:], binary.LittleEndian.Uint64(q[8*g:])|v)
 				}
 			}
 		}
 	}
+}
+
+// UnpackRow writes the GGUF bytes of one packed row — src, RowStride bytes of a tensor of
+// layout l — into dst (RowBytes bytes). It is Unpack for one row, for kernels that read a
+// packed row through a format's GGUF-layout arithmetic.
+func (l *Layout) UnpackRow(dst, src []byte) {
+	dst = dst[:l.RowBytes]
+	src = src[:l.RowStride]
+	s := schemes[l.Type]
+	if s == nil {
+		copy(dst, src)
+		return
+	}
+	clear(dst)
+	unpackRow(l, s, dst, src)
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"verity/device/dtype"
-	"verity/device/kernels"
 	"verity/device/num"
 	"verity/host/quant"
 )
@@ -198,12 +197,12 @@ func TestKQuantDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			kf, err := kernels.Lookup(ty)
+			qf, err := quant.Lookup(ty)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := make([]float32, n)
-			kf.Decode(want, data)
+			qf.Dequantize(want, data)
 			got := decodePacked(&p)
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -224,8 +223,8 @@ func decodePacked(p *Packed) []float32 {
 	// value returns the bits of value v of unit u in plane k.
 	value := func(k int, u, v int64, bits int64) int32 {
 		pl := l.Planes[k]
-		bit := bits * v
-		return int32(row[planeAt(pl, u, bit/8)] >> (bit % 8) & (1<<bits - 1))
+		w := 4 * bits // bytes per unit
+		return int32(row[planeAt(pl, u, v%w)] >> (bits * (v / w)) & (1<<bits - 1))
 	}
 	out := make([]float32, l.RowValues)
 	for b := int64(0); b < l.Blocks; b++ {
