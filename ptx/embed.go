@@ -1,5 +1,5 @@
-// Package ptx holds Verity's CUDA kernels as PTX text, compiled from the sources in src/ and
-// committed, so that building and testing need no CUDA toolchain.
+// Package ptx holds Verity's CUDA kernels as PTX text and sm_37 machine code, compiled from the
+// sources in src/ and committed, so that building and testing need no CUDA toolchain.
 //
 // Each src/<stem>.cu compiles to <stem>.ptx, the PTX module of that stem (a kernel spec's
 // ModuleName in package device); its extern "C" kernels are the module's entry points, named
@@ -8,11 +8,21 @@
 // src/num.cuh is the device side of package device/num. The PTX is generated for compute_80
 // with IEEE rounding everywhere (see Flags) and loads on any GPU from sm_80 on.
 //
-// manifest.go records the hash of every source and every PTX file, the compiler and its flags,
-// and every entry with its parameter types. The package's tests need neither a GPU nor nvcc.
-// They check that the manifest is fresh, that the PTX of a bit-exact kernel holds no
-// instruction outside the arithmetic contract, and that the entries agree with the Go kernel
-// specs; and, with g++, they compile the CUDA sources for the host (testdata/host.cpp) and
+// The same sources, with the same arithmetic flags (CubinFlags), also compile to
+// <stem>.sm_37.cubin, machine code for the K80 (compute capability 3.7), which cannot run
+// compute_80 PTX (see Cubin). A kernel a K80 cannot run (one needing bf16 tensor cores, say) is
+// left out of that cubin by wrapping it in `#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800`
+// and is named, with the reason, in the tests' leftOut table; one using an instruction sm_37
+// lacks, such as __dp4a (sm_61), may instead give the older architectures a fallback with the
+// same results under `#if __CUDA_ARCH__ >= 610`.
+//
+// manifest.go records the hash of every source, PTX file and cubin, the compiler and its
+// flags, every entry with its parameter types, and the entries each cubin holds. The package's
+// tests need neither a GPU nor nvcc. They check that the manifest is fresh, that the PTX of a
+// bit-exact kernel holds no instruction outside the arithmetic contract, that the entries
+// agree with the Go kernel specs, and that each cubin is a CUDA ELF file for its architecture
+// holding the entries the manifest lists, every other kernel of its module being named in
+// leftOut; and, with g++, they compile the CUDA sources for the host (testdata/host.cpp) and
 // compare num.cuh's functions, each weight format's unit steps, and whole kernel launches with
 // the Go twins bit for bit. To change a kernel, edit its .cu file and run `go generate ./ptx`
 // (after tools/cudaenv.sh has installed nvcc); tools/ptxcheck.sh is the CI check.
@@ -23,11 +33,12 @@ package ptx
 import (
 	"embed"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
 
-//go:embed *.ptx
+//go:embed *.ptx *.cubin
 var files embed.FS
 
 // Entry is one kernel entry point: its PTX module, its name, and its parameter types in
@@ -36,6 +47,12 @@ type Entry struct {
 	Module string
 	Name   string
 	Params []string
+}
+
+// cubinFile is a cubin's record in the manifest.
+type cubinFile struct {
+	sha256  string
+	entries []string // sorted
 }
 
 // Module returns the PTX text of the module stem (e.g. "matvec").
@@ -85,4 +102,21 @@ func Lookup(name string) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// Cubin returns the machine code of module stem for arch, one of CubinArchs (e.g. "sm_37"), and
+// the entries it holds, sorted: the module's entries less those arch cannot run. A module
+// with no kernel for arch has no cubin. The driver loads a cubin as it is (cuModuleLoadData),
+// on a GPU of exactly that major version and at least that minor one.
+func Cubin(stem, arch string) ([]byte, []string, error) {
+	name := stem + "." + arch + ".cubin"
+	c, ok := cubins[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("ptx: no %s cubin for module %q", arch, stem)
+	}
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ptx: %s is in the manifest but not embedded", name)
+	}
+	return b, slices.Clone(c.entries), nil
 }

@@ -11,6 +11,12 @@ var Flags = []string{"-ptx", "-arch=compute_80", "-fmad=false", "-prec-div=true"
 // Targets are the architectures ptxas assembles every PTX file for in CI.
 var Targets = []string{"sm_80", "sm_90"}
 
+// CubinArchs are the architectures with machine code: a cubin per module.
+var CubinArchs = []string{"sm_37"}
+
+// CubinFlags are the nvcc options every cubin was compiled with, besides -arch=<arch>.
+var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"}
+
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
 	"src/act.cu":         "951d41ce7060fc72093c70348577e2f3c89a49bf4d97942b8ea862789979b0eb",
@@ -20,13 +26,15 @@ var sources = map[string]string{
 	"src/embed.cu":       "99431a92f2dbad3e3ce5abc1b00d425181c51b6c9407c7954abe8202222fa882",
 	"src/gate.cu":        "c8d7ca81237d4cac14c595519dc28b80902951df9ec600180aad826d69adf310",
 	"src/gdn.cu":         "b6a3dbc6d3ee1284e30780b419ea4f9798e35c44eb3712f6d9c6f3a60ef7e1da",
-	"src/matvec.cu":      "401f0ad1a8e13d7aa6010c052c69a9d7f02bde0d07f2d7fad2a3850bf329bc43",
+	"src/matvec.cu":      "0fec056e4bdd245270bc0d6598aa63ad03c39d51aefd95fdacfa79a2ea5e3b27",
+	"src/moe.cu":         "21043c5dca681e8b1648b741497845e6f0e23eb2d3bef22f027ccd577270f4bf",
 	"src/norm.cu":        "91a8882bf511ebf429f1ff156f7fc79f3eca5d26cb74b06110e78164132c9cc8",
 	"src/rope.cu":        "71dae2ba009154d0fab2ea2864311016d18d455284a855ab90cedb1a1280c7ff",
-	"src/routing.cu":     "e3fa9743cba3db5108576818af04dc57c24a848795f009868e6c048262905f8b",
-	"src/formats.cuh":    "2bcb4f67bf614672d066d65e13da9619976b2da8029a22f00a63d440748505b5",
+	"src/routing.cu":     "73a649facfdfb36c54687daa26cdeb26ae7e91da88e1a16b85c1fbfc82b0235e",
+	"src/formats.cuh":    "95b4a40c3114e76ee55fc81b8ce5529f61f3af9ec3eee93df4ceaee238f4b0ed",
 	"src/norm.cuh":       "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":        "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
+	"src/packed.cuh":     "6e6fe3774120a29de633c8c22460df549eacff3e2ddeafedf1000d73fc3bae2d",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
@@ -38,10 +46,63 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "793e8b34292fac1511736167707850ef141a4c79cd0624d4e6430837a31a4d3a",
 	"gate.ptx":        "698d69f4cb51cd5731f93ac3fad3f57e630074ead13217035d6ef729c153da8f",
 	"gdn.ptx":         "82e1bf5e0800ea2a06d419e7d94dc8ef40fe1576c027282762b3b2a0e79f3fae",
-	"matvec.ptx":      "5644d477ea24e798071f46a255ac6b4701d83f9e3af6315fc00b88e35ce3eae8",
+	"matvec.ptx":      "912773372baaceefd466611e636744c8a75507ccaa4211ea13cffb0d67bba2ea",
+	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "7c951c0c121b2bef3867557a7a20d396ebad8ec9c184bae1c9ad580e79e76e0e",
-	"routing.ptx":     "84a942b57811eb748757ae92f9f5cb93b0d7ac6340a49316e2714a87dd6c4b37",
+	"routing.ptx":     "b799cf017a2af1ac9657403a2ca9325affec3ca4968ca6dd519d099cd8a18036",
+}
+
+// cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
+var cubins = map[string]cubinFile{
+	"act.sm_37.cubin": {
+		sha256:  "6782f6dc7d62bd2e299330a7d60fb72364d0e68a1814c2fb953bc388d15abaa6",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K"},
+	},
+	"argmax.sm_37.cubin": {
+		sha256:  "ca0a317cfa3f9dd5f95183b2047a36e1ee1adb1f4805a257503a548ed17f0511",
+		entries: []string{"argmax_f32"},
+	},
+	"attention.sm_37.cubin": {
+		sha256:  "69545bef408655f5fbb0b2bce3abe2c5af5171c480a46b8985a9d4f2ef205c04",
+		entries: []string{"attention_f32", "kv_store_f32"},
+	},
+	"elementwise.sm_37.cubin": {
+		sha256:  "cfa6d6e423cb5eef52bec6a939e2b79d96659b121c71b29e3c459823979a3471",
+		entries: []string{"add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
+	},
+	"embed.sm_37.cubin": {
+		sha256:  "1fbba298ed42b1009371c028ee29c1a6265434dc2344f7287cd2041a942a00f0",
+		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
+	},
+	"gate.sm_37.cubin": {
+		sha256:  "8c0eef28d581a12a2c79b05212d161527acf811519501549c07077f4ce34c65f",
+		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
+	},
+	"gdn.sm_37.cubin": {
+		sha256:  "b4394d56685975bbb5c24609d84584d94d638f7a034b7966318398964699a980",
+		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
+	},
+	"matvec.sm_37.cubin": {
+		sha256:  "5bee4e3dcb79801abef1ef6d84536db0f5c5525b02f73a1a712a5565601b76ad",
+		entries: []string{"matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
+	},
+	"moe.sm_37.cubin": {
+		sha256:  "1b4de19ec77b249143740e62a61752b63ffb1488285c188daed1d2ed14af1cc2",
+		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
+	},
+	"norm.sm_37.cubin": {
+		sha256:  "0347cfd25c7a14b7ecab6d7db69fd7eef1d46352f77f98cb2d0cb1993ff256f0",
+		entries: []string{"rmsnorm_f32"},
+	},
+	"rope.sm_37.cubin": {
+		sha256:  "a5862308ef948596dc9fdb02a8d4ae14bf5b078393d3f6f9617ce2b54480f50d",
+		entries: []string{"rope_f32"},
+	},
+	"routing.sm_37.cubin": {
+		sha256:  "0587f83933dbf0aaf254731c71167376d87f3243e1e9a11c5cac1a7d9b4cbbda",
+		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
+	},
 }
 
 // entries lists every kernel entry point, by module and name.
@@ -88,6 +149,32 @@ var entries = []Entry{
 	{Module: "matvec", Name: "matvec_q5_K_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},
 	{Module: "matvec", Name: "matvec_q6_K_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},
 	{Module: "matvec", Name: "matvec_q8_0_q8_0", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_bf16_bf16", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_f16_f16", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_f32_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q2_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q3_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q4_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q4_1_q8_1", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q4_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q5_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q5_1_q8_1", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q5_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q6_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_down_q8_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_bf16_bf16", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_f16_f16", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_f32_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q2_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q3_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q4_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q4_1_q8_1", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q4_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q5_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q5_1_q8_1", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q5_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q6_K_q8_K", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "moe", Name: "moe_gate_up_q8_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "norm", Name: "rmsnorm_f32", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
 	{Module: "rope", Name: "rope_f32", Params: []string{"u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "routing", Name: "moe_combine_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32"}},

@@ -1,14 +1,21 @@
 package ptx
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +27,16 @@ import (
 // be added here, and an entry must leave the list when its kernel is written, so the gap stays
 // visible.
 var noPTXYet = []string{}
+
+// leftOut names, for each of CubinArchs, the kernels its cubins lack and why. A kernel a GPU of
+// that architecture cannot run leaves its module's cubin by a __CUDA_ARCH__ guard in its source
+// (see the package doc); every kernel missing from a cubin must be listed here with the
+// reason, and every kernel listed must be missing. sm_37 runs every kernel so far: f16 and
+// bf16 values are converted by integer bit manipulation (num.cuh), no kernel uses tensor
+// cores, and __dp4a, where used, has an exact integer fallback below sm_61.
+var leftOut = map[string]map[string]string{
+	"sm_37": {},
+}
 
 // notBitExact names the modules exempt from the instruction scan (kernels graded by relative
 // error, such as tensor-core ones). None yet.
@@ -100,6 +117,139 @@ func TestManifestFresh(t *testing.T) {
 	if !reflect.DeepEqual(parsed, Entries()) {
 		t.Errorf("entries in the PTX text:\n%v\nin the manifest:\n%v", parsed, Entries())
 	}
+
+	embedded, err := fs.Glob(files, "*.cubin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range embedded {
+		c, ok := cubins[name]
+		if !ok {
+			t.Errorf("%s is not in the manifest: run go generate ./ptx", name)
+			continue
+		}
+		data, err := files.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sha(data) != c.sha256 {
+			t.Errorf("%s does not match the manifest: run go generate ./ptx", name)
+		}
+	}
+	for name := range cubins {
+		if !slices.Contains(embedded, name) {
+			t.Errorf("the manifest lists %s, which is not in the package: run go generate ./ptx", name)
+		}
+	}
+}
+
+// CUDA ELF values (cuobjdump -elf prints them): a cubin's e_flags hold EF_CUDA_SM(sm) = sm in
+// bits 0-7 and EF_CUDA_VIRTUAL_SM(sm) = sm << 16, the PTX architecture it was compiled from.
+const (
+	elfOSABICUDA    = 0x33
+	efCUDA64BitAddr = 0x400 // EF_CUDA_64BIT_ADDRESS
+	stoCUDAEntry    = 0x10  // st_other of a kernel's symbol
+)
+
+// readCubin parses a cubin and returns its e_flags and its kernel entries, sorted.
+func readCubin(data []byte) (*elf.File, uint32, []string, error) {
+	if len(data) < 64 {
+		return nil, 0, nil, fmt.Errorf("%d bytes: not an ELF file", len(data))
+	}
+	// e_version holds the toolkit version (118 for CUDA 11.8); debug/elf wants 1.
+	data = slices.Clone(data)
+	binary.LittleEndian.PutUint32(data[20:], uint32(elf.EV_CURRENT))
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var entries []string
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Other&stoCUDAEntry != 0 {
+			entries = append(entries, s.Name)
+		}
+	}
+	sort.Strings(entries)
+	return f, binary.LittleEndian.Uint32(data[48:]), entries, nil
+}
+
+// checkCubin checks that a cubin is a 64-bit CUDA ELF executable of machine code for sm_<sm>,
+// compiled from PTX for the same architecture, whose kernels are those listed.
+func checkCubin(t *testing.T, name string, sm uint32, data []byte, listed []string) {
+	t.Helper()
+	f, flags, have, err := readCubin(data)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || f.OSABI != elfOSABICUDA || f.Machine != elf.EM_CUDA || f.Type != elf.ET_EXEC {
+		t.Errorf("%s: %v %v OS/ABI %#x %v %v, want a 64-bit little-endian CUDA executable", name, f.Class, f.Data, byte(f.OSABI), f.Machine, f.Type)
+	}
+	if flags&0xff00ff != sm<<16|sm || flags&efCUDA64BitAddr == 0 {
+		t.Errorf("%s: e_flags %#x: sm_%d from compute_%d, want sm_%d from compute_%d with 64-bit addresses", name, flags, flags&0xff, flags>>16&0xff, sm, sm)
+	}
+	if !slices.Equal(have, listed) {
+		t.Errorf("%s holds the entries %v, the manifest lists %v", name, have, listed)
+	}
+}
+
+// TestCubins checks every module's cubin for each of CubinArchs (checkCubin): its entries are
+// entries of the module's PTX and Go kernel specs, and every kernel of the module it lacks is
+// named in leftOut with a reason.
+func TestCubins(t *testing.T) {
+	if !slices.Equal(CubinArchs, []string{"sm_37"}) {
+		t.Errorf("CubinArchs = %v, want [sm_37] (the K80)", CubinArchs)
+	}
+	for arch := range leftOut {
+		if !slices.Contains(CubinArchs, arch) {
+			t.Errorf("leftOut lists %s, which has no cubins", arch)
+		}
+	}
+	specs := map[string]device.Spec{}
+	for _, s := range device.Kernels() {
+		specs[s.Entry()] = s
+	}
+	for _, arch := range CubinArchs {
+		sm, err := strconv.ParseUint(strings.TrimPrefix(arch, "sm_"), 10, 8)
+		if err != nil {
+			t.Fatalf("bad architecture %q", arch)
+		}
+		missing := map[string]bool{}
+		for _, m := range Modules() {
+			name := m + "." + arch + ".cubin"
+			data, listed, err := Cubin(m, arch)
+			if err == nil { // else no kernel of m runs on arch, and all must be in leftOut
+				checkCubin(t, name, uint32(sm), data, listed)
+			}
+			for _, e := range listed {
+				if got, ok := Lookup(e); !ok || got.Module != m {
+					t.Errorf("%s: entry %s is not in %s.ptx", name, e, m)
+				}
+				if s, ok := specs[e]; !ok || s.Module() != m {
+					t.Errorf("%s: entry %s is not a Go kernel spec of module %s", name, e, m)
+				}
+			}
+			for _, e := range Entries() {
+				if e.Module == m && !slices.Contains(listed, e.Name) {
+					missing[e.Name] = true
+				}
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(missing)) {
+			if leftOut[arch][name] == "" {
+				t.Errorf("kernel %s is not in its module's %s cubin: add it to leftOut[%q] with the reason", name, arch, arch)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(leftOut[arch])) {
+			if !missing[name] {
+				t.Errorf("leftOut[%q] lists %s, which is in its module's %s cubin (or is no kernel): remove it", arch, name, arch)
+			}
+		}
+	}
 }
 
 // TestFlags checks the recorded compiler flags against the arithmetic contract.
@@ -112,6 +262,16 @@ func TestFlags(t *testing.T) {
 	for _, f := range Flags {
 		if strings.Contains(f, "fast") || strings.Contains(f, "fmad=true") || strings.Contains(f, "ftz=true") {
 			t.Errorf("forbidden flag %s", f)
+		}
+	}
+	for _, f := range []string{"-cubin", "-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"} {
+		if !slices.Contains(CubinFlags, f) {
+			t.Errorf("CubinFlags %v lack %s", CubinFlags, f)
+		}
+	}
+	for _, f := range CubinFlags {
+		if strings.Contains(f, "fast") || strings.Contains(f, "fmad=true") || strings.Contains(f, "ftz=true") || strings.HasPrefix(f, "-arch") {
+			t.Errorf("forbidden cubin flag %s", f)
 		}
 	}
 	if !strings.Contains(NVCC, "release 11.8") {
@@ -391,6 +551,19 @@ func TestModule(t *testing.T) {
 	}
 	if _, ok := Lookup("nope"); ok {
 		t.Error("Lookup(nope) found an entry")
+	}
+	for _, c := range [][2]string{{"nope", "sm_37"}, {"matvec", "sm_35"}, {"matvec", "compute_80"}, {"../ptx/matvec", "sm_37"}, {"", ""}} {
+		if _, _, err := Cubin(c[0], c[1]); err == nil {
+			t.Errorf("Cubin(%q, %q) gave no error", c[0], c[1])
+		}
+	}
+	if data, names, err := Cubin("matvec", "sm_37"); err != nil || len(names) == 0 || len(data) == 0 {
+		t.Errorf("Cubin(matvec, sm_37) = %d bytes, %v, %v", len(data), names, err)
+	} else {
+		data[0], names[0] = 0, "changed"
+		if again, names, _ := Cubin("matvec", "sm_37"); again[0] == 0 || names[0] == "changed" {
+			t.Error("Cubin returns the package's own bytes or entry list")
+		}
 	}
 	es := Entries()
 	es[0].Params[0] = "changed"

@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"verity/device"
+	"verity/device/dtype"
 	"verity/device/kernels"
 	"verity/host/quant"
+	"verity/repack"
 )
 
 // The kernels of src/ run here on the host, as CUDA source: testdata/host.cpp compiles them with
@@ -301,7 +303,7 @@ func TestSIMTAct(t *testing.T) {
 
 func TestSIMTMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 1))
-	const rows, cols, n = 6, 3072, 2 // rows not a multiple of the 4 rows per block
+	const rows, cols, n = 6, 3072, 10 // rows not a multiple of the 4 rows per block; two column passes
 	for _, ty := range kernels.WeightTypes() {
 		t.Run(ty.String(), func(t *testing.T) {
 			f, err := kernels.Lookup(ty)
@@ -330,7 +332,7 @@ func TestSIMTMatVec(t *testing.T) {
 				kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
 			}
 			a := newArena()
-			launchBoth(t, k, kernels.MatVecArgs{W: a.raw(w), X: a.raw(x), Y: a.f32(make([]float32, n*rows)), Rows: rows, Cols: cols, N: n}, a)
+			launchBoth(t, k, kernels.MatVecArgs{W: a.raw(pack(t, ty, w, cols, rows)), X: a.raw(x), Y: a.f32(make([]float32, n*rows)), Rows: rows, Cols: cols, N: n}, a)
 		})
 	}
 }
@@ -437,7 +439,7 @@ func TestSIMTMoEMatVec(t *testing.T) {
 				}
 				a := newArena()
 				launchBoth(t, kern, kernels.MoEMatVecArgs{
-					W: a.raw(w), X: a.raw(x), Ids: a.i32(ids), Y: a.f32(make([]float32, n*k*out)),
+					W: a.raw(pack(t, ty, w, cols, int64(out), int64(ne))), X: a.raw(x), Ids: a.i32(ids), Y: a.f32(make([]float32, n*k*out)),
 					N: n, K: k, Out: out, Cols: cols, NExpert: ne, XPerSlot: perSlot,
 				}, a)
 			})
@@ -505,6 +507,78 @@ func TestSIMTGDNScan(t *testing.T) {
 				Src: a.i32([]int32{0, 2, 2}[:c.rows]), Dst: a.i32([]int32{2, 2, 1}[:c.rows]),
 				Out: a.f32(make([]float32, c.rows*c.nv*c.d)), Rows: c.rows, NK: c.nk, NV: c.nv, D: c.d, NStates: ns, Eps: 1e-6,
 			}, a)
+		})
+	}
+}
+
+// pack returns the device layout (repack) of a GGUF tensor of type ty and dims.
+func pack(t *testing.T, ty dtype.Type, data []byte, dims ...int64) []byte {
+	t.Helper()
+	p, err := repack.Pack(ty, dims, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Data
+}
+
+// TestSIMTMoEGrouped runs the grouped gate/up and down kernels, with and without a shared expert.
+func TestSIMTMoEGrouped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 1))
+	const n, k, ne = 2, 3, 4
+	const out, cols = 6, 512   // gate/up: rows, row length
+	const rows, inner = 5, 256 // down: rows, row length
+	ids := []int32{3, 0, 2, 1, 1, 3}
+	for _, ty := range kernels.WeightTypes() {
+		t.Run(ty.String(), func(t *testing.T) {
+			f, err := kernels.Lookup(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := quant.Lookup(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			experts := func(rows, cols int) []byte {
+				rb, err := ty.RowBytes(int64(cols))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := make([]byte, ne*rows*int(rb))
+				for r := range ne * rows {
+					q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
+				}
+				return pack(t, ty, w, int64(cols), int64(rows), ne)
+			}
+			acts := func(rows, cols int) []byte {
+				xb := f.Act.RowBytes(cols)
+				x := make([]byte, rows*xb)
+				for c := range rows {
+					kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
+				}
+				return x
+			}
+			gu, err := kernels.MoEGateUp(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := newArena()
+			launchBoth(t, gu, kernels.MoEGateUpArgs{WGate: a.raw(experts(out, cols)), WUp: a.raw(experts(out, cols)),
+				X: a.raw(acts(n, cols)), Ids: a.i32(ids), Y: a.f32(make([]float32, n*k*out)),
+				N: n, K: k, Out: out, Cols: cols, NExpert: ne}, a)
+			down, err := kernels.MoEDown(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, withShared := range []bool{false, true} {
+				a := newArena()
+				args := kernels.MoEDownArgs{W: a.raw(experts(rows, inner)), X: a.raw(acts(n*k, inner)), Ids: a.i32(ids),
+					Weights: a.f32(values(rng, n*k, 0.5, false)), Out: a.f32(make([]float32, n*rows)),
+					N: n, K: k, Rows: rows, Cols: inner, NExpert: ne}
+				if withShared {
+					args.Shared, args.Gate = a.f32(values(rng, n*rows, 1, true)), a.f32([]float32{-2, 30})
+				}
+				launchBoth(t, down, args, a)
+			}
 		})
 	}
 }

@@ -3,19 +3,24 @@
 # Here (with Go and the toolchain tools/cudaenv.sh installs) it builds into .gpu/ (git-ignored):
 #
 #   .gpu/cuda.test   go test -c -tags cuda ./device/cuda: the CUDA backend's tests (driver
-#                    probe, memory, every kernel against its CPU twin, whole forward passes)
+#                    probe, memory, staging, graphs, every kernel against its CPU twin at small
+#                    and real model sizes, whole forward passes, the fixtures' golden hashes)
+#                    and its measurements (copy and matvec bandwidth, host link, launch overhead)
 #   .gpu/test2json   Go's test2json, to turn the test output into JSON there
+#   .gpu/gpureport   tools/gpureport: builds report.json and the summary table
 #   .gpu/run.sh      the runner
 #
-# On the GPU machine, from the repository root (with .gpu/ carried along), run
+# On the GPU machine, from a copy of the repository with .gpu/ in it, run
 #
 #   .gpu/run.sh [OUTDIR]        (OUTDIR defaults to $OUT, else .gpu/out)
 #
-# It prints the driver and device probe, runs the test binary verbosely, and writes under
-# OUTDIR: probe.txt, cuda.log (verbose test output), cuda.json (test2json events), summary.txt
-# (one line per test: result, seconds, name) and report.json (probe, exit status, counts).
-# Its exit status is the test binary's. The binary links against libcuda.so.1 (found at run
-# time) and needs glibc 2.34 or newer.
+# It prints the driver and device probe and the verbose test log, then a short table of the
+# results, last. It writes under OUTDIR: probe.txt, cuda.log (verbose test output), cuda.json
+# (test2json events), results.jsonl (the tests' RESULT records), report.json (probe, per-test
+# results, copy bandwidth, the matvec bandwidth table, host link, conformance counts, goldens)
+# and summary.txt (the table). Its exit status is the test binary's. The binary links against
+# libcuda.so.1 (found at run time) and needs glibc 2.34 or newer. The tests are sized to finish
+# in about two minutes on an H200; the test binary stops itself after 270 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,22 +30,37 @@ source .cache/cuda/env.sh
 mkdir -p .gpu
 go test -c -tags cuda -o .gpu/cuda.test ./device/cuda
 go build -o .gpu/test2json cmd/test2json
+go build -o .gpu/gpureport ./tools/gpureport
 
 cat >.gpu/run.sh <<'EOF'
 #!/usr/bin/env bash
-# Runs Verity's CUDA backend tests on a GPU machine; written by tools/gpucheck.sh.
+# Runs Verity's CUDA backend tests and measurements on a GPU machine; written by
+# tools/gpucheck.sh.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
 out=${1:-${OUT:-$here/out}}
 mkdir -p "$out"
+rm -f "$out/results.jsonl"
+
+# The driver's library may live outside the loader's search path (e.g. /usr/local/nvidia).
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+	for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu/nvidia; do
+		[ -e "$d/libcuda.so.1" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	done
+fi
+
+# Each test opens its own context and JIT-compiles the PTX modules it uses; the driver's
+# compute cache makes every compilation after the first a lookup.
+export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$here/jitcache} CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-1073741824}
 
 {
-	echo "== host: $(uname -srm); $(ldd --version 2>&1 | head -1)"
+	echo "== host: $(uname -srm); $(ldd --version 2>&1 | head -1); $(nproc) CPUs"
 	echo "== libcuda:"
-	ldconfig -p 2>/dev/null | grep -E 'libcuda\.so' || echo "(libcuda.so.1 not in the loader cache)"
+	ldconfig -p 2>/dev/null | grep -E 'libcuda\.so' || echo "(libcuda.so.1 not in the loader cache; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
 	echo "== nvidia-smi:"
 	if command -v nvidia-smi >/dev/null; then
-		nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm --format=csv 2>&1
+		nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
 	else
 		echo "(nvidia-smi not found)"
 	fi
@@ -48,7 +68,9 @@ mkdir -p "$out"
 
 echo "== device/cuda tests"
 start=$(date +%s.%N)
-"$here/cuda.test" -test.v=test2json -test.timeout=300s -test.count=1 >"$out/cuda.raw" 2>&1
+# In the package directory, as under go test; the goldens file is named explicitly anyway.
+(cd "$repo/device/cuda" && VERITY_RESULTS="$out/results.jsonl" "$here/cuda.test" -test.v=test2json \
+	-test.timeout=270s -test.count=1 -goldens="$repo/fixtures/testdata/goldens.json") >"$out/cuda.raw" 2>&1
 rc=$?
 wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 "$here/test2json" -t -p verity/device/cuda <"$out/cuda.raw" >"$out/cuda.json"
@@ -57,36 +79,13 @@ tr -d '\026' <"$out/cuda.raw" >"$out/cuda.log"
 rm -f "$out/cuda.raw"
 cat "$out/cuda.log"
 
-# summary.txt: result, seconds and name of every test (and the package line).
-sed -nE 's/.*"Action":"(pass|fail|skip)","Package":"[^"]*","Test":"([^"]*)","Elapsed":([0-9.]+).*/\1 \3 \2/p;
-	s/.*"Action":"(pass|fail|skip)","Package":"([^"]*)","Elapsed":([0-9.]+).*/\1 \3 package \2/p' "$out/cuda.json" |
-	awk '{ n = $3; for (i = 4; i <= NF; i++) n = n " " $i; printf "%-5s %8.2fs  %s\n", $1, $2, n }' >"$out/summary.txt"
-count() { grep -c "^$1 " "$out/summary.txt" || true; }
-pass=$(count pass)
-fail=$(count fail)
-skip=$(count skip)
-lines=$(cat "$out/summary.txt")
-{
-	echo "== summary (exit $rc, ${wall}s): $pass passed, $fail failed, $skip skipped"
-	[ -z "$lines" ] || echo "$lines"
-} | tee "$out/summary.txt"
-
-esc() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' | awk '{ printf "%s\\n", $0 }'; }
-cat >"$out/report.json" <<JSON
-{
-  "package": "verity/device/cuda",
-  "exit": $rc,
-  "wall_s": $wall,
-  "passed": $pass,
-  "failed": $fail,
-  "skipped": $skip,
-  "probe": "$(esc <"$out/probe.txt")",
-  "events": "cuda.json",
-  "log": "cuda.log"
-}
-JSON
+echo
+if ! "$here/gpureport" -dir "$out" -exit "$rc" -wall "$wall" >"$out/summary.txt"; then
+	echo "gpureport failed; test binary exit $rc after ${wall}s" >>"$out/summary.txt"
+fi
+cat "$out/summary.txt"
 exit "$rc"
 EOF
 chmod +x .gpu/run.sh
-ls -l .gpu/cuda.test .gpu/test2json .gpu/run.sh
+ls -l .gpu/cuda.test .gpu/test2json .gpu/gpureport .gpu/run.sh
 echo "gpucheck: built .gpu/; run .gpu/run.sh on the GPU machine"

@@ -18,8 +18,8 @@ import (
 	"verity/ptx"
 )
 
-// maxStaticShared is the dynamic shared memory a launch may ask for without
-// cuFuncSetAttribute, which gorgonia.org/cu does not wrap.
+// maxStaticShared is the dynamic shared memory a launch may ask for without opting in
+// (cuFuncSetAttribute; see allowShared).
 const maxStaticShared = 48 << 10
 
 // align is the granularity of every allocation; the driver's own is at least as coarse.
@@ -67,6 +67,7 @@ func Open(ordinal int) (device.Backend, error) {
 type Backend struct {
 	ordinal int
 	name    string
+	cubin   string // the architecture whose cubins are loaded instead of PTX ("sm_37"), or ""
 	jobs    chan job
 	stopped chan struct{} // closed when the context goroutine has destroyed the context
 
@@ -78,13 +79,16 @@ type Backend struct {
 	bases   []device.Ptr // allocation bases, sorted
 
 	closeErr error // from destroying the context; read after stopped is closed
+
+	x extras // pinned staging, shared memory opt-in, graph capture (driver.go, graph.go)
 }
 
 type module struct {
-	mod   cu.Module
-	text  string
-	funcs map[string]cu.Function
-	err   error
+	mod     cu.Module
+	code    string          // what was loaded: "PTX" or "sm_37 cubin"
+	entries map[string]bool // the entries it holds
+	funcs   map[string]cu.Function
+	err     error
 }
 
 type job struct {
@@ -111,6 +115,11 @@ func (b *Backend) loop(ready chan<- error) {
 		major, minor, err := dev.ComputeCapability()
 		if err != nil {
 			return err
+		}
+		// A Kepler GPU cannot run compute_80 PTX: it loads machine code for its own
+		// architecture, which package ptx has for sm_37 (K80) only.
+		if major == 3 {
+			b.cubin = fmt.Sprintf("sm_%d%d", major, minor)
 		}
 		if ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
 			return err
@@ -140,7 +149,7 @@ func guard(op, name string, fn func() error) (err error) {
 		}
 	}()
 	if err = fn(); err != nil {
-		err = fmt.Errorf("cuda: %s %s: %w", op, name, err)
+		err = fmt.Errorf("cuda: %s %s: %w", op, name, describe(err))
 	}
 	return err
 }
@@ -148,10 +157,13 @@ func guard(op, name string, fn func() error) (err error) {
 // do runs fn on the context goroutine.
 func (b *Backend) do(op, name string, fn func() error) error {
 	b.mu.Lock()
-	closed := b.closed
+	closed, refused := b.closed, b.x.refuse(op)
 	b.mu.Unlock()
 	if closed {
 		return fmt.Errorf("cuda: %s %s: backend closed", op, name)
+	}
+	if refused {
+		return fmt.Errorf("cuda: %s %s: not allowed while a graph is being captured", op, name)
 	}
 	done := make(chan error, 1)
 	b.jobs <- job{op, name, fn, done}
@@ -223,6 +235,9 @@ func (b *Backend) Write(dst device.Ptr, src []byte) error {
 		return err
 	}
 	return b.do("write", fmt.Sprintf("%#x+%d", uint64(dst), len(src)), func() error {
+		if b.x.staged(len(src)) {
+			return b.writeStaged(dst, src)
+		}
 		return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)))
 	})
 }
@@ -235,13 +250,17 @@ func (b *Backend) Read(dst []byte, src device.Ptr) error {
 		return err
 	}
 	return b.do("read", fmt.Sprintf("%#x+%d", uint64(src), len(dst)), func() error {
+		if b.x.staged(len(dst)) {
+			return b.readStaged(dst, src)
+		}
 		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)))
 	})
 }
 
-// Launch runs the PTX entry of k. A kernel whose module or entry has no PTX gives an error
-// wrapping device.ErrUnsupported, as does a launch needing more than 48 KiB of dynamic
-// shared memory.
+// Launch runs the entry of k. A kernel whose module or entry has no code for the device (no
+// PTX, or on a Kepler GPU no cubin, or one that leaves the kernel out) gives an error wrapping
+// device.ErrUnsupported, as does a launch needing more dynamic shared memory than
+// the device lets a block opt in to.
 func (b *Backend) Launch(k device.Spec, args any) error {
 	name := k.Entry()
 	g, err := k.Geometry(args)
@@ -250,9 +269,6 @@ func (b *Backend) Launch(k device.Spec, args any) error {
 	}
 	if g.Grid.X == 0 || g.Grid.Y == 0 || g.Grid.Z == 0 || g.Block.X == 0 || g.Block.Y == 0 || g.Block.Z == 0 {
 		return fmt.Errorf("cuda: launch %s: empty geometry %+v", name, g)
-	}
-	if g.Shared > maxStaticShared {
-		return fmt.Errorf("cuda: launch %s: %d bytes of dynamic shared memory: %w", name, g.Shared, device.ErrUnsupported)
 	}
 	ps, err := device.Params(args)
 	if err != nil {
@@ -271,8 +287,13 @@ func (b *Backend) Launch(k device.Spec, args any) error {
 		return err
 	}
 	return b.do("launch", name, func() error {
+		if g.Shared > maxStaticShared {
+			if err := b.allowShared(fn, g.Shared); err != nil {
+				return err
+			}
+		}
 		return fn.Launch(int(g.Grid.X), int(g.Grid.Y), int(g.Grid.Z),
-			int(g.Block.X), int(g.Block.Y), int(g.Block.Z), int(g.Shared), cu.Stream{}, ptrs)
+			int(g.Block.X), int(g.Block.Y), int(g.Block.Z), int(g.Shared), b.x.launchStream(), ptrs)
 	})
 }
 
@@ -298,8 +319,8 @@ func (b *Backend) function(stem, entry string) (cu.Function, error) {
 	if ok {
 		return fn, nil
 	}
-	if !strings.Contains(m.text, ".entry "+entry+"(") {
-		return cu.Function{}, fmt.Errorf("cuda: launch %s: module %s has no such entry: %w", entry, stem, device.ErrUnsupported)
+	if !m.entries[entry] {
+		return cu.Function{}, fmt.Errorf("cuda: launch %s: the %s of module %s has no such entry: %w", entry, m.code, stem, device.ErrUnsupported)
 	}
 	err := b.do("function", entry, func() error {
 		var err error
@@ -315,17 +336,39 @@ func (b *Backend) function(stem, entry string) (cu.Function, error) {
 	return fn, nil
 }
 
-// load JIT-compiles module stem; a failure is returned in module.err with the JIT's logs.
+// load loads module stem: its PTX, which the driver JIT-compiles, or on a Kepler GPU its cubin.
+// A failure is returned in module.err, with the JIT's logs.
 func (b *Backend) load(stem string) *module {
-	text, err := ptx.Module(stem)
-	if err != nil {
-		return &module{err: fmt.Errorf("cuda: load %s: %v: %w", stem, err, device.ErrUnsupported)}
+	m := &module{code: "PTX", entries: map[string]bool{}, funcs: map[string]cu.Function{}}
+	var image string
+	if b.cubin != "" {
+		m.code = b.cubin + " cubin"
+		data, names, err := ptx.Cubin(stem, b.cubin)
+		if err != nil {
+			m.err = fmt.Errorf("cuda: load %s: %v: %w", stem, err, device.ErrUnsupported)
+			return m
+		}
+		image = string(data)
+		for _, name := range names {
+			m.entries[name] = true
+		}
+	} else {
+		text, err := ptx.Module(stem)
+		if err != nil {
+			m.err = fmt.Errorf("cuda: load %s: %v: %w", stem, err, device.ErrUnsupported)
+			return m
+		}
+		image = text
+		for _, e := range ptx.Entries() {
+			if e.Module == stem {
+				m.entries[e.Name] = true
+			}
+		}
 	}
-	m := &module{text: text, funcs: map[string]cu.Function{}}
 	info := &cu.JITInfoLogBuffer{Buffer: make([]byte, logBytes)}
 	elog := &cu.JITErrorLogBuffer{Buffer: make([]byte, logBytes)}
-	m.err = b.do("load", stem, func() error {
-		mod, err := cu.LoadDataEx(text, info, elog, &cu.JITLogVerbose{Enabled: true})
+	m.err = b.do("load", stem+" "+m.code, func() error {
+		mod, err := cu.LoadDataEx(image, info, elog, &cu.JITLogVerbose{Enabled: true})
 		runtime.KeepAlive(info)
 		runtime.KeepAlive(elog)
 		if err != nil {
@@ -358,7 +401,8 @@ func (b *Backend) Sync() error {
 	return b.do("sync", "context", cu.Synchronize)
 }
 
-// Close frees every allocation, unloads every module and destroys the context.
+// Close frees every allocation, unloads every module, destroys the graphs, frees the pinned
+// staging buffers and destroys the context.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -378,6 +422,7 @@ func (b *Backend) Close() error {
 			errs = append(errs, b.do("unload", stem, m.mod.Unload))
 		}
 	}
+	errs = append(errs, b.do("close", "extras", b.closeExtras))
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()

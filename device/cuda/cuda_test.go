@@ -118,7 +118,7 @@ func TestMemory(t *testing.T) {
 
 // Every kernel with test cases gives its twin's bits.
 func TestConformance(t *testing.T) {
-	devicetest.Run(t, open(t))
+	record(t, "conformance", devicetest.Run(t, open(t)))
 }
 
 // load builds a catalogue fixture in memory and an engine over it on backend b.

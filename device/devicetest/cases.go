@@ -10,6 +10,7 @@ import (
 	"verity/device/dtype"
 	"verity/device/kernels"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Test cases for the kernels of device/kernels. Shapes come from each kernel's boundaries
@@ -75,6 +76,8 @@ func init() {
 		Register("matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return matvecCases(t) })
 		Register("embed_"+t.String(), func() []Case { return embedCases(t) })
 		Register("moe_matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return moeMatVecCases(t) })
+		Register("moe_gate_up_"+t.String()+"_"+f.Act.String(), func() []Case { return moeGateUpCases(t) })
+		Register("moe_down_"+t.String()+"_"+f.Act.String(), func() []Case { return moeDownCases(t) })
 	}
 	Register("moe_router_f32", routerCases)
 	Register("moe_combine_f32", moeCombineCases)
@@ -353,40 +356,58 @@ func randomWeights(r *rand.Rand, t dtype.Type, rows, cols int) []byte {
 	return b
 }
 
+// matvecCases cover one and several weight passes (n beyond kernels.MaxColumns), rows that
+// do not fill a block of warps, and rows long enough that every lane folds several units
+// (the interleaved planes' later chunks).
 func matvecCases(t dtype.Type) []Case {
 	f, _ := kernels.Lookup(t)
-	colsList := []int{256, 512}
-	if t.BlockSize() < 256 {
-		colsList = append(colsList, 32, 96)
+	type shape struct{ rows, cols, n int }
+	var shapes []shape
+	for _, cols := range []int{256, 512} {
+		for _, rn := range [][2]int{{1, 1}, {5, 2}, {33, 3}, {6, 8}, {3, 9}} {
+			shapes = append(shapes, shape{rn[0], cols, rn[1]})
+		}
 	}
+	if t.BlockSize() < 256 {
+		shapes = append(shapes, shape{5, 32, 2}, shape{33, 96, 3}, shape{2, 32 * 70, 3})
+	}
+	shapes = append(shapes, shape{2, 256 * 41, 17})
 	var out []Case
-	for _, cols := range colsList {
+	for _, sh := range shapes {
+		rows, cols, n := sh.rows, sh.cols, sh.n
 		if cols%f.Unit != 0 || cols%t.BlockSize() != 0 {
 			continue
 		}
-		for _, shape := range []struct{ rows, n int }{{1, 1}, {5, 2}, {33, 3}} {
-			r := rng(uint64(cols*100+shape.rows) + uint64(t))
-			x := make([]float32, shape.n*cols)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
-			xb := f.Act.RowBytes(cols)
-			xa := make([]byte, shape.n*xb)
-			for c := 0; c < shape.n; c++ {
-				kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x[c*cols:(c+1)*cols])
-			}
-			rows, n, cols := shape.rows, shape.n, cols
-			out = append(out, Case{
-				Name: fmt.Sprintf("rows=%d/cols=%d/n=%d", rows, cols, n),
-				Buffers: []Buffer{{"W", randomWeights(r, t, rows, cols), false}, {"X", xa, false},
-					{"Y", make([]byte, 4*n*rows), true}},
-				Args: func(p []device.Ptr) any {
-					return kernels.MatVecArgs{W: p[0], X: p[1], Y: p[2], Rows: int32(rows), Cols: int32(cols), N: int32(n)}
-				},
-			})
+		r := rng(uint64(cols*100+rows) + uint64(t))
+		x := make([]float32, n*cols)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
 		}
+		xb := f.Act.RowBytes(cols)
+		xa := make([]byte, n*xb)
+		for c := 0; c < n; c++ {
+			kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x[c*cols:(c+1)*cols])
+		}
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/cols=%d/n=%d", rows, cols, n),
+			Buffers: []Buffer{{"W", packedWeights(r, t, rows, cols, 1), false}, {"X", xa, false},
+				{"Y", make([]byte, 4*n*rows), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.MatVecArgs{W: p[0], X: p[1], Y: p[2], Rows: int32(rows), Cols: int32(cols), N: int32(n)}
+			},
+		})
 	}
 	return out
+}
+
+// packedWeights is randomWeights for experts matrices of rows × cols in the device layout
+// the matvec kernels read.
+func packedWeights(r *rand.Rand, t dtype.Type, rows, cols, experts int) []byte {
+	p, err := repack.Pack(t, []int64{int64(cols), int64(rows), int64(experts)}, randomWeights(r, t, experts*rows, cols))
+	if err != nil {
+		panic(err)
+	}
+	return p.Data
 }
 
 func embedCases(t dtype.Type) []Case {
@@ -455,7 +476,7 @@ func moeMatVecCases(t dtype.Type) []Case {
 		perSlot := perSlot
 		out = append(out, Case{
 			Name: fmt.Sprintf("n=%d/k=%d/out=%d/cols=%d/per_slot=%d", n, k, outRows, cols, perSlot),
-			Buffers: []Buffer{{"W", randomWeights(r, t, ne*outRows, cols), false}, {"X", xa, false},
+			Buffers: []Buffer{{"W", packedWeights(r, t, outRows, cols, ne), false}, {"X", xa, false},
 				{"Ids", i32Bytes(ids), false}, {"Y", make([]byte, 4*n*k*outRows), true}},
 			Args: func(p []device.Ptr) any {
 				return kernels.MoEMatVecArgs{W: p[0], X: p[1], Ids: p[2], Y: p[3], N: n, K: k, Out: outRows, Cols: int32(cols),
@@ -464,6 +485,59 @@ func moeMatVecCases(t dtype.Type) []Case {
 		})
 	}
 	return out
+}
+
+// actRows converts rows of random values to the activation format of weight type t.
+func actRows(r *rand.Rand, t dtype.Type, rows, cols int) []byte {
+	f, _ := kernels.Lookup(t)
+	xb := f.Act.RowBytes(cols)
+	xa := make([]byte, rows*xb)
+	for c := 0; c < rows; c++ {
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x)
+	}
+	return xa
+}
+
+func moeGateUpCases(t dtype.Type) []Case {
+	const n, k, out, cols, ne = 3, 2, 5, 512, 4
+	ids := []int32{2, 0, 1, 3, 3, 2}
+	r := rng(uint64(t)*10 + 1250)
+	return []Case{{
+		Name: fmt.Sprintf("n=%d/k=%d/out=%d/cols=%d", n, k, out, cols),
+		Buffers: []Buffer{{"WGate", packedWeights(r, t, out, cols, ne), false}, {"WUp", packedWeights(r, t, out, cols, ne), false},
+			{"X", actRows(r, t, n, cols), false}, {"Ids", i32Bytes(ids), false}, {"Y", make([]byte, 4*n*k*out), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.MoEGateUpArgs{WGate: p[0], WUp: p[1], X: p[2], Ids: p[3], Y: p[4], N: n, K: k, Out: out, Cols: cols, NExpert: ne}
+		},
+	}}
+}
+
+func moeDownCases(t dtype.Type) []Case {
+	const n, k, rows, cols, ne = 2, 3, 6, 256, 4
+	ids := []int32{3, 0, 2, 1, 1, 3}
+	r := rng(uint64(t)*10 + 1260)
+	w, x, wts := packedWeights(r, t, rows, cols, ne), actRows(r, t, n*k, cols), f32s(r, n*k, 0.5)
+	shared, gate := special(f32s(r, n*rows, 1)), f32Bytes([]float32{-2, 30})
+	return []Case{{
+		Name: fmt.Sprintf("n=%d/k=%d/rows=%d/cols=%d/no_shared", n, k, rows, cols),
+		Buffers: []Buffer{{"W", w, false}, {"X", x, false}, {"Ids", i32Bytes(ids), false}, {"Weights", wts, false},
+			{"Out", make([]byte, 4*n*rows), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.MoEDownArgs{W: p[0], X: p[1], Ids: p[2], Weights: p[3], Out: p[4], N: n, K: k, Rows: rows, Cols: cols, NExpert: ne}
+		},
+	}, {
+		Name: fmt.Sprintf("n=%d/k=%d/rows=%d/cols=%d/shared", n, k, rows, cols),
+		Buffers: []Buffer{{"W", w, false}, {"X", x, false}, {"Ids", i32Bytes(ids), false}, {"Weights", wts, false},
+			{"Shared", shared, false}, {"Gate", gate, false}, {"Out", make([]byte, 4*n*rows), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.MoEDownArgs{W: p[0], X: p[1], Ids: p[2], Weights: p[3], Shared: p[4], Gate: p[5], Out: p[6],
+				N: n, K: k, Rows: rows, Cols: cols, NExpert: ne}
+		},
+	}}
 }
 
 func moeCombineCases() []Case {

@@ -7,6 +7,10 @@
 // guards must be intact, buffers not marked Out must be unchanged, and buffers marked Out
 // must equal the twin's bit for bit. Cases are registered per kernel entry (Register); this
 // package registers cases for the kernels in device/kernels (the cases_*.go files).
+//
+// A second set of cases has the shapes of real models (RegisterReal, realsizes.go): launches
+// as large as a real layer's, which only a real device runs in reasonable time. Run checks
+// them instead of the small ones when given the RealSizes option.
 package devicetest
 
 import (
@@ -43,24 +47,37 @@ type Case struct {
 }
 
 var (
-	mu    sync.Mutex
-	cases = map[string]func() []Case{}
+	mu        sync.Mutex
+	cases     = map[string]func() []Case{}
+	realCases = map[string]func() []Case{}
 )
 
 // Register adds the test cases of a kernel entry (at init time). It panics on a duplicate.
-func Register(entry string, cs func() []Case) {
+func Register(entry string, cs func() []Case) { register(cases, entry, cs) }
+
+// RegisterReal adds cases of real model shapes for a kernel entry (at init time). It panics
+// on a duplicate.
+func RegisterReal(entry string, cs func() []Case) { register(realCases, entry, cs) }
+
+func register(set map[string]func() []Case, entry string, cs func() []Case) {
 	mu.Lock()
 	defer mu.Unlock()
-	if _, dup := cases[entry]; dup {
+	if _, dup := set[entry]; dup {
 		panic("devicetest: cases for " + entry + " registered twice")
 	}
-	cases[entry] = cs
+	set[entry] = cs
 }
 
 // Cases returns the test cases of a kernel entry (nil if it has none).
-func Cases(entry string) []Case {
+func Cases(entry string) []Case { return casesOf(cases, entry) }
+
+// RealCases returns the real-shape cases of a kernel entry (nil if it has none). Their
+// buffers are large: up to a few hundred megabytes each.
+func RealCases(entry string) []Case { return casesOf(realCases, entry) }
+
+func casesOf(set map[string]func() []Case, entry string) []Case {
 	mu.Lock()
-	f := cases[entry]
+	f := set[entry]
 	mu.Unlock()
 	if f == nil {
 		return nil
@@ -69,34 +86,78 @@ func Cases(entry string) []Case {
 }
 
 // Entries returns the kernel entries that have test cases, sorted.
-func Entries() []string {
+func Entries() []string { return entries(cases) }
+
+// RealEntries returns the kernel entries that have real-shape cases, sorted.
+func RealEntries() []string { return entries(realCases) }
+
+func entries(set map[string]func() []Case) []string {
 	mu.Lock()
 	defer mu.Unlock()
-	out := make([]string, 0, len(cases))
-	for e := range cases {
+	out := make([]string, 0, len(set))
+	for e := range set {
 		out = append(out, e)
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Run checks every registered kernel with test cases on backend b against its twin. Kernels
-// the backend does not support (device.ErrUnsupported) are skipped, visibly.
-func Run(t *testing.T, b device.Backend) {
+// Option changes what Run checks.
+type Option func(*config)
+
+type config struct {
+	real bool
+}
+
+// RealSizes makes Run check the real-shape cases (RegisterReal) instead of the small ones,
+// against a twin on every CPU. They are for real devices: the PTX interpreter would take
+// hours over them.
+func RealSizes() Option { return func(c *config) { c.real = true } }
+
+// Stats counts what Run compared.
+type Stats struct {
+	Kernels  int   `json:"kernels"`  // kernels with cases that ran on the backend
+	Skipped  int   `json:"skipped"`  // kernels the backend does not support (device.ErrUnsupported)
+	Launches int   `json:"launches"` // cases launched, one launch and one shape each
+	Failed   int   `json:"failed"`   // cases that differed from the twin or failed to run
+	Bytes    int64 `json:"bytes"`    // output bytes compared with the twin's
+}
+
+// Run checks every registered kernel with test cases on backend b against its twin and
+// returns what it compared. Kernels the backend does not support (device.ErrUnsupported)
+// are skipped, visibly.
+func Run(t *testing.T, b device.Backend, opts ...Option) Stats {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	set, workers := Cases, 1
+	if cfg.real {
+		set, workers = RealCases, 0
+	}
+	var st Stats
 	ran := 0
 	for _, k := range device.Kernels() {
-		cs := Cases(k.Entry())
+		cs := set(k.Entry())
 		if cs == nil {
 			continue
 		}
 		ran++
 		t.Run(k.Entry(), func(t *testing.T) {
-			for _, c := range cs {
-				err := Check(b, k, c)
+			for i, c := range cs {
+				n, err := check(b, workers, k, c)
+				cs[i] = Case{} // let a large case's buffers go
 				if errors.Is(err, device.ErrUnsupported) {
+					st.Skipped++
 					t.Skipf("%s: %v", b.Name(), err)
 				}
+				if i == 0 {
+					st.Kernels++
+				}
+				st.Launches++
+				st.Bytes += n
 				if err != nil {
+					st.Failed++
 					t.Errorf("case %s: %v", c.Name, err)
 				}
 			}
@@ -105,39 +166,49 @@ func Run(t *testing.T, b device.Backend) {
 	if ran == 0 {
 		t.Fatal("devicetest: no kernel has test cases")
 	}
+	return st
 }
 
 // Check runs one case of kernel k on backend b and on the CPU twin and compares them.
 func Check(b device.Backend, k device.Spec, c Case) error {
-	twin := cpu.New(1)
+	_, err := check(b, 1, k, c)
+	return err
+}
+
+// check is Check with a twin of workers threads (0: one per CPU); it also returns the number
+// of output bytes compared.
+func check(b device.Backend, workers int, k device.Spec, c Case) (int64, error) {
+	twin := cpu.New(workers)
 	defer twin.Close()
 	want, err := launch(twin, k, c)
 	if err != nil {
-		return fmt.Errorf("twin: %w", err)
+		return 0, fmt.Errorf("twin: %w", err)
 	}
 	got, err := launch(b, k, c)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var compared int64
 	for i, buf := range c.Buffers {
 		if err := checkGuards(got[i], buf.Name); err != nil {
-			return err
+			return compared, err
 		}
 		if err := checkGuards(want[i], buf.Name); err != nil {
-			return fmt.Errorf("twin: %w", err)
+			return compared, fmt.Errorf("twin: %w", err)
 		}
 		g, w := got[i][GuardBytes:len(got[i])-GuardBytes], want[i][GuardBytes:len(want[i])-GuardBytes]
 		if !buf.Out {
 			if err := compare(g, buf.Data); err != nil {
-				return fmt.Errorf("read-only buffer %s was modified: %w", buf.Name, err)
+				return compared, fmt.Errorf("read-only buffer %s was modified: %w", buf.Name, err)
 			}
 			continue
 		}
+		compared += int64(len(w))
 		if err := compare(g, w); err != nil {
-			return fmt.Errorf("output %s differs from the twin: %w", buf.Name, err)
+			return compared, fmt.Errorf("output %s differs from the twin: %w", buf.Name, err)
 		}
 	}
-	return nil
+	return compared, nil
 }
 
 // launch allocates the case's guarded buffers on b, runs k and returns every buffer's bytes

@@ -6,8 +6,14 @@
 // Activations are float32 rows, row-major: a buffer of n rows of width w holds row r at
 // [r*w, (r+1)*w). A "row" is one token (or tree node) of a step; kernels treat rows
 // independently, so a row's bits never depend on how many rows a step has (width
-// invariance). Weights are stored as GGUF stores them: a matrix with y = W·x is out rows of
-// in values each, every row a whole number of blocks of its ggml type.
+// invariance). A matrix with y = W·x is out rows of in values each, every row a whole number
+// of blocks of its ggml type. Embedding tables and small weights (norms, conv taps) are read
+// as GGUF stores them; the matvec and MoE kernels read matrices in the device layout of
+// package repack (256-byte aligned rows, fp16 fields and scales in their own sections, quants
+// in lane-interleaved planes), whose bytes map one to one onto the GGUF bytes: the layout
+// changes where a kernel finds a value, never the arithmetic. Each twin restores a row's GGUF
+// bytes (repack.Layout.UnpackRow) and runs the format's Dot, so the Dot functions below define
+// the bits of both layouts.
 //
 // # Matrix–vector products
 //
@@ -22,5 +28,14 @@
 // warp owns units l, l+32, l+64, … and folds them, in increasing order, into its float32
 // accumulator acc_l (starting at +0) with the format's unit step. The 32 accumulators are
 // then combined by num.WarpSum (xor butterfly 16, 8, 4, 2, 1). Every column uses exactly this
-// order, so a multi-column launch gives each column the bits of a one-column launch.
+// order, so a multi-column launch gives each column the bits of a one-column launch. The CUDA
+// kernels exploit that: a lane loads each weight unit once and folds it into up to MaxColumns
+// columns (the nodes of a tree verify) before loading the next.
+//
+// # Grouped MoE
+//
+// MoEGateUp and MoEDown (moe.go) run a token's routed experts in two launches: gate, up and
+// SwiGLU of all K experts in one, the down projections with the router-weighted sum and the
+// gated shared expert in the other. Their bits are those of the unfused MoEMatVec, SwiGLU,
+// MoEMatVec and MoECombine sequence, which stays registered as their reference.
 package kernels

@@ -11,6 +11,7 @@ import (
 	"verity/device/dtype"
 	"verity/device/kernels"
 	"verity/host/quant"
+	"verity/repack"
 )
 
 // upload copies host data into a fresh backend allocation.
@@ -78,7 +79,7 @@ func matvecCase(t *testing.T, b *cpu.Backend, wt dtype.Type, rows, cols, n int, 
 	for c := 0; c < n; c++ {
 		kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x[c*cols:(c+1)*cols])
 	}
-	wp, xp := upload(t, b, w), upload(t, b, xa)
+	wp, xp := upload(t, b, packed(t, wt, w, int64(cols), int64(rows))), upload(t, b, xa)
 	yp, _ := b.Alloc(int64(4 * n * rows))
 	k, err := kernels.MatVec(wt)
 	if err != nil {
@@ -216,4 +217,14 @@ func TestConvertMatchesReferenceQuantisers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// packed returns the device layout (repack) of a GGUF tensor of type wt and dims.
+func packed(t *testing.T, wt dtype.Type, data []byte, dims ...int64) []byte {
+	t.Helper()
+	p, err := repack.Pack(wt, dims, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Data
 }

@@ -7,6 +7,7 @@ import (
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Act is an activation format: how a float32 activation row is presented to a matvec.
@@ -74,6 +75,7 @@ func registerFormat(f *Format) {
 	matvecKernels[f.Type] = device.Register(newMatVec(f))
 	embedKernels[f.Type] = device.Register(newEmbed(f))
 	moeMatVecKernels[f.Type] = device.Register(newMoEMatVec(f))
+	registerMoE(f)
 }
 
 // Lookup returns the weight format of t.
@@ -95,13 +97,30 @@ func WeightTypes() []dtype.Type {
 }
 
 // MatVecArgs: Y[c][r] = Σ_i W[r][i]·X[c][i] for r < Rows, c < N.
+//
+// W is the weight matrix in its device layout: the bytes repack.Pack gives for the GGUF
+// tensor of dims [Cols, Rows] (256-byte aligned rows of repack.Layout.RowStride bytes, the
+// quants in lane-interleaved planes). The kernel reads each weight unit once and applies it
+// to up to MaxColumns activation rows (a tree verify's nodes) before moving on; a launch with
+// more columns makes one weight pass per MaxColumns of them. Each column's arithmetic is the
+// one-column kernel's (the contract in the package doc), so Y's bits do not depend on N.
 type MatVecArgs struct {
-	W    device.Ptr // Rows weight rows of Cols values, GGUF block layout
+	W    device.Ptr // Rows weight rows of Cols values, repack layout
 	X    device.Ptr // N activation rows of Cols values in the format's Act layout
 	Y    device.Ptr // float32 [N][Rows]
 	Rows int32
 	Cols int32
 	N    int32
+}
+
+// MaxColumns is the number of activation rows a matvec applies each weight unit to in one
+// pass over the weights.
+const MaxColumns = 8
+
+// WeightLayout is the device layout of a weight tensor of type t and GGUF dims: the layout
+// MatVec and MoEMatVec read (see repack).
+func WeightLayout(t dtype.Type, dims ...int64) (repack.Layout, error) {
+	return repack.NewLayout(t, dims)
 }
 
 var matvecKernels = map[dtype.Type]*device.Kernel[MatVecArgs]{}
@@ -139,11 +158,11 @@ func newMatVec(f *Format) *device.Kernel[MatVecArgs] {
 
 func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	rows, cols, n := int(a.Rows), int(a.Cols), int(a.N)
-	rb, err := f.Type.RowBytes(int64(cols))
+	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(rows)})
 	if err != nil {
 		return err
 	}
-	w, err := x.U8(a.W, int64(rows)*rb)
+	w, err := x.U8(a.W, l.Size())
 	if err != nil {
 		return fmt.Errorf("weights: %w", err)
 	}
@@ -157,8 +176,9 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(rows, func(lo, hi int) {
+		row := make([]byte, l.RowBytes)
 		for r := lo; r < hi; r++ {
-			row := w[int64(r)*rb : int64(r+1)*rb]
+			l.UnpackRow(row, w[int64(r)*l.RowStride:])
 			for c := 0; c < n; c++ {
 				y[c*rows+r] = f.Dot(row, xs[c*xb:(c+1)*xb], cols)
 			}

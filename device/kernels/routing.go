@@ -6,6 +6,7 @@ import (
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Mixture-of-experts routing: the router (softmax, top-k, renormalisation), the expert
@@ -102,7 +103,8 @@ func routeRow(ids []int32, w, p []float32, taken []bool, logits []float32) {
 
 // MoEMatVecArgs: for each slot s = n·K + k (n < N, k < K): Y[s] = W[Ids[s]]·x, with x = X[s] if
 // XPerSlot != 0, else X[n] (all K experts of a token read the token's row); W is the 3-D expert
-// tensor (NExpert matrices of Out rows × Cols values, GGUF block layout, expert-major);
+// tensor (NExpert matrices of Out rows × Cols values) in its repack device layout (dims
+// [Cols, Out, NExpert]: expert e's matrix at e·ExpertStride, each row 256-byte aligned);
 // activations converted to the weight type's Act format as for MatVec. Per weight type, like
 // MatVec: one kernel per type, obtained with MoEMatVec(t dtype.Type). Each (slot, row) dot
 // product follows exactly the matvec reduction contract (reuse the Format's Dot).
@@ -158,11 +160,11 @@ func twinMoEMatVec(x *device.Exec, f *Format, a MoEMatVecArgs) error {
 	if k > ne {
 		return fmt.Errorf("%d experts per token of only %d", k, ne)
 	}
-	rb, err := f.Type.RowBytes(int64(cols))
+	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(out), int64(ne)})
 	if err != nil {
 		return err
 	}
-	w, err := x.U8(a.W, int64(ne)*int64(out)*rb)
+	w, err := x.U8(a.W, l.Size())
 	if err != nil {
 		return fmt.Errorf("expert weights: %w", err)
 	}
@@ -190,14 +192,15 @@ func twinMoEMatVec(x *device.Exec, f *Format, a MoEMatVecArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(slots*out, func(lo, hi int) {
+		row := make([]byte, l.RowBytes)
 		for i := lo; i < hi; i++ {
 			s, o := i/out, i%out
 			xr := s / k
 			if a.XPerSlot != 0 {
 				xr = s
 			}
-			row := (int64(ids[s])*int64(out) + int64(o)) * rb
-			y[i] = f.Dot(w[row:row+rb], xs[xr*xb:(xr+1)*xb], cols)
+			l.UnpackRow(row, w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
+			y[i] = f.Dot(row, xs[xr*xb:(xr+1)*xb], cols)
 		}
 	})
 	return nil

@@ -130,7 +130,7 @@ func TestRouterBadArguments(t *testing.T) {
 type moeCase struct {
 	f                   *kernels.Format
 	ne, out, cols, n, k int
-	rb, xb              int
+	rb, xb, stride      int    // stride: bytes per packed expert matrix
 	w, x                []byte // ne·out weight rows; n·k activation rows
 	ids                 []int32
 	xVals               []float32
@@ -166,7 +166,12 @@ func newMoECase(t *testing.T, b device.Backend, wt dtype.Type, ne, out, cols, n,
 			c.ids[tok*k+j] = int32(perm[j])
 		}
 	}
-	c.expertW, c.actW, c.idsP = upload(t, b, c.w), upload(t, b, c.x), i32Ptr(t, b, c.ids)
+	c.expertW, c.actW, c.idsP = upload(t, b, packed(t, wt, c.w, int64(cols), int64(out), int64(ne))), upload(t, b, c.x), i32Ptr(t, b, c.ids)
+	l, err := kernels.WeightLayout(wt, int64(cols), int64(out), int64(ne))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stride = int(l.ExpertStride)
 	return c
 }
 
@@ -215,7 +220,7 @@ func TestMoEMatVecEqualsMatVec(t *testing.T) {
 						xr = s
 					}
 					y := zeros(t, b3, c.out)
-					a := kernels.MatVecArgs{W: c.expertW + device.Ptr(int(e)*c.out*c.rb), X: c.actW + device.Ptr(xr*c.xb), Y: y,
+					a := kernels.MatVecArgs{W: c.expertW + device.Ptr(int(e)*c.stride), X: c.actW + device.Ptr(xr*c.xb), Y: y,
 						Rows: int32(c.out), Cols: int32(c.cols), N: 1}
 					if err := device.Launch(b3, mv, a); err != nil {
 						t.Fatal(err)

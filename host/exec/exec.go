@@ -15,6 +15,7 @@ import (
 	"verity/device"
 	"verity/device/kernels"
 	"verity/host/model"
+	"verity/repack"
 )
 
 // Options size an Executor.
@@ -29,7 +30,8 @@ type Executor struct {
 	b       device.Backend
 	p       *model.Program
 	opt     Options
-	weights map[string]device.Ptr
+	weights map[string]device.Ptr // GGUF bytes
+	packed  map[string]device.Ptr // matrices in their repack device layout
 	bufs    []device.Ptr
 	keyCap  int
 	kcache  []device.Ptr
@@ -55,7 +57,41 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 			e.Close()
 		}
 	}()
+	// Matrices that matvec kernels read go up in their device layout (repack); every other
+	// use of a tensor (embedding rows, norm weights, conv kernels) reads the GGUF bytes. A tied
+	// output matrix is both, so it is uploaded twice.
+	matrix, plain := map[string]bool{}, map[string]bool{}
+	for _, op := range p.Ops {
+		switch op.Kind {
+		case model.OpMatVec, model.OpMoEMatVec, model.OpMoEDown:
+			matrix[op.Weight] = true
+			continue
+		case model.OpMoEGateUp:
+			matrix[op.Weight], matrix[op.Weight2] = true, true
+			continue
+		}
+		for _, w := range []string{op.Weight, op.Weight2} {
+			if w != "" {
+				plain[w] = true
+			}
+		}
+	}
+	e.packed = map[string]device.Ptr{}
 	for name, t := range p.Tensors {
+		if matrix[name] {
+			pk, err := repack.Pack(t.Type, t.Dims, t.Data)
+			if err != nil {
+				return nil, fmt.Errorf("exec: repack %s: %w", name, err)
+			}
+			ptr, err := b.Upload(pk.Data)
+			if err != nil {
+				return nil, fmt.Errorf("exec: upload %s: %w", name, err)
+			}
+			e.packed[name] = ptr
+			if !plain[name] {
+				continue
+			}
+		}
 		ptr, err := b.Upload(t.Data)
 		if err != nil {
 			return nil, fmt.Errorf("exec: upload %s: %w", name, err)
@@ -192,6 +228,9 @@ func (e *Executor) Close() error {
 		}
 	}
 	for _, p := range e.weights {
+		free(p)
+	}
+	for _, p := range e.packed {
 		free(p)
 	}
 	for _, p := range e.bufs {
@@ -405,7 +444,7 @@ func (e *Executor) launch(op *model.Op, rows, outs int) error {
 		if err != nil {
 			return err
 		}
-		return device.Launch(b, k, kernels.MatVecArgs{W: e.weights[op.Weight], X: in(0), Y: out,
+		return device.Launch(b, k, kernels.MatVecArgs{W: e.packed[op.Weight], X: in(0), Y: out,
 			Rows: int32(op.Rows), Cols: int32(op.Cols), N: int32(n)})
 	case model.OpRope:
 		return device.Launch(b, kernels.Rope, kernels.RopeArgs{X: in(0), CosSin: in(1), Rows: int32(n),
@@ -454,11 +493,22 @@ func (e *Executor) launch(op *model.Op, rows, outs int) error {
 		if op.PerSlot {
 			per = 1
 		}
-		return device.Launch(b, k, kernels.MoEMatVecArgs{W: e.weights[op.Weight], X: in(0), Ids: in(1), Y: out,
+		return device.Launch(b, k, kernels.MoEMatVecArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Y: out,
 			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts), XPerSlot: per})
-	case model.OpMoECombine:
-		return device.Launch(b, kernels.MoECombine, kernels.MoECombineArgs{Y: in(0), Weights: in(1), Shared: in(2), Gate: in(3), Out: out,
-			N: int32(n), K: int32(op.Used), Width: int32(p.Buffers[op.Out].Width)})
+	case model.OpMoEGateUp:
+		k, err := kernels.MoEGateUp(p.Tensors[op.Weight].Type)
+		if err != nil {
+			return err
+		}
+		return device.Launch(b, k, kernels.MoEGateUpArgs{WGate: e.packed[op.Weight], WUp: e.packed[op.Weight2], X: in(0), Ids: in(1), Y: out,
+			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)})
+	case model.OpMoEDown:
+		k, err := kernels.MoEDown(p.Tensors[op.Weight].Type)
+		if err != nil {
+			return err
+		}
+		return device.Launch(b, k, kernels.MoEDownArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Weights: in(2), Shared: in(3), Gate: in(4),
+			Out: out, N: int32(n), K: int32(op.Used), Rows: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)})
 	}
 	return fmt.Errorf("unknown op kind %d", op.Kind)
 }

@@ -65,11 +65,13 @@ const (
 	OpGatedNorm  // Out = rmsnorm(In[0])·Weight ⊙ silu(In[1]) per head
 	OpRouter     // In[0] router logits → Out (expert ids), Out2 (weights)
 	OpMoEMatVec  // Out[slot] = Weight[ids[slot]] · In[0] (In[1]: ids); per token or per slot input
-	OpMoECombine // Out = Σ_k w_k·In[0][k] (In[1]: weights) + sigmoid(In[3])·In[2] (shared expert)
+	OpMoEGateUp  // Out[slot] = silu(Weight[ids[slot]] · In[0]) ⊙ (Weight2[ids[slot]] · In[0]) (In[1]: ids)
+	OpMoEDown    // Out = Σ_k In[2][k]·(Weight[ids[slot k]] · In[0][slot k]) + sigmoid(In[4])·In[3] (In[1]: ids)
 )
 
 var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather",
-	"split_gate", "sigmoid_mul", "gdn_conv", "gdn_scan", "gated_norm", "router", "moe_matvec", "moe_combine"}
+	"split_gate", "sigmoid_mul", "gdn_conv", "gdn_scan", "gated_norm", "router", "moe_matvec", "moe_gate_up",
+	"moe_down"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -81,7 +83,7 @@ type Op struct {
 	Out    Buf
 	Out2   Buf    // second output (split_gate, router)
 	Weight string // tensor name (embed, rmsnorm, matvec, …)
-	// Weight2 is a second tensor (gdn_scan: dt bias).
+	// Weight2 is a second tensor (gdn_scan: dt bias; moe_gate_up: the up experts).
 	Weight2 string
 	Layer   int // cache layer (kv_store, attention) or recurrent-state layer (gdn_*); -1 otherwise
 

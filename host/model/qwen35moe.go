@@ -194,18 +194,20 @@ func buildQwen35MoE(f *gguf.File) (*Program, error) {
 		}
 		logits := b.matvec(p+".ffn_router", h, router)
 		ids, weights := b.route(p, logits, x.Experts, x.Used)
-		ge := b.moeMatVec(p+".ffn_gate_exps", h, ids, gateExps, false)
-		ue := b.moeMatVec(p+".ffn_up_exps", h, ids, upExps, false)
-		b.swiglu(p+".ffn_swiglu_exps", ge, ue)
-		de := b.moeMatVec(p+".ffn_down_exps", ge, ids, downExps, true)
 		sg := b.matvec(p+".ffn_gate_shexp", h, gs)
 		su := b.matvec(p+".ffn_up_shexp", h, us)
 		b.swiglu(p+".ffn_swiglu_shexp", sg, su)
 		sd := b.matvec(p+".ffn_down_shexp", sg, ds)
 		gate := b.matvec(p+".ffn_gate_inp_shexp", h, shGate)
-		moe := b.f32(p+".ffn_moe", c.NEmbd)
-		b.emit(Op{Kind: OpMoECombine, Name: p + ".ffn_moe", In: []Buf{de, weights, sd, gate}, Out: moe, Used: x.Used,
-			BytesPerRow: int64(4 * (x.Used + 2) * c.NEmbd), FlopsPerRow: int64(2 * (x.Used + 1) * c.NEmbd)})
+		var act Buf
+		if gateExps.Type == upExps.Type {
+			act = b.moeGateUp(p+".ffn_gate_up_exps", h, ids, gateExps, upExps)
+		} else { // no grouped kernel for mixed types: two expert matvecs and SwiGLU
+			act = b.moeMatVec(p+".ffn_gate_exps", h, ids, gateExps, false)
+			ue := b.moeMatVec(p+".ffn_up_exps", h, ids, upExps, false)
+			b.swiglu(p+".ffn_swiglu_exps", act, ue)
+		}
+		moe := b.moeDown(p+".ffn_moe", act, ids, weights, sd, gate, downExps)
 		b.add(p+".ffn_residual", xb, moe)
 	}
 	outNorm, err := b.tensor("output_norm.weight", E)
@@ -337,26 +339,31 @@ func (b *builder) route(p string, logits Buf, experts, used int) (ids, weights B
 	return ids, weights
 }
 
+// actInput returns in converted to act (emitting the conversion once per buffer and format),
+// or in itself for float32 activations.
+func (b *builder) actInput(in Buf, act kernels.Act, cols int) Buf {
+	if act == kernels.ActF32 {
+		return in
+	}
+	k := convKey{in, act}
+	if conv, ok := b.conv[k]; ok {
+		return conv
+	}
+	cname := b.p.Buffers[in].Name + "." + act.String()
+	conv := b.buf(cname, ActBuf, cols, b.p.Buffers[in].Rows)
+	b.p.Buffers[conv].Act = act
+	b.emit(Op{Kind: OpConvert, Name: cname, In: []Buf{in}, Out: conv,
+		BytesPerRow: 4*int64(cols) + int64(act.RowBytes(cols)), FlopsPerRow: 3 * int64(cols)})
+	b.conv[k] = conv
+	return conv
+}
+
 // moeMatVec emits the selected experts' products: per token input (gate, up) or per slot (down).
 func (b *builder) moeMatVec(name string, in, ids Buf, w *Tensor, perSlot bool) Buf {
 	f, _ := kernels.Lookup(w.Type)
 	cols, rows, experts := int(w.Dims[0]), int(w.Dims[1]), int(w.Dims[2])
 	used := b.p.Used
-	src := in
-	rowsKind := b.p.Buffers[in].Rows
-	if f.Act != kernels.ActF32 {
-		k := convKey{in, f.Act}
-		conv, ok := b.conv[k]
-		if !ok {
-			cname := b.p.Buffers[in].Name + "." + f.Act.String()
-			conv = b.buf(cname, ActBuf, cols, rowsKind)
-			b.p.Buffers[conv].Act = f.Act
-			b.emit(Op{Kind: OpConvert, Name: cname, In: []Buf{in}, Out: conv,
-				BytesPerRow: 4*int64(cols) + int64(f.Act.RowBytes(cols)), FlopsPerRow: 3 * int64(cols)})
-			b.conv[k] = conv
-		}
-		src = conv
-	}
+	src := b.actInput(in, f.Act, cols)
 	out := b.buf(name, F32Buf, rows, "moe")
 	expertBytes := int64(len(w.Data)) / int64(experts)
 	inRows := int64(1)
@@ -368,5 +375,36 @@ func (b *builder) moeMatVec(name string, in, ids Buf, w *Tensor, perSlot bool) B
 		// per row: Used experts' matrices (an upper bound: rows of a step may share experts)
 		BytesPerRow: int64(used)*expertBytes + inRows*int64(f.Act.RowBytes(cols)) + 4*int64(used*rows),
 		FlopsPerRow: 2 * int64(used) * int64(rows) * int64(cols)})
+	return out
+}
+
+// moeGateUp emits the grouped gate/up/SwiGLU of the selected experts (gate and up of one type).
+func (b *builder) moeGateUp(name string, in, ids Buf, gate, up *Tensor) Buf {
+	f, _ := kernels.Lookup(gate.Type)
+	cols, rows, experts := int(gate.Dims[0]), int(gate.Dims[1]), int(gate.Dims[2])
+	used := b.p.Used
+	src := b.actInput(in, f.Act, cols)
+	out := b.buf(name, F32Buf, rows, "moe")
+	expertBytes := int64(len(gate.Data)+len(up.Data)) / int64(experts)
+	b.emit(Op{Kind: OpMoEGateUp, Name: name, In: []Buf{src, ids}, Out: out, Weight: gate.Name, Weight2: up.Name,
+		Rows: rows, Cols: cols, Experts: experts, Used: used,
+		BytesPerRow: int64(used)*expertBytes + int64(f.Act.RowBytes(cols)) + 4*int64(used*rows),
+		FlopsPerRow: 4*int64(used)*int64(rows)*int64(cols) + 20*int64(used*rows)})
+	return out
+}
+
+// moeDown emits the grouped down projection of the per-slot activations in, weighted by the
+// router's weights, plus the sigmoid-gated shared expert.
+func (b *builder) moeDown(name string, in, ids, weights, shared, gate Buf, w *Tensor) Buf {
+	f, _ := kernels.Lookup(w.Type)
+	cols, rows, experts := int(w.Dims[0]), int(w.Dims[1]), int(w.Dims[2])
+	used := b.p.Used
+	src := b.actInput(in, f.Act, cols)
+	out := b.f32(name, rows)
+	expertBytes := int64(len(w.Data)) / int64(experts)
+	b.emit(Op{Kind: OpMoEDown, Name: name, In: []Buf{src, ids, weights, shared, gate}, Out: out, Weight: w.Name,
+		Rows: rows, Cols: cols, Experts: experts, Used: used,
+		BytesPerRow: int64(used)*(expertBytes+int64(f.Act.RowBytes(cols))) + 4*int64(used+2*rows),
+		FlopsPerRow: 2*int64(used)*int64(rows)*int64(cols) + 4*int64(rows)})
 	return out
 }

@@ -3,6 +3,9 @@
 // the unit step — lane l's fold of unit u into its accumulator, acc = step(acc, w_row, x_row, u)
 // — and value(w_row, i), value i of a weight row as the format's Go Decode gives it, computed on
 // its own with the Decode's float steps and roundings.
+// The steps read GGUF-layout rows: they are the C++ statement of each Go Dot, checked against it
+// by ptx's host tests, and the reference for packed.cuh, whose apply functions the matvec kernels
+// use over the repacked layout with the same float steps.
 // Each step mirrors the per-unit float steps of its format's Go Dot (f32.go, f16.go, bf16.go,
 // q4_0.go … q6_k.go, which state them in their doc comments): integer sums of quant products
 // are exact, so their order is free; every float step is the twin's, rounding for rounding.

@@ -19,7 +19,7 @@
 // acc = fma(Weights[n][k], Y[n·K+k][i], acc) for k in order from +0; with a shared expert,
 // Out[n][i] = acc + float32(sigmoid32(Gate[n])·Shared[n][i]). A thread reads Shared[n][i] before
 // it writes Out[n][i], so Out may equal Shared.
-#include "formats.cuh"
+#include "packed.cuh"
 
 // ranks_before reports whether router candidate (a, i) comes before (b, j) in the rank order.
 static __device__ __forceinline__ bool ranks_before(float a, int32_t i, float b, int32_t j) {
@@ -77,8 +77,9 @@ extern "C" __global__ void moe_router_f32(const float *logits, int32_t *ids, flo
 		for (int32_t q = 0; q < k; q++) w[q] = __fdiv_rn(w[q], t);
 }
 
-// moe_matvec mirrors kernels' twinMoEMatVec with the format's Dot.
-template <typename F>
+// moe_matvec mirrors kernels' twinMoEMatVec: one column of matvec.cu's arithmetic over row o
+// of expert e's matrix in the packed expert tensor (matrix e at e·Out·RowStride).
+template <typename P, typename F>
 static __device__ __forceinline__ void moe_matvec(const uint8_t *w, const uint8_t *x, const int32_t *ids, float *y,
                                                   int32_t n, int32_t k, int32_t out, int32_t cols, int32_t ne,
                                                   int32_t per_slot) {
@@ -88,35 +89,37 @@ static __device__ __forceinline__ void moe_matvec(const uint8_t *w, const uint8_
 	if (o >= out || s >= n * k) return; // the whole warp leaves together
 	int32_t e = ids[s];
 	if (e < 0 || e >= ne) return;
-	int64_t wb = F::row_bytes(cols), xb = F::act_bytes(cols);
-	const uint8_t *wr = w + ((int64_t)e * out + o) * wb;
+	PkLayout l = P::layout(cols);
+	int64_t xb = F::act_bytes(cols);
+	const uint8_t *wr = w + ((int64_t)e * out + o) * l.stride;
 	const uint8_t *xr = x + (int64_t)(per_slot ? s : s / k) * xb;
 	int32_t units = cols / F::UNIT;
 	float acc = 0.0f;
-	for (int32_t u = lane; u < units; u += 32) acc = F::step(acc, wr, xr, u);
+	int32_t j = 0;
+	for (int32_t u = lane; u < units; u += 32, j++) acc = P::apply(acc, P::load(wr, l, lane, u, j), xr, u);
 	acc = warp_sum(acc);
 	if (lane == 0) y[(int64_t)s * out + o] = acc;
 }
 
-#define MOE_MATVEC(name, F)                                                                                  \
+#define MOE_MATVEC(name, P, F)                                                                               \
 	extern "C" __global__ void name(const uint8_t *w, const uint8_t *x, const int32_t *ids, float *y, int32_t n, \
 	                                int32_t k, int32_t out, int32_t cols, int32_t ne, int32_t per_slot) {       \
-		moe_matvec<F>(w, x, ids, y, n, k, out, cols, ne, per_slot);                                          \
+		moe_matvec<P, F>(w, x, ids, y, n, k, out, cols, ne, per_slot);                                       \
 	}
 
-MOE_MATVEC(moe_matvec_f32_f32, FmtF32)
-MOE_MATVEC(moe_matvec_f16_f16, FmtF16)
-MOE_MATVEC(moe_matvec_bf16_bf16, FmtBF16)
-MOE_MATVEC(moe_matvec_q4_0_q8_0, FmtQ4_0)
-MOE_MATVEC(moe_matvec_q4_1_q8_1, FmtQ4_1)
-MOE_MATVEC(moe_matvec_q5_0_q8_0, FmtQ5_0)
-MOE_MATVEC(moe_matvec_q5_1_q8_1, FmtQ5_1)
-MOE_MATVEC(moe_matvec_q8_0_q8_0, FmtQ8_0)
-MOE_MATVEC(moe_matvec_q2_K_q8_K, FmtQ2_K)
-MOE_MATVEC(moe_matvec_q3_K_q8_K, FmtQ3_K)
-MOE_MATVEC(moe_matvec_q4_K_q8_K, FmtQ4_K)
-MOE_MATVEC(moe_matvec_q5_K_q8_K, FmtQ5_K)
-MOE_MATVEC(moe_matvec_q6_K_q8_K, FmtQ6_K)
+MOE_MATVEC(moe_matvec_f32_f32, PkF32, FmtF32)
+MOE_MATVEC(moe_matvec_f16_f16, PkF16, FmtF16)
+MOE_MATVEC(moe_matvec_bf16_bf16, PkBF16, FmtBF16)
+MOE_MATVEC(moe_matvec_q4_0_q8_0, PkQ4_0, FmtQ4_0)
+MOE_MATVEC(moe_matvec_q4_1_q8_1, PkQ4_1, FmtQ4_1)
+MOE_MATVEC(moe_matvec_q5_0_q8_0, PkQ5_0, FmtQ5_0)
+MOE_MATVEC(moe_matvec_q5_1_q8_1, PkQ5_1, FmtQ5_1)
+MOE_MATVEC(moe_matvec_q8_0_q8_0, PkQ8_0, FmtQ8_0)
+MOE_MATVEC(moe_matvec_q2_K_q8_K, PkQ2_K, FmtQ2_K)
+MOE_MATVEC(moe_matvec_q3_K_q8_K, PkQ3_K, FmtQ3_K)
+MOE_MATVEC(moe_matvec_q4_K_q8_K, PkQ4_K, FmtQ4_K)
+MOE_MATVEC(moe_matvec_q5_K_q8_K, PkQ5_K, FmtQ5_K)
+MOE_MATVEC(moe_matvec_q6_K_q8_K, PkQ6_K, FmtQ6_K)
 
 // moe_combine_f32 mirrors kernels.MoECombine.
 extern "C" __global__ void moe_combine_f32(const float *y, const float *weights, const float *shared,

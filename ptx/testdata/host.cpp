@@ -32,6 +32,7 @@
 #include "gate.cu"
 #include "gdn.cu"
 #include "matvec.cu"
+#include "moe.cu"
 #include "norm.cu"
 #include "rope.cu"
 #include "routing.cu"
@@ -134,6 +135,14 @@ static const std::map<std::string, launcher> &kernels() {
 		K(moe_matvec_q4_1_q8_1), K(moe_matvec_q5_0_q8_0), K(moe_matvec_q5_1_q8_1), K(moe_matvec_q8_0_q8_0),
 		K(moe_matvec_q2_K_q8_K), K(moe_matvec_q3_K_q8_K), K(moe_matvec_q4_K_q8_K), K(moe_matvec_q5_K_q8_K),
 		K(moe_matvec_q6_K_q8_K),
+		K(moe_gate_up_f32_f32), K(moe_gate_up_f16_f16), K(moe_gate_up_bf16_bf16), K(moe_gate_up_q4_0_q8_0),
+		K(moe_gate_up_q4_1_q8_1), K(moe_gate_up_q5_0_q8_0), K(moe_gate_up_q5_1_q8_1), K(moe_gate_up_q8_0_q8_0),
+		K(moe_gate_up_q2_K_q8_K), K(moe_gate_up_q3_K_q8_K), K(moe_gate_up_q4_K_q8_K), K(moe_gate_up_q5_K_q8_K),
+		K(moe_gate_up_q6_K_q8_K),
+		K(moe_down_f32_f32), K(moe_down_f16_f16), K(moe_down_bf16_bf16), K(moe_down_q4_0_q8_0),
+		K(moe_down_q4_1_q8_1), K(moe_down_q5_0_q8_0), K(moe_down_q5_1_q8_1), K(moe_down_q8_0_q8_0),
+		K(moe_down_q2_K_q8_K), K(moe_down_q3_K_q8_K), K(moe_down_q4_K_q8_K), K(moe_down_q5_K_q8_K),
+		K(moe_down_q6_K_q8_K),
 	};
 	return m;
 }

@@ -27,6 +27,9 @@ struct float4 {
 struct uint4 {
 	uint32_t x, y, z, w;
 };
+struct uint2 {
+	uint32_t x, y;
+};
 
 static inline float __uint_as_float(uint32_t b) {
 	float f;

@@ -1,0 +1,442 @@
+//go:build cuda
+
+package cuda
+
+// The driver calls gorgonia.org/cu does not wrap: error names and descriptions, opting in to
+// more than 48 KiB of dynamic shared memory, pinned host memory, stream capture and graph
+// launch. Like everything else in the package they run on the backend's context goroutine.
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"verity/device"
+)
+
+// DriverError is a failure the CUDA driver reported, named and described by the driver
+// (cuGetErrorName, cuGetErrorString).
+type DriverError struct {
+	Code int    // the CUresult
+	Name string // e.g. "CUDA_ERROR_OUT_OF_MEMORY"
+	Desc string // e.g. "out of memory"
+	msg  string
+	err  error // the failing call's own error, for calls made through gorgonia.org/cu
+}
+
+func (e *DriverError) Error() string { return e.msg }
+func (e *DriverError) Unwrap() error { return e.err }
+
+// errorText returns the driver's name and description of code.
+func errorText(code C.CUresult) (name, desc string) {
+	var n, d *C.char
+	if C.cuGetErrorName(code, &n) == C.CUDA_SUCCESS && n != nil {
+		name = C.GoString(n)
+	} else {
+		name = fmt.Sprintf("CUresult %d", int(code))
+	}
+	if C.cuGetErrorString(code, &d) == C.CUDA_SUCCESS && d != nil {
+		desc = C.GoString(d)
+	} else {
+		desc = "unknown error code"
+	}
+	return name, desc
+}
+
+// check turns the result of a driver call into nil or a *DriverError.
+func check(code C.CUresult) error {
+	if code == C.CUDA_SUCCESS {
+		return nil
+	}
+	name, desc := errorText(code)
+	return &DriverError{Code: int(code), Name: name, Desc: desc, msg: fmt.Sprintf("%s (%d): %s", name, int(code), desc)}
+}
+
+// describe returns err with the driver's name and description of the first gorgonia.org/cu
+// result code in its chain in place of cu's own text (cu spells codes its own way and knows
+// only those of the CUDA release it was generated from). Other errors are returned as they are.
+func describe(err error) error {
+	var de *DriverError
+	if err == nil || errors.As(err, &de) {
+		return err
+	}
+	r := cuResult(err)
+	if r == nil {
+		return err
+	}
+	code := C.CUresult(reflect.ValueOf(r).Int())
+	name, desc := errorText(code)
+	text := fmt.Sprintf("%s (%d): %s", name, int(code), desc)
+	return &DriverError{Code: int(code), Name: name, Desc: desc, msg: strings.Replace(err.Error(), r.Error(), text, 1), err: err}
+}
+
+// cuResult finds gorgonia.org/cu's result type (an int kind named in package cu) in err's chain.
+func cuResult(err error) error {
+	for err != nil {
+		if t := reflect.TypeOf(err); t.PkgPath() == "gorgonia.org/cu" && t.Kind() == reflect.Int {
+			return err
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if r := cuResult(e); r != nil {
+					return r
+				}
+			}
+			return nil
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// cu.Function holds nothing but its CUfunction handle; rawFunction reads it. The arrays fail
+// to compile if the sizes ever differ.
+var (
+	_ [unsafe.Sizeof(cu.Function{}) - unsafe.Sizeof(C.CUfunction(nil))]byte
+	_ [unsafe.Sizeof(C.CUfunction(nil)) - unsafe.Sizeof(cu.Function{})]byte
+)
+
+func rawFunction(fn cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&fn)) }
+
+func rawStream(s cu.Stream) C.CUstream { return C.CUstream(unsafe.Pointer(s.C())) }
+
+// Staging: a transfer of at least stageMinDefault bytes goes through two pinned host buffers
+// of stageChunk bytes, so that the host copy of one chunk overlaps the DMA of the other and the
+// DMA runs at the pinned rate. Smaller transfers are plain cuMemcpyHtoD/DtoH calls.
+const (
+	stageChunk      = 8 << 20
+	stageMinDefault = 2 * stageChunk
+)
+
+// extras is the state of the calls this file adds. Fields marked (mu) are guarded by the
+// backend's mu; the others belong to the context goroutine.
+type extras struct {
+	smemOptin int                 // the device's opt-in shared memory per block; 0 until asked
+	smemSet   map[cu.Function]int // dynamic shared memory each function was opted in to
+
+	stageMin int64 // smallest staged transfer (tests change it)
+	stage    [2]stageBuf
+
+	capStream cu.Stream           // the stream launches are captured on; created on first use
+	active    bool                // the capture stream is capturing
+	capturing bool                // (mu) a Capture is under way: refuse what cannot be captured
+	graphs    map[*Graph]struct{} // (mu) live graphs, destroyed by Close
+}
+
+type stageBuf struct {
+	buf  []byte   // pinned host memory (cuMemHostAlloc)
+	done cu.Event // recorded after the last copy that used buf
+}
+
+// capturable are the operations allowed while a graph is being captured: launches and what a
+// launch may need on the way (a module, a function), copies, and the capture itself.
+var capturable = map[string]bool{"launch": true, "function": true, "load": true, "copy": true, "capture": true}
+
+// refuse reports whether op must be refused now (called with mu held).
+func (x *extras) refuse(op string) bool { return x.capturing && !capturable[op] }
+
+// launchStream is the stream launches and copies go on: the capture stream while a capture
+// is active, else the NULL stream, which keeps everything in issue order.
+func (x *extras) launchStream() cu.Stream {
+	if x.active {
+		return x.capStream
+	}
+	return cu.Stream{}
+}
+
+// sharedOptin returns the device's opt-in maximum of shared memory per block.
+func (b *Backend) sharedOptin() (int, error) {
+	if b.x.smemOptin == 0 {
+		var dev C.CUdevice
+		var v C.int
+		if err := check(C.cuCtxGetDevice(&dev)); err != nil {
+			return 0, err
+		}
+		if err := check(C.cuDeviceGetAttribute(&v, C.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)); err != nil {
+			return 0, err
+		}
+		b.x.smemOptin = int(v)
+	}
+	return b.x.smemOptin, nil
+}
+
+// allowShared lets fn launch with shared bytes of dynamic shared memory, beyond the 48 KiB a
+// launch gets without opting in (cuFuncSetAttribute). More than the device allows, counting
+// the function's static shared memory, is device.ErrUnsupported.
+func (b *Backend) allowShared(fn cu.Function, shared uint32) error {
+	if b.x.smemSet[fn] >= int(shared) {
+		return nil
+	}
+	optin, err := b.sharedOptin()
+	if err != nil {
+		return err
+	}
+	f := rawFunction(fn)
+	var static C.int
+	if err := check(C.cuFuncGetAttribute(&static, C.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f)); err != nil {
+		return err
+	}
+	if int(static)+int(shared) > optin {
+		return fmt.Errorf("%d bytes of dynamic shared memory and %d static exceed the device's %d per block: %w",
+			shared, int(static), optin, device.ErrUnsupported)
+	}
+	if err := check(C.cuFuncSetAttribute(f, C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, C.int(shared))); err != nil {
+		return err
+	}
+	if b.x.smemSet == nil {
+		b.x.smemSet = map[cu.Function]int{}
+	}
+	b.x.smemSet[fn] = int(shared)
+	return nil
+}
+
+// staged reports whether a transfer of n bytes goes through the pinned buffers.
+func (x *extras) staged(n int) bool {
+	min := x.stageMin
+	if min == 0 {
+		min = stageMinDefault
+	}
+	return int64(n) >= min
+}
+
+// stageBuffers allocates the pinned buffers and their events on first use.
+func (x *extras) stageBuffers() error {
+	for i := range x.stage {
+		s := &x.stage[i]
+		if s.buf != nil {
+			continue
+		}
+		var p unsafe.Pointer
+		if err := check(C.cuMemHostAlloc(&p, stageChunk, 0)); err != nil {
+			return fmt.Errorf("pinned staging buffer: %w", err)
+		}
+		ev, err := cu.MakeEvent(cu.DisableTiming)
+		if err != nil {
+			C.cuMemFreeHost(p)
+			return err
+		}
+		s.buf, s.done = unsafe.Slice((*byte)(p), stageChunk), ev
+	}
+	return nil
+}
+
+// writeStaged copies src to dst through the pinned buffers: chunk k is copied into buffer
+// k mod 2 once the DMA of chunk k−2 has finished, then sent with an asynchronous copy on the
+// NULL stream (so it is ordered after earlier launches, as cuMemcpyHtoD is). It returns when
+// every chunk has arrived.
+func (b *Backend) writeStaged(dst device.Ptr, src []byte) error {
+	if err := b.x.stageBuffers(); err != nil {
+		return err
+	}
+	for off, k := 0, 0; off < len(src); off, k = off+stageChunk, k+1 {
+		s := &b.x.stage[k%2]
+		if err := s.done.Synchronize(); err != nil {
+			return err
+		}
+		n := copy(s.buf, src[off:])
+		if err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst)+cu.DevicePtr(off), unsafe.Pointer(&s.buf[0]), int64(n), cu.Stream{}); err != nil {
+			return err
+		}
+		if err := s.done.Record(cu.Stream{}); err != nil {
+			return err
+		}
+	}
+	return b.x.stageWait()
+}
+
+// readStaged copies src to dst through the pinned buffers: the DMA of chunk k+1 runs while
+// chunk k is copied out of its buffer.
+func (b *Backend) readStaged(dst []byte, src device.Ptr) error {
+	if err := b.x.stageBuffers(); err != nil {
+		return err
+	}
+	chunks := (len(dst) + stageChunk - 1) / stageChunk
+	issue := func(k int) error {
+		s := &b.x.stage[k%2]
+		off := k * stageChunk
+		n := min(stageChunk, len(dst)-off)
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&s.buf[0]), cu.DevicePtr(src)+cu.DevicePtr(off), int64(n), cu.Stream{}); err != nil {
+			return err
+		}
+		return s.done.Record(cu.Stream{})
+	}
+	if err := issue(0); err != nil {
+		return err
+	}
+	for k := 0; k < chunks; k++ {
+		if k+1 < chunks {
+			// buffer (k+1) mod 2 was emptied in the previous iteration
+			if err := issue(k + 1); err != nil {
+				_ = b.x.stageWait()
+				return err
+			}
+		}
+		s := &b.x.stage[k%2]
+		if err := s.done.Synchronize(); err != nil {
+			return err
+		}
+		copy(dst[k*stageChunk:], s.buf)
+	}
+	return nil
+}
+
+// stageWait waits for every copy that uses the pinned buffers.
+func (x *extras) stageWait() error {
+	var errs []error
+	for i := range x.stage {
+		if x.stage[i].buf != nil {
+			errs = append(errs, x.stage[i].done.Synchronize())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeExtras releases the pinned buffers, the capture stream and every live graph. It runs
+// on the context goroutine, before the context is destroyed.
+func (b *Backend) closeExtras() error {
+	b.mu.Lock()
+	graphs := b.x.graphs
+	b.x.graphs = nil
+	b.mu.Unlock()
+	var errs []error
+	for g := range graphs {
+		errs = append(errs, g.destroy())
+	}
+	errs = append(errs, b.x.stageWait())
+	for i := range b.x.stage {
+		s := &b.x.stage[i]
+		if s.buf == nil {
+			continue
+		}
+		errs = append(errs, check(C.cuMemFreeHost(unsafe.Pointer(&s.buf[0]))), cu.DestroyEvent(&s.done))
+		s.buf = nil
+	}
+	if b.x.capStream != (cu.Stream{}) {
+		errs = append(errs, b.x.capStream.Destroy())
+	}
+	return errors.Join(errs...)
+}
+
+// Copy copies n bytes from src to dst, both inside allocations, on the device (cuMemcpyDtoD)
+// in issue order with launches. It does not wait for the copy: Sync does.
+func (b *Backend) Copy(dst, src device.Ptr, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	if err := b.inside(src, n); err != nil {
+		return err
+	}
+	if err := b.inside(dst, n); err != nil {
+		return err
+	}
+	return b.do("copy", fmt.Sprintf("%#x+%d to %#x", uint64(src), n, uint64(dst)), func() error {
+		return cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), n, b.x.launchStream())
+	})
+}
+
+// Time runs f, which should enqueue device work (launches, copies), and returns the device
+// time from the end of the work enqueued before f to the end of the work f enqueued,
+// measured with two events on the NULL stream; it waits for that work. Work enqueued before f
+// keeps the device busy while f enqueues, so the host's launch overhead is then excluded.
+func (b *Backend) Time(f func() error) (time.Duration, error) {
+	var start, stop cu.Event
+	err := b.do("time", "start", func() error {
+		var err error
+		if start, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+			return err
+		}
+		if stop, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+			_ = cu.DestroyEvent(&start)
+			return err
+		}
+		return start.Record(cu.Stream{})
+	})
+	if err != nil {
+		return 0, err
+	}
+	ferr := f()
+	var ms float64
+	err = b.do("time", "stop", func() error {
+		defer cu.DestroyEvent(&start)
+		defer cu.DestroyEvent(&stop)
+		if err := stop.Record(cu.Stream{}); err != nil {
+			return err
+		}
+		if err := stop.Synchronize(); err != nil {
+			return err
+		}
+		var err error
+		ms, err = start.Elapsed(stop)
+		return err
+	})
+	if ferr != nil {
+		return 0, ferr
+	}
+	return time.Duration(ms * float64(time.Millisecond)), err
+}
+
+// Info describes a backend's device.
+type Info struct {
+	Name         string `json:"name"`
+	Major        int    `json:"major"` // compute capability
+	Minor        int    `json:"minor"`
+	SMs          int    `json:"sms"`            // multiprocessors
+	TotalMem     int64  `json:"total_mem"`      // bytes of device memory
+	SharedOptin  int    `json:"shared_optin"`   // bytes of shared memory a block may opt in to
+	L2           int    `json:"l2"`             // bytes of L2 cache
+	MemClockKHz  int    `json:"mem_clock_khz"`  // peak memory clock
+	BusWidthBits int    `json:"bus_width_bits"` // global memory bus width
+	Driver       int    `json:"driver"`         // driver API version, e.g. 12080
+}
+
+// PeakBandwidth is the memory bandwidth the clock and bus width imply (two transfers per
+// clock), in bytes per second: the datasheet figure, not a measurement.
+func (i Info) PeakBandwidth() float64 {
+	return 2 * float64(i.MemClockKHz) * 1e3 * float64(i.BusWidthBits) / 8
+}
+
+// Info returns the device's properties.
+func (b *Backend) Info() (Info, error) {
+	var in Info
+	err := b.do("info", fmt.Sprint(b.ordinal), func() error {
+		dev, err := cu.GetDevice(b.ordinal)
+		if err != nil {
+			return err
+		}
+		if in.Name, err = dev.Name(); err != nil {
+			return err
+		}
+		if in.Major, in.Minor, err = dev.ComputeCapability(); err != nil {
+			return err
+		}
+		if in.TotalMem, err = dev.TotalMem(); err != nil {
+			return err
+		}
+		a, err := dev.Attributes(cu.MultiprocessorCount, cu.L2CacheSize, cu.MemoryClockRate, cu.GlobalMemoryBusWidth)
+		if err != nil {
+			return err
+		}
+		in.SMs, in.L2, in.MemClockKHz, in.BusWidthBits = a[0], a[1], a[2], a[3]
+		if in.SharedOptin, err = b.sharedOptin(); err != nil {
+			return err
+		}
+		in.Driver = cu.Version()
+		return nil
+	})
+	return in, err
+}

@@ -1,0 +1,223 @@
+package kernels
+
+import (
+	"fmt"
+
+	"verity/device"
+	"verity/device/dtype"
+	"verity/device/num"
+	"verity/repack"
+)
+
+// The grouped MoE kernels: a token's whole expert FFN in two launches (plus the activation
+// conversion between them), with the bits of the unfused sequence MoEMatVec(gate),
+// MoEMatVec(up), SwiGLU, MoEMatVec(down, per slot), MoECombine.
+
+// MoEGateUpArgs: for each slot s = n·K + k (n < N, k < K) and row o < Out,
+//
+//	Y[s][o] = SiLU32(g)·u,  g = row o of WGate[Ids[s]] · X[n],  u = row o of WUp[Ids[s]] · X[n]
+//
+// with g and u each the matvec contract's dot product (MoEMatVec's bits) and the product
+// rounded once (SwiGLU's bits). WGate and WUp are 3-D expert tensors of one weight type in
+// their repack layout (dims [Cols, Out, NExpert]); X holds N activation rows in the type's Act
+// format. An id outside [0, NExpert) is an error.
+type MoEGateUpArgs struct {
+	WGate, WUp, X, Ids, Y    device.Ptr // Ids int32 [N·K]; Y f32 [N·K][Out]
+	N, K, Out, Cols, NExpert int32
+}
+
+// MoEDownArgs: for each token n < N and row o < Rows,
+//
+//	acc = fma(Weights[n][k], y_k, acc) for k = 0 … K−1 from +0,  y_k = row o of W[Ids[n·K+k]] · X[n·K+k]
+//	Out[n][o] = acc + float32(Sigmoid32(Gate[n])·Shared[n][o])   (if Shared != 0; else acc)
+//
+// — MoEMatVec (per slot) followed by MoECombine, bit for bit. W is the 3-D down-projection
+// tensor in its repack layout (dims [Cols, Rows, NExpert]); X holds N·K activation rows (one
+// per slot) in the type's Act format. Out must not overlap the inputs.
+type MoEDownArgs struct {
+	W, X, Ids, Weights, Shared, Gate, Out device.Ptr // Weights f32 [N][K]; Shared f32 [N][Rows]; Gate f32 [N]; Out f32 [N][Rows]
+	N, K, Rows, Cols, NExpert             int32
+}
+
+var (
+	moeGateUpKernels = map[dtype.Type]*device.Kernel[MoEGateUpArgs]{}
+	moeDownKernels   = map[dtype.Type]*device.Kernel[MoEDownArgs]{}
+)
+
+// MoEGateUp returns the grouped gate/up/SwiGLU kernel for weight type t.
+func MoEGateUp(t dtype.Type) (*device.Kernel[MoEGateUpArgs], error) {
+	if k, ok := moeGateUpKernels[t]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("kernels: no grouped MoE gate/up for weight type %s: %w", t, device.ErrUnsupported)
+}
+
+// MoEDown returns the grouped down-projection-and-combine kernel for weight type t.
+func MoEDown(t dtype.Type) (*device.Kernel[MoEDownArgs], error) {
+	if k, ok := moeDownKernels[t]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("kernels: no grouped MoE down for weight type %s: %w", t, device.ErrUnsupported)
+}
+
+// registerMoE adds the grouped MoE kernels of format f (called by registerFormat).
+func registerMoE(f *Format) {
+	moeGateUpKernels[f.Type] = device.Register(&device.Kernel[MoEGateUpArgs]{
+		EntryName:  "moe_gate_up_" + f.Type.String() + "_" + f.Act.String(),
+		ModuleName: "moe",
+		Shape: func(a MoEGateUpArgs) (device.Geometry, error) {
+			if err := moeShape(f, a.N, a.K, a.Out, a.Cols, a.NExpert); err != nil {
+				return device.Geometry{}, err
+			}
+			return device.Geometry{
+				Grid:  device.Dim3{X: uint32((int(a.Out) + rowsPerBlock - 1) / rowsPerBlock), Y: uint32(int(a.N) * int(a.K)), Z: 1},
+				Block: device.Dim3{X: 32 * rowsPerBlock, Y: 1, Z: 1},
+			}, nil
+		},
+		Twin: func(x *device.Exec, a MoEGateUpArgs) error { return twinMoEGateUp(x, f, a) },
+	})
+	moeDownKernels[f.Type] = device.Register(&device.Kernel[MoEDownArgs]{
+		EntryName:  "moe_down_" + f.Type.String() + "_" + f.Act.String(),
+		ModuleName: "moe",
+		Shape: func(a MoEDownArgs) (device.Geometry, error) {
+			if err := moeShape(f, a.N, a.K, a.Rows, a.Cols, a.NExpert); err != nil {
+				return device.Geometry{}, err
+			}
+			return device.Geometry{
+				Grid:  device.Dim3{X: uint32((int(a.Rows) + rowsPerBlock - 1) / rowsPerBlock), Y: uint32(a.N), Z: 1},
+				Block: device.Dim3{X: 32 * rowsPerBlock, Y: 1, Z: 1},
+			}, nil
+		},
+		Twin: func(x *device.Exec, a MoEDownArgs) error { return twinMoEDown(x, f, a) },
+	})
+}
+
+func moeShape(f *Format, n, k, out, cols, ne int32) error {
+	if n <= 0 || k <= 0 || out <= 0 || cols <= 0 || ne <= 0 {
+		return fmt.Errorf("bad shape n=%d k=%d out=%d cols=%d experts=%d", n, k, out, cols, ne)
+	}
+	if k > ne {
+		return fmt.Errorf("%d experts per token of only %d", k, ne)
+	}
+	if int(cols)%f.Unit != 0 || int(cols)%f.Type.BlockSize() != 0 {
+		return fmt.Errorf("row length %d is not a multiple of the %s block %d and unit %d", cols, f.Type, f.Type.BlockSize(), f.Unit)
+	}
+	return nil
+}
+
+// expertIDs reads and checks the N·K expert ids.
+func expertIDs(x *device.Exec, p device.Ptr, slots, ne int) ([]int32, error) {
+	ids, err := x.I32(p, slots)
+	if err != nil {
+		return nil, fmt.Errorf("expert ids: %w", err)
+	}
+	for s, e := range ids {
+		if e < 0 || int(e) >= ne {
+			return nil, fmt.Errorf("slot %d: expert %d outside %d experts", s, e, ne)
+		}
+	}
+	return ids, nil
+}
+
+func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
+	n, k, out, cols, ne := int(a.N), int(a.K), int(a.Out), int(a.Cols), int(a.NExpert)
+	if err := moeShape(f, a.N, a.K, a.Out, a.Cols, a.NExpert); err != nil {
+		return err
+	}
+	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(out), int64(ne)})
+	if err != nil {
+		return err
+	}
+	wg, err := x.U8(a.WGate, l.Size())
+	if err != nil {
+		return fmt.Errorf("gate weights: %w", err)
+	}
+	wu, err := x.U8(a.WUp, l.Size())
+	if err != nil {
+		return fmt.Errorf("up weights: %w", err)
+	}
+	xb := f.Act.RowBytes(cols)
+	xs, err := x.U8(a.X, int64(n)*int64(xb))
+	if err != nil {
+		return fmt.Errorf("activations: %w", err)
+	}
+	ids, err := expertIDs(x, a.Ids, n*k, ne)
+	if err != nil {
+		return err
+	}
+	y, err := x.F32(a.Y, n*k*out)
+	if err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	x.For(n*k*out, func(lo, hi int) {
+		row := make([]byte, l.RowBytes)
+		for i := lo; i < hi; i++ {
+			s, o := i/out, i%out
+			off := int64(ids[s])*l.ExpertStride + int64(o)*l.RowStride
+			xr := xs[s/k*xb : (s/k+1)*xb]
+			l.UnpackRow(row, wg[off:])
+			g := f.Dot(row, xr, cols)
+			l.UnpackRow(row, wu[off:])
+			y[i] = num.SiLU32(g) * f.Dot(row, xr, cols)
+		}
+	})
+	return nil
+}
+
+func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
+	n, k, rows, cols, ne := int(a.N), int(a.K), int(a.Rows), int(a.Cols), int(a.NExpert)
+	if err := moeShape(f, a.N, a.K, a.Rows, a.Cols, a.NExpert); err != nil {
+		return err
+	}
+	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(rows), int64(ne)})
+	if err != nil {
+		return err
+	}
+	w, err := x.U8(a.W, l.Size())
+	if err != nil {
+		return fmt.Errorf("expert weights: %w", err)
+	}
+	xb := f.Act.RowBytes(cols)
+	xs, err := x.U8(a.X, int64(n*k)*int64(xb))
+	if err != nil {
+		return fmt.Errorf("activations: %w", err)
+	}
+	ids, err := expertIDs(x, a.Ids, n*k, ne)
+	if err != nil {
+		return err
+	}
+	weights, err := x.F32(a.Weights, n*k)
+	if err != nil {
+		return fmt.Errorf("expert weights: %w", err)
+	}
+	var shared, gate []float32
+	if a.Shared != 0 {
+		if shared, err = x.F32(a.Shared, n*rows); err != nil {
+			return fmt.Errorf("shared expert: %w", err)
+		}
+		if gate, err = x.F32(a.Gate, n); err != nil {
+			return fmt.Errorf("shared expert gate: %w", err)
+		}
+	}
+	out, err := x.F32(a.Out, n*rows)
+	if err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	x.For(n*rows, func(lo, hi int) {
+		row := make([]byte, l.RowBytes)
+		for j := lo; j < hi; j++ {
+			t, o := j/rows, j%rows
+			var acc float32
+			for e := 0; e < k; e++ {
+				s := t*k + e
+				l.UnpackRow(row, w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
+				acc = num.FMA32(weights[s], f.Dot(row, xs[s*xb:(s+1)*xb], cols), acc)
+			}
+			if shared != nil {
+				acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+			}
+			out[j] = acc
+		}
+	})
+	return nil
+}
