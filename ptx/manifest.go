@@ -19,7 +19,7 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":         "951d41ce7060fc72093c70348577e2f3c89a49bf4d97942b8ea862789979b0eb",
+	"src/act.cu":         "79e9f10199855558e566d850bcc4a2717c2e4da5041933863b3c77d590c7d092",
 	"src/argmax.cu":      "ab77f2758123c3a6030343c16071c8d5067196c25c0c1c383f65710bba10ee75",
 	"src/attention.cu":   "9bce5159dfdef139d0ae6eb2ef42212d8101ecc0cf533ede70887dabe79e4432",
 	"src/elementwise.cu": "6ced6868bbcf224cde7d775ca1ed44d4575a7ddc5aa71292b0df80e1fb5dcfde",

@@ -301,6 +301,15 @@ func actCases(a kernels.Act) []Case {
 		for i := 32; i < 64; i++ {
 			binary.LittleEndian.PutUint32(x[4*i:], 0)
 		}
+		if c.n > 1 { // non-finite inputs: a NaN, +Inf, −Inf, and both infinities in one block
+			for i, v := range []float32{num.NaN32(), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.Inf(-1))} {
+				j := 64 + 37*i
+				if i == 4 {
+					j = 64 + 37*3 + 1
+				}
+				binary.LittleEndian.PutUint32(x[4*(c.cols+j):], math.Float32bits(v))
+			}
+		}
 		c := c
 		out = append(out, Case{
 			Name:    fmt.Sprintf("n=%d/cols=%d", c.n, c.cols),

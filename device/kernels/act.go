@@ -114,12 +114,17 @@ func q8Block(dst []byte, x []float32, sum bool) {
 	}
 	s := int32(0)
 	for j, v := range x {
-		q := int32(math.Round(float64(v * id)))
+		// A NaN product (a NaN input, or an infinite one: amax = Inf makes id = 0) gives
+		// quant 0, as the GPU's conversion does and as ggml stores it on x86-64.
+		var q int32
+		if f := v * id; f == f {
+			q = int32(math.Round(float64(f)))
+		}
 		qs[j] = byte(int8(q))
 		s += q
 	}
 	if sum {
-		binary.LittleEndian.PutUint16(dst[2:], num.F32ToF16(float32(s)*d))
+		binary.LittleEndian.PutUint16(dst[2:], num.F32ToF16(num.Canon(float32(s)*d)))
 	}
 }
 
@@ -139,7 +144,9 @@ func q8KBlock(dst []byte, x []float32) {
 	iscale := -127 / max
 	qs := dst[4 : 4+256]
 	for j, v := range x {
-		f := float32(iscale * v) // rounded before the add below: Go may not fuse them
+		// rounded before the add below (Go may not fuse them); a NaN product (an infinite
+		// max makes iscale ±0) is the canonical NaN, whose low bits give the cap 127 as on the GPU
+		f := num.Canon(float32(iscale * v))
 		q := int32(math.Float32bits(f+12582912)&0x007fffff) - 0x00400000
 		if q > 127 {
 			q = 127

@@ -10,6 +10,17 @@ const NaNBits uint32 = 0x7fffffff
 // NaN32 returns the canonical NaN (NaNBits).
 func NaN32() float32 { return math.Float32frombits(NaNBits) }
 
+// Canon returns f, or the canonical NaN if f is a NaN. Go's float32 operators give the CPU's
+// default NaN (0xffc00000 on x86-64) for Inf·0 or Inf−Inf and keep an operand NaN's payload;
+// a twin passes a result through Canon where a NaN's bits reach non-NaN output (an integer
+// conversion, a sign kept by F32ToF16), so that it gets the GPU's bits.
+func Canon(f float32) float32 {
+	if f != f {
+		return NaN32()
+	}
+	return f
+}
+
 // FMA32 returns a*b + c rounded once, to nearest with ties to even: what PTX fma.rn.f32 and
 // CUDA's __fmaf_rn compute, subnormals included (never flushed). Overflow gives ±Inf; a NaN
 // result (a NaN input, Inf*0, or Inf-Inf) is the canonical NaN. An exact zero sum of nonzero

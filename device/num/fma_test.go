@@ -228,3 +228,18 @@ func TestMulAdd32NotFused(t *testing.T) {
 		t.Logf("GOAMD64=%q: the bare a*b + c was not fused", os.Getenv("GOAMD64"))
 	}
 }
+
+func TestCanon(t *testing.T) {
+	inf := float32(math.Inf(1))
+	for _, c := range []struct {
+		in   float32
+		want uint32
+	}{
+		{inf * 0, NaNBits}, {inf - inf, NaNBits}, {math.Float32frombits(0xffc00001), NaNBits}, {NaN32(), NaNBits},
+		{-inf, 0xff800000}, {float32(math.Copysign(0, -1)), 0x80000000}, {1.5, 0x3fc00000},
+	} {
+		if got := math.Float32bits(Canon(c.in)); got != c.want {
+			t.Errorf("Canon(%#x) = %#x, want %#x", math.Float32bits(c.in), got, c.want)
+		}
+	}
+}

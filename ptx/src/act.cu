@@ -29,7 +29,7 @@ extern "C" __global__ void act_bf16(const float *x, uint16_t *out, int32_t cols,
 
 // round_away mirrors int32(math.Round(float64(f))) for |f| < 2^31: nearest integer, halves away
 // from zero. t = trunc(f) and f − t are exact, and so is t ± 1 (|t| < 2^24 whenever f − t ≠ 0).
-// A NaN gives 0 (the GPU's conversion; the twin's depends on the CPU, see q8_block).
+// A NaN gives 0 (PTX's cvt.rzi of a NaN; the twin tests for it, see q8_block).
 static __device__ __forceinline__ int32_t round_away(float f) {
 	float t = truncf(f);
 	if (fabsf(__fsub_rn(f, t)) >= 0.5f) t = __fadd_rn(t, copysignf(1.0f, f));
@@ -41,9 +41,8 @@ static __device__ __forceinline__ int32_t round_away(float f) {
 // q_j = round_away(x_j·id); d as f16 at [0:2]; with sums (block_q8_1) s = f16(float32(Σq)·d)
 // at [2:4], quants at [4:36], otherwise quants at [2:34].
 //
-// For a NaN product x_j·id (a NaN or infinite input) the quant is 0 here and 0 in the twin too
-// on x86 (Go converts NaN to int32 as 0x80000000 there, whose low byte is 0); the q8_1 sum s
-// then differs, the twin adding −2^31.
+// A NaN product x_j·id (a NaN input, or an infinite one, which makes id = 0) gives the quant 0,
+// counted as 0 in s, in the twin as here; s = 0·Inf is the canonical NaN in both.
 static __device__ __forceinline__ void q8_block(const float *x, uint8_t *out, bool sums, int lane) {
 	float v = x[lane];
 	float a = fabsf(v);
@@ -89,7 +88,8 @@ static __device__ __forceinline__ bool q8k_better(float a, int32_t i, float ba, 
 // block, thread t holding x_t. The value of largest magnitude (the first such, NaN never chosen)
 // is max = x_k; if its magnitude is 0 the block is all zero bytes. Otherwise
 // iscale = −127/max; q_t = the low mantissa bits of float32(iscale·x_t) + 12582912 less 0x400000
-// (round to nearest even), capped at 127; d = 1/iscale as float32 bits at [0:4]; quants at
+// (round to nearest even), capped at 127 (an infinite max makes iscale ±0 and the infinite
+// inputs' products the canonical NaN, whose bits give 127); d = 1/iscale as float32 bits at [0:4]; quants at
 // [4:260]; the 16 exact sums of 16 quants as int16 at [260:292].
 extern "C" __global__ void act_q8_K(const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	__shared__ float sa[Q8K_VALUES / 32];
