@@ -25,6 +25,9 @@ import (
 // D = float32(d_w·d_x) and Dmin = float32(dmin_w·d_x) are each one rounded product of the
 // weight block's fp16 scale (converted exactly) and the activation's float32 d, as in ggml's
 // ggml_vec_dot_qN_K_q8_K. Every lane that folds a unit of super-block i computes the same D.
+// As for the legacy formats (legacy.go), NaN results are the canonical NaN: Decode maps every
+// NaN it produces (a NaN or infinite fp16 scale) to num.NaNBits, and the Dot's FMA32 steps and
+// lane sum give no other NaN.
 const (
 	q8KBytes = 292
 	q8KQs    = 4

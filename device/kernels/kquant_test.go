@@ -94,7 +94,7 @@ func TestKQuantDecodeMatchesHost(t *testing.T) {
 				f.Decode(got, b)
 				q.Dequantize(want, b)
 				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					if !sameOrNaN(got[i], want[i]) {
 						t.Fatalf("block %d (% x) value %d: decoded %v (%#08x), host %v (%#08x)", n, b, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
 					}
 				}
@@ -105,7 +105,7 @@ func TestKQuantDecodeMatchesHost(t *testing.T) {
 			f.Decode(got2, row)
 			q.Dequantize(want2, row)
 			for i := range got2 {
-				if math.Float32bits(got2[i]) != math.Float32bits(want2[i]) {
+				if !sameOrNaN(got2[i], want2[i]) {
 					t.Fatalf("two-block row, value %d: %v, host %v", i, got2[i], want2[i])
 				}
 			}

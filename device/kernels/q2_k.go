@@ -46,6 +46,7 @@ func decodeQ2K(dst []float32, row []byte) {
 			}
 		}
 	}
+	canonNaN(dst)
 }
 
 func dotQ2K(row, x []byte, cols int) float32 {

@@ -54,6 +54,7 @@ func decodeQ3K(dst []float32, row []byte) {
 			}
 		}
 	}
+	canonNaN(dst)
 }
 
 func dotQ3K(row, x []byte, cols int) float32 {

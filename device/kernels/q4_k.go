@@ -46,6 +46,7 @@ func decodeQ4K(dst []float32, row []byte) {
 			}
 		}
 	}
+	canonNaN(dst)
 }
 
 func dotQ4K(row, x []byte, cols int) float32 {

@@ -49,6 +49,7 @@ func decodeQ5K(dst []float32, row []byte) {
 			}
 		}
 	}
+	canonNaN(dst)
 }
 
 func dotQ5K(row, x []byte, cols int) float32 {

@@ -52,6 +52,7 @@ func decodeQ6K(dst []float32, row []byte) {
 			}
 		}
 	}
+	canonNaN(dst)
 }
 
 func dotQ6K(row, x []byte, cols int) float32 {

@@ -7,7 +7,8 @@ import "math"
 // replaces its value by v[l] + v[l^off], all lanes at once (the CUDA form is
 // v += __shfl_xor_sync(0xffffffff, v, off) with __fadd_rn). WarpSum performs the rounds in place
 // and returns lane 0's value. Because IEEE addition is commutative, lanes l and l^off compute
-// the same sum each round, so on return all 32 lanes hold the same bits (for NaN-free inputs).
+// the same sum each round, so on return all 32 lanes hold the same bits; a NaN sum is the
+// canonical NaN, as the GPU gives it.
 // Lane 0's result is (((((v0+v16)+(v8+v24))+((v4+v20)+(v12+v28)))+…): pairs at distance 16
 // first, then 8, 4, 2, 1.
 func WarpSum(v *[32]float32) float32 {
@@ -17,6 +18,9 @@ func WarpSum(v *[32]float32) float32 {
 			next[l] = v[l] + v[l^off]
 		}
 		*v = next
+	}
+	for l := range v { // a NaN sum is the GPU's canonical NaN, whatever Go's addition gave
+		v[l] = Canon(v[l])
 	}
 	return v[0]
 }
@@ -34,7 +38,7 @@ func WarpTotal(v *[32]float32) float32 {
 			t[l] = t[l] + t[l+n]
 		}
 	}
-	return t[0]
+	return Canon(t[0])
 }
 
 // WarpMax is WarpSum's butterfly with Max32 in place of addition (PTX max.f32 NaN and signed
@@ -56,6 +60,9 @@ func WarpMax(v *[32]float32) float32 {
 func LaneSums(x []float32) (acc [32]float32) {
 	for i, v := range x {
 		acc[i&31] += v
+	}
+	for l := range acc {
+		acc[l] = Canon(acc[l])
 	}
 	return acc
 }
