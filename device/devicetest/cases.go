@@ -47,7 +47,7 @@ func i32Bytes(v []int32) []byte {
 // special puts awkward values (signed zeros, subnormals, huge and tiny numbers) at the
 // start of a float32 buffer.
 func special(b []byte) []byte {
-	vals := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, 1e30, -1e-30, 1, -1}
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, 1e30, -1e-30, 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), num.NaN32()}
 	for i, v := range vals {
 		if 4*i+4 <= len(b) {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
@@ -93,6 +93,9 @@ func elementwiseCases() {
 			for _, n := range []int{1, 255, 256, 257, 1000} {
 				r := rng(seed*1000 + uint64(n))
 				a, b := special(f32s(r, n, 4)), f32s(r, n, 4)
+				if n >= 256 { // B's specials meet A's other specials: Inf − Inf, Inf·0, 0·Inf, …
+					copy(b[4:], special(make([]byte, 4*11))) // b[9] = +Inf meets a[9] = −Inf
+				}
 				out = append(out, Case{
 					Name:    fmt.Sprintf("n=%d", n),
 					Buffers: []Buffer{{"A", a, false}, {"B", b, false}, {"Y", make([]byte, 4*n), true}},

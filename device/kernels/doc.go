@@ -15,6 +15,11 @@
 // bytes (repack.Layout.UnpackRow) and runs the format's Dot, so the Dot functions below define
 // the bits of both layouts.
 //
+// NaN: every NaN a kernel computes is the canonical NaN (num.NaNBits), the only one an NVIDIA
+// GPU's float32 arithmetic produces; values a kernel only moves (gather, K/V store, state
+// copies) keep their bits. Twins pass results of Go's float operators, which give the CPU's
+// default NaN for Inf−Inf or Inf·0 and keep an operand NaN's payload, through num.Canon.
+//
 // # Matrix–vector products
 //
 // A matvec computes y[c][r] = Σ_i W[r][i]·x[c][i] for every row r of W and every column c

@@ -40,7 +40,7 @@ func elementwise(entry string, op func(a, b float32) float32) *device.Kernel[Bin
 			}
 			x.For(n, func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					y[i] = op(av[i], bv[i])
+					y[i] = num.Canon(op(av[i], bv[i])) // the GPU's NaN for Inf−Inf, Inf·0, …
 				}
 			})
 			return nil

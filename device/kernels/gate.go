@@ -54,7 +54,7 @@ func twinGatedNorm(x *device.Exec, a GatedNormArgs) error {
 			s := rmsScale(xs, a.Eps)
 			for i := range xs {
 				n := float32(xs[i]*s) * w[i]
-				ys[i] = n * num.SiLU32(zs[i])
+				ys[i] = num.Canon(n * num.SiLU32(zs[i]))
 			}
 		}
 	})

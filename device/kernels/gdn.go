@@ -225,7 +225,7 @@ func l2Normalize(y, x []float32, eps float32) {
 	}
 	n := 1 / num.Max32(num.Sqrt32(num.WarpTotal(&acc)), eps)
 	for i, v := range x {
-		y[i] = v * n
+		y[i] = num.Canon(v * n)
 	}
 }
 
@@ -236,7 +236,7 @@ func deltaRule(o, s, q, k, v []float32, e, b float32) {
 	for j := 0; j < d; j++ {
 		var u float32
 		for i := 0; i < d; i++ {
-			di := e * s[i*d+j]
+			di := num.Canon(e * s[i*d+j])
 			s[i*d+j] = di
 			u = num.FMA32(di, k[i], u)
 		}

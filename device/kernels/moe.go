@@ -158,7 +158,7 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 			l.UnpackRow(row, wg[off:])
 			g := f.Dot(row, xr, cols)
 			l.UnpackRow(row, wu[off:])
-			y[i] = num.SiLU32(g) * f.Dot(row, xr, cols)
+			y[i] = num.Canon(num.SiLU32(g) * f.Dot(row, xr, cols))
 		}
 	})
 	return nil
@@ -216,7 +216,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 			if shared != nil {
 				acc += float32(num.Sigmoid32(gate[t]) * shared[j])
 			}
-			out[j] = acc
+			out[j] = num.Canon(acc)
 		}
 	})
 	return nil

@@ -56,7 +56,7 @@ var RMSNorm = device.Register(&device.Kernel[RMSNormArgs]{
 func rmsnormRow(y, x, w []float32, eps float32) {
 	s := rmsScale(x, eps)
 	for i, v := range x {
-		y[i] = float32(v*s) * w[i]
+		y[i] = num.Canon(float32(v*s) * w[i])
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"verity/device"
+	"verity/device/num"
 )
 
 // Rotary position embedding modes.
@@ -67,7 +68,7 @@ func ropeHead(x, tab []float32, half int, mode int32) {
 			j, k = i, i+half
 		}
 		a, b := x[j], x[k]
-		x[j] = float32(a*c) - float32(b*s)
-		x[k] = float32(a*s) + float32(b*c)
+		x[j] = num.Canon(float32(a*c) - float32(b*s))
+		x[k] = num.Canon(float32(a*s) + float32(b*c))
 	}
 }

@@ -97,7 +97,7 @@ func routeRow(ids []int32, w, p []float32, taken []bool, logits []float32) {
 		t += p[best]
 	}
 	for k := range w {
-		w[k] /= t
+		w[k] = num.Canon(w[k] / t)
 	}
 }
 
@@ -261,7 +261,7 @@ func twinMoECombine(x *device.Exec, a MoECombineArgs) error {
 			if shared != nil {
 				acc += float32(num.Sigmoid32(gate[t]) * shared[j])
 			}
-			out[j] = acc
+			out[j] = num.Canon(acc)
 		}
 	})
 	return nil
