@@ -314,7 +314,11 @@ func TestSIMTMatVec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, err := kernels.MatVec(ty)
+			k1, err := kernels.MatVec(ty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k8, err := kernels.MatVec8(ty)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,8 +335,10 @@ func TestSIMTMatVec(t *testing.T) {
 			for c := range n {
 				kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
 			}
-			a := newArena()
-			launchBoth(t, k, kernels.MatVecArgs{W: a.raw(pack(t, ty, w, cols, rows)), X: a.raw(x), Y: a.f32(make([]float32, n*rows)), Rows: rows, Cols: cols, N: n}, a)
+			for _, k := range []device.Spec{k1, k8} {
+				a := newArena()
+				launchBoth(t, k, kernels.MatVecArgs{W: a.raw(pack(t, ty, w, cols, rows)), X: a.raw(x), Y: a.f32(make([]float32, n*rows)), Rows: rows, Cols: cols, N: n}, a)
+			}
 		})
 	}
 }

@@ -92,10 +92,6 @@ func matvecBandwidth(t *testing.T, b *cuda.Backend, bz *busy, ty dtype.Type, cop
 	if err != nil {
 		t.Fatal(err)
 	}
-	mv, err := kernels.MatVec(ty)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cols := 256
 	for {
 		rb, err := ty.RowBytes(int64(cols))
@@ -143,10 +139,14 @@ func matvecBandwidth(t *testing.T, b *cuda.Backend, bz *busy, ty dtype.Type, cop
 	defer b.Free(y)
 
 	for _, n := range []int{1, maxN} {
+		mv, err := kernels.MatVecFor(ty, n) // matvec for one column, matvec8 for eight
+		if err != nil {
+			t.Fatal(err)
+		}
 		launch := func(i int) error {
 			return device.Launch(b, mv, kernels.MatVecArgs{W: ws[i%2], X: x, Y: y, Rows: mvRows, Cols: int32(cols), N: int32(n)})
 		}
-		row := map[string]any{"type": ty.String(), "n": n, "rows": mvRows, "cols": cols,
+		row := map[string]any{"type": ty.String(), "kernel": mv.Entry(), "n": n, "rows": mvRows, "cols": cols,
 			"packed_bytes": p.Layout.Size(), "gguf_bytes": len(gguf)}
 		if err := errors.Join(launch(0), launch(1), b.Sync()); err != nil {
 			if errors.Is(err, device.ErrUnsupported) {

@@ -74,6 +74,7 @@ func init() {
 		t := t
 		f, _ := kernels.Lookup(t)
 		Register("matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return matvecCases(t) })
+		Register("matvec8_"+t.String()+"_"+f.Act.String(), func() []Case { return matvecCases(t) })
 		Register("embed_"+t.String(), func() []Case { return embedCases(t) })
 		Register("moe_matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return moeMatVecCases(t) })
 		Register("moe_gate_up_"+t.String()+"_"+f.Act.String(), func() []Case { return moeGateUpCases(t) })

@@ -39,6 +39,7 @@ func init() {
 		t := t
 		f, _ := kernels.Lookup(t)
 		RegisterReal("matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return realMatVecCases(t) })
+		RegisterReal("matvec8_"+t.String()+"_"+f.Act.String(), func() []Case { return realMatVecCases(t) })
 		if expertTypes[t] {
 			RegisterReal("moe_matvec_"+t.String()+"_"+f.Act.String(), func() []Case { return realMoEMatVecCases(t) })
 			RegisterReal("moe_gate_up_"+t.String()+"_"+f.Act.String(), func() []Case { return realMoEGroupedCases(t, true) })

@@ -72,7 +72,8 @@ func registerFormat(f *Format) {
 		panic("kernels: weight format " + f.Type.String() + " registered twice")
 	}
 	formats[f.Type] = f
-	matvecKernels[f.Type] = device.Register(newMatVec(f))
+	matvecKernels[f.Type] = device.Register(newMatVec(f, "matvec_"))
+	matvec8Kernels[f.Type] = device.Register(newMatVec(f, "matvec8_"))
 	embedKernels[f.Type] = device.Register(newEmbed(f))
 	moeMatVecKernels[f.Type] = device.Register(newMoEMatVec(f))
 	registerMoE(f)
@@ -100,10 +101,12 @@ func WeightTypes() []dtype.Type {
 //
 // W is the weight matrix in its device layout: the bytes repack.Pack gives for the GGUF
 // tensor of dims [Cols, Rows] (256-byte aligned rows of repack.Layout.RowStride bytes, the
-// quants in lane-interleaved planes). The kernel reads each weight unit once and applies it
-// to up to MaxColumns activation rows (a tree verify's nodes) before moving on; a launch with
-// more columns makes one weight pass per MaxColumns of them. Each column's arithmetic is the
-// one-column kernel's (the contract in the package doc), so Y's bits do not depend on N.
+// quants in lane-interleaved planes). Each weight type has two kernels with the same bits:
+// MatVec, for decoding, makes one pass over the weights per column; MatVec8 reads each weight
+// unit once and applies it to up to MaxColumns activation rows (a tree verify's nodes) before
+// moving on, so a launch makes one weight pass per MaxColumns columns. Each column's
+// arithmetic is the one-column kernel's (the contract in the package doc), so Y's bits depend
+// neither on N nor on the kernel.
 type MatVecArgs struct {
 	W    device.Ptr // Rows weight rows of Cols values, repack layout
 	X    device.Ptr // N activation rows of Cols values in the format's Act layout
@@ -123,9 +126,9 @@ func WeightLayout(t dtype.Type, dims ...int64) (repack.Layout, error) {
 	return repack.NewLayout(t, dims)
 }
 
-var matvecKernels = map[dtype.Type]*device.Kernel[MatVecArgs]{}
+var matvecKernels, matvec8Kernels = map[dtype.Type]*device.Kernel[MatVecArgs]{}, map[dtype.Type]*device.Kernel[MatVecArgs]{}
 
-// MatVec returns the matvec kernel for weight type t.
+// MatVec returns the matvec kernel for weight type t that makes a weight pass per column.
 func MatVec(t dtype.Type) (*device.Kernel[MatVecArgs], error) {
 	if k, ok := matvecKernels[t]; ok {
 		return k, nil
@@ -133,12 +136,30 @@ func MatVec(t dtype.Type) (*device.Kernel[MatVecArgs], error) {
 	return nil, fmt.Errorf("kernels: no matvec for weight type %s: %w", t, device.ErrUnsupported)
 }
 
+// MatVec8 returns the matvec kernel for weight type t that makes a weight pass per MaxColumns
+// columns.
+func MatVec8(t dtype.Type) (*device.Kernel[MatVecArgs], error) {
+	if k, ok := matvec8Kernels[t]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("kernels: no matvec for weight type %s: %w", t, device.ErrUnsupported)
+}
+
+// MatVecFor returns the matvec kernel for weight type t and n columns: MatVec for one, MatVec8
+// for more.
+func MatVecFor(t dtype.Type, n int) (*device.Kernel[MatVecArgs], error) {
+	if n > 1 {
+		return MatVec8(t)
+	}
+	return MatVec(t)
+}
+
 // rowsPerBlock is the number of weight rows one thread block handles (one warp per row).
 const rowsPerBlock = 4
 
-func newMatVec(f *Format) *device.Kernel[MatVecArgs] {
+func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {
 	return &device.Kernel[MatVecArgs]{
-		EntryName:  "matvec_" + f.Type.String() + "_" + f.Act.String(),
+		EntryName:  prefix + f.Type.String() + "_" + f.Act.String(),
 		ModuleName: "matvec",
 		Shape: func(a MatVecArgs) (device.Geometry, error) {
 			if a.Rows <= 0 || a.Cols <= 0 || a.N <= 0 {

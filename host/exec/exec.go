@@ -440,7 +440,7 @@ func (e *Executor) launch(op *model.Op, rows, outs int) error {
 		return device.Launch(b, kernels.Convert(bs.Act), kernels.ConvertArgs{X: in(0), Out: out, Cols: int32(bs.Width), N: int32(n)})
 	case model.OpMatVec:
 		t := p.Tensors[op.Weight]
-		k, err := kernels.MatVec(t.Type)
+		k, err := kernels.MatVecFor(t.Type, n)
 		if err != nil {
 			return err
 		}
