@@ -62,6 +62,44 @@ type Format struct {
 	Decode func(dst []float32, row []byte)
 	// Dot returns the matvec result for one weight row and one activation row.
 	Dot func(row, x []byte, cols int) float32
+	// PackedDot, where a format has one, is Dot for a row in its repack device layout l (the
+	// same bits; a test checks them against Dot on the row's GGUF bytes). Formats without one
+	// are evaluated by restoring each row's GGUF bytes.
+	PackedDot func(l *repack.Layout, row, x []byte) float32
+}
+
+// rowDot evaluates a format's dot products on weight rows in device layout: directly with
+// PackedDot where the format has one, else through the row's GGUF bytes (restored once per
+// row, for every column).
+type rowDot struct {
+	f   *Format
+	l   *repack.Layout
+	row []byte // the current packed row
+	buf []byte // its GGUF bytes, for formats without PackedDot
+}
+
+func newRowDot(f *Format, l *repack.Layout) *rowDot {
+	d := &rowDot{f: f, l: l}
+	if f.PackedDot == nil {
+		d.buf = make([]byte, l.RowBytes)
+	}
+	return d
+}
+
+// load makes the packed row at row[0:RowStride] current.
+func (d *rowDot) load(row []byte) {
+	d.row = row[:d.l.RowStride]
+	if d.buf != nil {
+		d.l.UnpackRow(d.buf, d.row)
+	}
+}
+
+// dot is the current row's product with activation row x.
+func (d *rowDot) dot(x []byte) float32 {
+	if d.buf == nil {
+		return d.f.PackedDot(d.l, d.row, x)
+	}
+	return d.f.Dot(d.buf, x, int(d.l.RowValues))
 }
 
 var formats = map[dtype.Type]*Format{}
@@ -70,6 +108,10 @@ var formats = map[dtype.Type]*Format{}
 func registerFormat(f *Format) {
 	if _, dup := formats[f.Type]; dup {
 		panic("kernels: weight format " + f.Type.String() + " registered twice")
+	}
+	if f.PackedDot == nil && f.Type.BlockSize() == 1 {
+		// float rows are their GGUF bytes followed by padding
+		f.PackedDot = func(l *repack.Layout, row, x []byte) float32 { return f.Dot(row[:l.RowBytes], x, int(l.RowValues)) }
 	}
 	formats[f.Type] = f
 	matvecKernels[f.Type] = device.Register(newMatVec(f, "matvec_"))
@@ -197,11 +239,11 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(rows, func(lo, hi int) {
-		row := make([]byte, l.RowBytes)
+		rd := newRowDot(f, &l)
 		for r := lo; r < hi; r++ {
-			l.UnpackRow(row, w[int64(r)*l.RowStride:])
+			rd.load(w[int64(r)*l.RowStride:])
 			for c := 0; c < n; c++ {
-				y[c*rows+r] = f.Dot(row, xs[c*xb:(c+1)*xb], cols)
+				y[c*rows+r] = rd.dot(xs[c*xb : (c+1)*xb])
 			}
 		}
 	})

@@ -150,15 +150,14 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(n*k*out, func(lo, hi int) {
-		row := make([]byte, l.RowBytes)
+		rg, ru := newRowDot(f, &l), newRowDot(f, &l)
 		for i := lo; i < hi; i++ {
 			s, o := i/out, i%out
 			off := int64(ids[s])*l.ExpertStride + int64(o)*l.RowStride
 			xr := xs[s/k*xb : (s/k+1)*xb]
-			l.UnpackRow(row, wg[off:])
-			g := f.Dot(row, xr, cols)
-			l.UnpackRow(row, wu[off:])
-			y[i] = num.Canon(num.SiLU32(g) * f.Dot(row, xr, cols))
+			rg.load(wg[off:])
+			ru.load(wu[off:])
+			y[i] = num.Canon(num.SiLU32(rg.dot(xr)) * ru.dot(xr))
 		}
 	})
 	return nil
@@ -204,14 +203,14 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(n*rows, func(lo, hi int) {
-		row := make([]byte, l.RowBytes)
+		rd := newRowDot(f, &l)
 		for j := lo; j < hi; j++ {
 			t, o := j/rows, j%rows
 			var acc float32
 			for e := 0; e < k; e++ {
 				s := t*k + e
-				l.UnpackRow(row, w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
-				acc = num.FMA32(weights[s], f.Dot(row, xs[s*xb:(s+1)*xb], cols), acc)
+				rd.load(w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
+				acc = num.FMA32(weights[s], rd.dot(xs[s*xb:(s+1)*xb]), acc)
 			}
 			if shared != nil {
 				acc += float32(num.Sigmoid32(gate[t]) * shared[j])

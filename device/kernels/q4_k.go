@@ -3,6 +3,7 @@ package kernels
 import (
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q4_K weights, q8_K activations. A 256-value super-block is 144 bytes, 8 sub-blocks of 32
@@ -26,7 +27,7 @@ import (
 //
 // the meaning of ggml_vec_dot_q4_K_q8_K (Σ d·sc·q·a − Σ dmin·m·a per super-block).
 func init() {
-	registerFormat(&Format{Type: dtype.Q4_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ4K, Dot: dotQ4K})
+	registerFormat(&Format{Type: dtype.Q4_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ4K, Dot: dotQ4K, PackedDot: packedDotQ4K})
 }
 
 const q4KBytes = 144
@@ -75,6 +76,32 @@ func dotQ4K(row, x []byte, cols int) float32 {
 				acc[l] = num.FMA32(-dmin, float32(msum), t)
 			}
 		}
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ4K is dotQ4K over the device layout: unit u's 16 plane bytes hold values j (low
+// nibble) and j+16 (high nibble) in byte j; its scale and min are unpacked bytes s and 8+s.
+func packedDotQ4K(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	p, sc := l.Planes[0], row[l.ScaleOff:]
+	var d, dmin float32
+	for u := 0; u < int(l.Units); u++ {
+		i, s := u>>3, u&7
+		q := unitBytes(row, p, u)
+		w0, w1 := le64At(q, 0), le64At(q, 8)
+		y := x[i*q8KBytes : (i+1)*q8KBytes]
+		a := y[q8KQs+32*s : q8KQs+32*s+32]
+		sum := dot8(w0&lowNibbles, le64(a)) + dot8(w1&lowNibbles, le64(a[8:])) +
+			dot8(w0>>4&lowNibbles, le64(a[16:])) + dot8(w1>>4&lowNibbles, le64(a[24:]))
+		if s == 0 { // the super-block's combined scales, once for its 8 units
+			dy := q8KD(y)
+			d, dmin = float32(f16Field(l, row, 0, i)*dy), float32(f16Field(l, row, 1, i)*dy)
+		}
+		scs, m := int32(sc[16*i+s]), int32(sc[16*i+8+s])
+		msum := m * (q8KSum(y, 2*s) + q8KSum(y, 2*s+1))
+		t := num.FMA32(d, float32(scs*sum), acc[u&31])
+		acc[u&31] = num.FMA32(-dmin, float32(msum), t)
 	}
 	return laneSum(&acc)
 }

@@ -3,6 +3,7 @@ package kernels
 import (
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q6_K weights, q8_K activations. A 256-value super-block is 210 bytes, 16 groups of 16
@@ -25,7 +26,7 @@ import (
 //
 // the meaning of ggml_vec_dot_q6_K_q8_K.
 func init() {
-	registerFormat(&Format{Type: dtype.Q6_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ6K, Dot: dotQ6K})
+	registerFormat(&Format{Type: dtype.Q6_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ6K, Dot: dotQ6K, PackedDot: packedDotQ6K})
 }
 
 const q6KBytes = 210
@@ -76,6 +77,32 @@ func dotQ6K(row, x []byte, cols int) float32 {
 			l := (8*i + s) & 31
 			acc[l] = num.FMA32(d, float32(sum), acc[l])
 		}
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ6K is dotQ6K over the device layout: the low plane's 16 bytes hold values j (low
+// nibble) and j+16 (high nibble) in byte j, the high plane's 8 bytes values j, j+8, j+16, j+24
+// (bits 0, 2, 4, 6 of byte j); the 16 scales are the stored int8 bytes.
+func packedDotQ6K(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	pl, ph, sc := l.Planes[0], l.Planes[1], row[l.ScaleOff:]
+	var d float32
+	for u := 0; u < int(l.Units); u++ {
+		i, s := u>>3, u&7
+		ql, qh := unitBytes(row, pl, u), unitBytes(row, ph, u)
+		l0, l1, h := le64At(ql, 0), le64At(ql, 8), le64At(qh, 0)
+		y := x[i*q8KBytes : (i+1)*q8KBytes]
+		a := y[q8KQs+32*s : q8KQs+32*s+32]
+		s0 := dot8(l0&lowNibbles|(h&low2Bits)<<4, le64(a)) + dot8(l1&lowNibbles|(h>>2&low2Bits)<<4, le64(a[8:]))
+		s1 := dot8(l0>>4&lowNibbles|(h>>4&low2Bits)<<4, le64(a[16:])) + dot8(l1>>4&lowNibbles|(h>>6&low2Bits)<<4, le64(a[24:]))
+		s0 -= 32 * q8KSum(y, 2*s)
+		s1 -= 32 * q8KSum(y, 2*s+1)
+		sum := int32(int8(sc[16*i+2*s]))*s0 + int32(int8(sc[16*i+2*s+1]))*s1
+		if s == 0 { // the super-block's combined scale, once for its 8 units
+			d = float32(f16Field(l, row, 0, i) * q8KD(y))
+		}
+		acc[u&31] = num.FMA32(d, float32(sum), acc[u&31])
 	}
 	return laneSum(&acc)
 }

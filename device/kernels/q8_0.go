@@ -3,6 +3,7 @@ package kernels
 import (
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q8_0 weights, Q8_0 activations.
@@ -19,7 +20,7 @@ import (
 //	S   = Σ_{j<32} q_j·a_j                        int32, exact
 //	acc = fma(float32(S), d·d_x, acc)             d·d_x exact in float32; one rounding
 func init() {
-	registerFormat(&Format{Type: dtype.Q8_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ8_0, Dot: dotQ8_0})
+	registerFormat(&Format{Type: dtype.Q8_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ8_0, Dot: dotQ8_0, PackedDot: packedDotQ8_0})
 }
 
 func decodeQ8_0(dst []float32, row []byte) {
@@ -48,6 +49,24 @@ func dotQ8_0(row, x []byte, cols int) float32 {
 		}
 		l := u & 31
 		acc[l] = num.FMA32(float32(s0+s1), float32(f16le(w)*f16le(a)), acc[l])
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ8_0 is dotQ8_0 over the device layout: unit u's 32 quants in two 16-byte pieces,
+// its fp16 d at 2u.
+func packedDotQ8_0(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	p := l.Planes[0]
+	for u := 0; u < int(l.Units); u++ {
+		lo, hi := unit32(row, p, u)
+		a := x[34*u : 34*u+34]
+		v := a[2:34]
+		var s int32
+		for j := 0; j < 16; j++ {
+			s += int32(int8(lo[j]))*int32(int8(v[j])) + int32(int8(hi[j]))*int32(int8(v[16+j]))
+		}
+		acc[u&31] = num.FMA32(float32(s), float32(f16Field(l, row, 0, u)*f16le(a)), acc[u&31])
 	}
 	return laneSum(&acc)
 }

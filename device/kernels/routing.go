@@ -192,15 +192,15 @@ func twinMoEMatVec(x *device.Exec, f *Format, a MoEMatVecArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(slots*out, func(lo, hi int) {
-		row := make([]byte, l.RowBytes)
+		rd := newRowDot(f, &l)
 		for i := lo; i < hi; i++ {
 			s, o := i/out, i%out
 			xr := s / k
 			if a.XPerSlot != 0 {
 				xr = s
 			}
-			l.UnpackRow(row, w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
-			y[i] = f.Dot(row, xs[xr*xb:(xr+1)*xb], cols)
+			rd.load(w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
+			y[i] = rd.dot(xs[xr*xb : (xr+1)*xb])
 		}
 	})
 	return nil
