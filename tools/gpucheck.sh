@@ -8,6 +8,7 @@
 #                    and its measurements (copy and matvec bandwidth, host link, launch overhead)
 #   .gpu/test2json   Go's test2json, to turn the test output into JSON there
 #   .gpu/gpureport   tools/gpureport: builds report.json and the summary table
+#   .gpu/verity      the CLI built with the cuda tag: whole-model benchmarks on the GPU
 #   .gpu/run.sh      the runner
 #
 # On the GPU machine, from a copy of the repository with .gpu/ in it, run
@@ -31,6 +32,7 @@ mkdir -p .gpu
 go test -c -tags cuda -o .gpu/cuda.test ./device/cuda
 go build -o .gpu/test2json cmd/test2json
 go build -o .gpu/gpureport ./tools/gpureport
+go build -tags cuda -o .gpu/verity ./tools/verity
 
 cat >.gpu/run.sh <<'EOF'
 #!/usr/bin/env bash
@@ -79,13 +81,25 @@ tr -d '\026' <"$out/cuda.raw" >"$out/cuda.log"
 rm -f "$out/cuda.raw"
 cat "$out/cuda.log"
 
+# Whole-model decode, prefill and tree verify on the GPU (eager executor, one launch per op);
+# the fixtures are generated here on all CPUs and cached beside the binaries.
+echo "== verity bench --backend cuda"
+VERITY_CACHE="$here/cache" timeout 240 "$here/verity" bench --backend cuda --model small-llama-q4_k_m \
+	--model small-q35moe-q4_k_m --model llama-1b-q4_k_m >"$out/bench.txt" 2>&1
+brc=$?
+cat "$out/bench.txt"
+
 echo
 if ! "$here/gpureport" -dir "$out" -exit "$rc" -wall "$wall" >"$out/summary.txt"; then
 	echo "gpureport failed; test binary exit $rc after ${wall}s" >>"$out/summary.txt"
 fi
+{
+	echo "whole-model bench (verity bench --backend cuda, exit $brc):"
+	tail -n 6 "$out/bench.txt"
+} >>"$out/summary.txt"
 cat "$out/summary.txt"
 exit "$rc"
 EOF
 chmod +x .gpu/run.sh
-ls -l .gpu/cuda.test .gpu/test2json .gpu/gpureport .gpu/run.sh
+ls -l .gpu/cuda.test .gpu/test2json .gpu/gpureport .gpu/verity .gpu/run.sh
 echo "gpucheck: built .gpu/; run .gpu/run.sh on the GPU machine"

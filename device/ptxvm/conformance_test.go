@@ -13,7 +13,9 @@ import (
 func TestConformance(t *testing.T) {
 	b := ptxvm.New(ptxvm.Options{})
 	defer b.Close()
-	devicetest.Run(t, b)
+	s := devicetest.Run(t, b)
+	t.Logf("%d kernels, %d launches (one shape each), %d output bytes compared, %d skipped, %d failed",
+		s.Kernels, s.Launches, s.Bytes, s.Skipped, s.Failed)
 }
 
 // Every committed PTX entry loads, and has conformance cases.

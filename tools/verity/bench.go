@@ -22,20 +22,30 @@ func newBenchCmd() *cobra.Command {
 	var models []string
 	var asJSON bool
 	var threads int
+	var backend string
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
 		Short: "Measure prefill, decode and draft-tree verify throughput against memory bandwidth",
-		Long: `Measure prefill, decode and 8-node tree verification on the CPU twin, with the bytes
-each decoded token moves and the fraction of the machine's measured memory bandwidth that
-decoding reaches. Without --model, the ` + defaultBenchModel + ` fixture is generated (once, cached)
-and measured. --model takes a GGUF path or a fixture name (see verity fixture).`,
+		Long: `Measure prefill, decode and 8-node tree verification, with the bytes each decoded
+token moves and the fraction of the measured memory bandwidth that decoding reaches: host
+memory copies for the CPU backends, device-to-device copies on a GPU (--backend cuda). Without
+--model, the ` + defaultBenchModel + ` fixture is generated (once, cached) and measured. --model
+takes a GGUF path or a fixture name (see verity fixture).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(models) == 0 {
 				models = []string{defaultBenchModel}
 			}
-			probe := bench.Bandwidth(256<<20, threads, 5)
+			be, err := openBackend(backend, threads)
+			if err != nil {
+				return err
+			}
+			defer be.Close()
+			probe, probeWhat, err := probeBandwidth(be, threads)
+			if err != nil {
+				return fmt.Errorf("bandwidth probe: %w", err)
+			}
 			var rows []bench.Result
 			for _, m := range models {
 				path, name, err := resolveModel(m, cmd)
@@ -46,15 +56,15 @@ and measured. --model takes a GGUF path or a fixture name (see verity fixture).`
 				if ctx < 256 {
 					ctx = 256
 				}
-				be := cpu.New(threads)
 				mdl, err := engine.Load(path, be, engine.LoadOptions{MaxRows: 64, Context: ctx})
 				if err != nil {
 					return err
 				}
 				r, err := bench.Run(mdl.Engine, name, probe, o)
-				r.Threads = be.Workers()
+				if c, ok := be.(*cpu.Backend); ok {
+					r.Threads = c.Workers()
+				}
 				mdl.Close()
-				be.Close()
 				if err != nil {
 					return err
 				}
@@ -74,13 +84,14 @@ and measured. --model takes a GGUF path or a fixture name (see verity fixture).`
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "memory bandwidth probe: %.2f GB/s (copy, %d threads); MB/tok and GB/s from the Program's cost model\n", probe/1e9, rows[0].Threads)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "memory bandwidth probe: %.2f GB/s (%s); MB/tok and GB/s from the Program's cost model\n", probe/1e9, probeWhat)
 			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&models, "model", nil, "GGUF file or fixture name (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntVar(&o.Prompt, "prompt", 128, "prefill tokens")
 	cmd.Flags().IntVar(&o.Decode, "decode", 32, "decoded tokens")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"verity/device"
-	"verity/device/cpu"
 	"verity/device/kernels"
 	"verity/host/engine"
 )
@@ -18,6 +17,7 @@ import (
 func newLogitsCmd() *cobra.Command {
 	var modelPath, tokens, tree, out string
 	var threads int
+	var backend string
 	cmd := &cobra.Command{
 		Use:   "logits --model FILE --tokens 1,2,3 --out LOGITS",
 		Short: "Write the logits of every position (or of every draft-tree node)",
@@ -46,7 +46,12 @@ that node.`,
 				rows = len(t.Tokens)
 			}
 			need := len(toks) + rows
-			m, err := engine.Load(modelPath, cpu.New(threads), engine.LoadOptions{MaxRows: rows, Context: need})
+			be, err := openBackend(backend, threads)
+			if err != nil {
+				return err
+			}
+			defer be.Close()
+			m, err := engine.Load(modelPath, be, engine.LoadOptions{MaxRows: rows, Context: need})
 			if err != nil {
 				return err
 			}
@@ -79,6 +84,7 @@ that node.`,
 	cmd.Flags().StringVar(&tree, "verify-tree", "", "draft tree as tok:parent,tok:parent,...")
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	_ = cmd.MarkFlagRequired("model")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"verity/device"
+	"verity/device/cuda"
 	"verity/fixtures"
 )
 
@@ -123,5 +126,47 @@ func TestQuantizeAndInfo(t *testing.T) {
 	}
 	if s, err := run(t, "info"); err != nil || !strings.Contains(s, "cores") {
 		t.Errorf("info: %v %q", err, s)
+	}
+}
+
+// check runs goldens through the CPU twins and through the PTX interpreter, and reports a
+// differing fixture as a failure.
+func TestCheck(t *testing.T) {
+	t.Setenv("VERITY_CACHE", t.TempDir())
+	for _, backend := range []string{"cpu", "ptxvm"} {
+		out, err := run(t, "check", "--backend", backend, "tiny-llama-q8_0", "tiny-q35moe-q4_0")
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", backend, err, out)
+		}
+		if !strings.Contains(out, "all 2 fixtures bit-identical") || strings.Contains(out, "DIFFERS") {
+			t.Errorf("%s: unexpected output:\n%s", backend, out)
+		}
+	}
+	if _, err := run(t, "check", "no-such-fixture"); err == nil || !strings.Contains(err.Error(), "no golden") {
+		t.Errorf("unknown fixture: err = %v", err)
+	}
+}
+
+func TestBackendErrors(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		{"tpu", "want cpu, ptxvm, cuda or cuda:N"},
+		{"cuda:x", "device number"},
+		{"cuda", "without CUDA"}, // checked only in binaries built without the cuda tag
+	} {
+		if c.spec == "cuda" && cuda.Count() > 0 {
+			continue
+		}
+		if _, err := cuda.Open(0); c.spec == "cuda" && !errors.Is(err, device.ErrNotBuilt) {
+			continue
+		}
+		b, err := openBackend(c.spec, 1)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: no error", c.spec)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q, want it to mention %q", c.spec, err, c.want)
+		}
 	}
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"verity/bench"
+	"verity/device"
+	"verity/device/cpu"
+	"verity/device/cuda"
+	"verity/device/ptxvm"
+)
+
+// backendHelp describes the --backend values.
+const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), cuda or cuda:N (GPU N; a binary built with -tags cuda)"
+
+// openBackend opens the backend named by spec (see backendHelp); threads sizes the CPU ones.
+func openBackend(spec string, threads int) (device.Backend, error) {
+	switch {
+	case spec == "" || spec == "cpu":
+		return cpu.New(threads), nil
+	case spec == "ptxvm":
+		return ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: threads, NoRaceCheck: true}}), nil
+	case spec == "cuda" || strings.HasPrefix(spec, "cuda:"):
+		n := 0
+		if s, ok := strings.CutPrefix(spec, "cuda:"); ok {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("--backend %s: want cuda:N with a device number N", spec)
+			}
+			n = v
+		}
+		b, err := cuda.Open(n)
+		if errors.Is(err, device.ErrNotBuilt) {
+			return nil, fmt.Errorf("--backend %s: this verity binary was built without CUDA; build it with go build -tags cuda ./tools/verity (README: GPU build)", spec)
+		}
+		return b, err
+	}
+	return nil, fmt.Errorf("--backend %q: want cpu, ptxvm, cuda or cuda:N", spec)
+}
+
+// deviceCopier is a backend that times copies in its own memory (the CUDA backend).
+type deviceCopier interface {
+	Copy(dst, src device.Ptr, n int64) error
+	Time(f func() error) (time.Duration, error)
+}
+
+// probeBandwidth measures the copy rate of the memory the backend's kernels read, in bytes
+// per second counting reads and writes (2·n per copy of n): device-to-device copies timed by
+// the device on a GPU, host memory copies on threads goroutines otherwise. It also returns a
+// description of what was measured.
+func probeBandwidth(b device.Backend, threads int) (float64, string, error) {
+	dc, ok := b.(deviceCopier)
+	if !ok {
+		bw := bench.Bandwidth(256<<20, threads, 5)
+		if threads <= 0 {
+			return bw, "host copy, all threads", nil
+		}
+		return bw, fmt.Sprintf("host copy, %d threads", threads), nil
+	}
+	const n = 512 << 20
+	src, err := b.Alloc(n)
+	if err != nil {
+		return 0, "", err
+	}
+	defer b.Free(src)
+	dst, err := b.Alloc(n)
+	if err != nil {
+		return 0, "", err
+	}
+	defer b.Free(dst)
+	best := time.Duration(0)
+	for r := 0; r < 6; r++ { // the first round warms up
+		d, err := dc.Time(func() error { return dc.Copy(dst, src, n) })
+		if err != nil {
+			return 0, "", err
+		}
+		if r > 0 && (best == 0 || d < best) {
+			best = d
+		}
+	}
+	return 2 * n / best.Seconds(), "device-to-device copy", nil
+}
