@@ -3,6 +3,7 @@ package kernels
 import (
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q4_0 weights, Q8_0 activations.
@@ -19,7 +20,7 @@ import (
 //	S   = Σ_{j<32} (q_j − 8)·a_j                  int32, exact
 //	acc = fma(float32(S), d·d_x, acc)             d·d_x exact in float32; one rounding
 func init() {
-	registerFormat(&Format{Type: dtype.Q4_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ4_0, Dot: dotQ4_0})
+	registerFormat(&Format{Type: dtype.Q4_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ4_0, Dot: dotQ4_0, PackedDot: packedDotQ4_0})
 }
 
 func decodeQ4_0(dst []float32, row []byte) {
@@ -44,6 +45,19 @@ func dotQ4_0(row, x []byte, cols int) float32 {
 		s := dotNib16m8(w[2:], a[2:])
 		l := u & 31
 		acc[l] = num.FMA32(float32(s), float32(f16le(w)*f16le(a)), acc[l])
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ4_0 is dotQ4_0 over the device layout: unit u's 16 quant bytes verbatim, its fp16
+// d at 2u.
+func packedDotQ4_0(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	p := l.Planes[0]
+	for u := 0; u < int(l.Units); u++ {
+		a := x[34*u : 34*u+34]
+		s := dotNib16m8(unitBytes(row, p, u), a[2:])
+		acc[u&31] = num.FMA32(float32(s), float32(f16Field(l, row, 0, u)*f16le(a)), acc[u&31])
 	}
 	return laneSum(&acc)
 }

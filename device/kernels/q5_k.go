@@ -1,8 +1,11 @@
 package kernels
 
 import (
+	"encoding/binary"
+
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q5_K weights, q8_K activations. A 256-value super-block is 176 bytes, 8 sub-blocks of 32
@@ -27,7 +30,7 @@ import (
 //
 // the meaning of ggml_vec_dot_q5_K_q8_K.
 func init() {
-	registerFormat(&Format{Type: dtype.Q5_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ5K, Dot: dotQ5K})
+	registerFormat(&Format{Type: dtype.Q5_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ5K, Dot: dotQ5K, PackedDot: packedDotQ5K})
 }
 
 const q5KBytes = 176
@@ -79,6 +82,36 @@ func dotQ5K(row, x []byte, cols int) float32 {
 				acc[l] = num.FMA32(-dmin, float32(msum), t)
 			}
 		}
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ5K is dotQ5K over the device layout: the low plane as in packedDotQ4K; the high
+// plane's 4 bytes hold value l's fifth bit in byte l mod 4 at bit ⌊l/4⌋.
+func packedDotQ5K(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	pl, ph, sc := l.Planes[0], l.Planes[1], row[l.ScaleOff:]
+	var d, dmin float32
+	for u := 0; u < int(l.Units); u++ {
+		i, s := u>>3, u&7
+		q := unitBytes(row, pl, u)
+		w0, w1 := le64At(q, 0), le64At(q, 8)
+		h := uint64(binary.LittleEndian.Uint32(unitBytes(row, ph, u)))
+		high := func(g int) uint64 { // the fifth bits of values 8g … 8g+7, one per byte, at bit 4
+			return (h>>(2*g)&0x01010101 | (h>>(2*g+1)&0x01010101)<<32) << 4
+		}
+		y := x[i*q8KBytes : (i+1)*q8KBytes]
+		a := y[q8KQs+32*s : q8KQs+32*s+32]
+		sum := dot8(w0&lowNibbles|high(0), le64(a)) + dot8(w1&lowNibbles|high(1), le64(a[8:])) +
+			dot8(w0>>4&lowNibbles|high(2), le64(a[16:])) + dot8(w1>>4&lowNibbles|high(3), le64(a[24:]))
+		if s == 0 { // the super-block's combined scales, once for its 8 units
+			dy := q8KD(y)
+			d, dmin = float32(f16Field(l, row, 0, i)*dy), float32(f16Field(l, row, 1, i)*dy)
+		}
+		scs, m := int32(sc[16*i+s]), int32(sc[16*i+8+s])
+		msum := m * (q8KSum(y, 2*s) + q8KSum(y, 2*s+1))
+		t := num.FMA32(d, float32(scs*sum), acc[u&31])
+		acc[u&31] = num.FMA32(-dmin, float32(msum), t)
 	}
 	return laneSum(&acc)
 }
