@@ -73,7 +73,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	for i := range prompt {
 		prompt[i] = tok()
 	}
-	res := Result{Model: name, Arch: c.Arch, Backend: e.Executor().Backend().Name(), TreeNodes: o.TreeNodes,
+	res := Result{Model: name, Arch: c.Arch, Backend: e.Executor().Name(), TreeNodes: o.TreeNodes,
 		WeightMB: float64(p.WeightBytes()) / 1e6, ProbeGBs: probe / 1e9}
 
 	s := e.NewSession()

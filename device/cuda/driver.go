@@ -440,3 +440,9 @@ func (b *Backend) Info() (Info, error) {
 	})
 	return in, err
 }
+
+// TotalMemory is the device's memory in bytes (what pipeline planning divides a model by).
+func (b *Backend) TotalMemory() (int64, error) {
+	in, err := b.Info()
+	return in.TotalMem, err
+}

@@ -25,7 +25,7 @@ import (
 // pool of recurrent-state slots.
 type Engine struct {
 	mu         sync.Mutex
-	ex         *exec.Executor
+	ex         exec.Runner
 	free       []int32 // free physical K/V slots (a stack)
 	freeStates []int32 // free recurrent-state slots; slot 0 is the all-zero state, never written
 	recurrent  bool
@@ -48,7 +48,7 @@ type Options struct {
 var ErrContext = errors.New("engine: context length exceeded")
 
 // New returns an engine over ex.
-func New(ex *exec.Executor, opt Options) (*Engine, error) {
+func New(ex exec.Runner, opt Options) (*Engine, error) {
 	o := ex.Options()
 	if opt.Context == 0 {
 		opt.Context = o.NSlots - o.MaxRows
@@ -107,7 +107,7 @@ func (e *Engine) FreeStates() int {
 func (e *Engine) Program() *model.Program { return e.ex.Program() }
 
 // Executor returns the executor.
-func (e *Engine) Executor() *exec.Executor { return e.ex }
+func (e *Engine) Executor() exec.Runner { return e.ex }
 
 // Context is the most positions a session may hold.
 func (e *Engine) Context() int { return e.ctx }

@@ -8,6 +8,7 @@ import (
 	"verity/host/exec"
 	"verity/host/gguf"
 	"verity/host/model"
+	"verity/split"
 )
 
 // LoadOptions size a loaded model's engine.
@@ -40,6 +41,30 @@ func Load(path string, b device.Backend, o LoadOptions) (*Model, error) {
 
 // FromFile is Load for an already opened file (which the Model then owns).
 func FromFile(f *gguf.File, b device.Backend, o LoadOptions) (*Model, error) {
+	return FromFileSplit(f, []device.Backend{b}, nil, o)
+}
+
+// LoadSplit is Load with the model's layers split across backends (see FromFileSplit).
+func LoadSplit(path string, backends []device.Backend, firstLayers []int, o LoadOptions) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := FromFileSplit(f, backends, firstLayers, o)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// FromFileSplit is FromFile with the model's layers split across backends: stage k runs on
+// backends[k], from layer firstLayers[k−1] (layer 0 and the embedding for stage 0) to the next
+// stage's first layer (the output head on the last stage). With one backend and no
+// firstLayers it is FromFile. With several backends and no firstLayers, PlanLayers places the
+// layers by each backend's memory. The logits are bit-identical to a single backend's (see
+// exec.Pipeline).
+func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o LoadOptions) (*Model, error) {
 	p, err := model.Build(f)
 	if err != nil {
 		return nil, err
@@ -56,11 +81,25 @@ func FromFile(f *gguf.File, b device.Backend, o LoadOptions) (*Model, error) {
 	if o.MaxRows < 1 || o.Context < 1 || o.Sessions < 1 {
 		return nil, fmt.Errorf("engine: bad load options %+v", o)
 	}
-	eo := exec.Options{MaxRows: o.MaxRows, NSlots: o.Sessions*o.Context + o.MaxRows}
-	if p.StateLayers > 0 {
-		eo.NStates = 1 + o.Sessions*StatesPerSession(o.MaxRows)
+	eo := ExecOptions(p, o)
+	if len(backends) > 1 && len(firstLayers) == 0 {
+		mem := make([]int64, len(backends))
+		for k, b := range backends {
+			mem[k] = memoryOf(b)
+		}
+		if firstLayers, err = PlanLayers(p, eo, mem); err != nil {
+			return nil, err
+		}
 	}
-	ex, err := exec.New(b, p, eo)
+	var ex exec.Runner
+	if len(backends) == 1 && len(firstLayers) == 0 {
+		ex, err = exec.New(backends[0], p, eo)
+	} else {
+		var cuts []int
+		if cuts, err = exec.BlockCuts(p, firstLayers); err == nil {
+			ex, err = exec.NewPipeline(backends, p, eo, cuts)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +111,69 @@ func FromFile(f *gguf.File, b device.Backend, o LoadOptions) (*Model, error) {
 	return &Model{Engine: e, File: f}, nil
 }
 
+// ExecOptions are the executor sizes a model loaded with o needs: MaxRows rows per step, a K/V
+// slot per position of every session plus a step's worth, and recurrent state slots.
+func ExecOptions(p *model.Program, o LoadOptions) exec.Options {
+	eo := exec.Options{MaxRows: o.MaxRows, NSlots: o.Sessions*o.Context + o.MaxRows}
+	if p.StateLayers > 0 {
+		eo.NStates = 1 + o.Sessions*StatesPerSession(o.MaxRows)
+	}
+	return eo
+}
+
 // Close frees the device memory and unmaps the file.
 func (m *Model) Close() error {
 	return errors.Join(m.Engine.Executor().Close(), m.File.Close())
+}
+
+// memoryOf is the memory a pipeline stage on b may use: the device's total memory where the
+// backend reports it (a GPU), else an equal share for every backend (so that planning
+// balances bytes).
+func memoryOf(b device.Backend) int64 {
+	if m, ok := b.(interface{ TotalMemory() (int64, error) }); ok {
+		if n, err := m.TotalMemory(); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1 << 50
+}
+
+// PlanLayers chooses the first layer of each pipeline stage after the first, for devices
+// with the given memory (bytes a stage may use): split.Plan over each candidate stage's
+// exact footprint (exec.Memory of its ops: weights in device layout, caches, states and step
+// buffers).
+func PlanLayers(p *model.Program, eo exec.Options, memory []int64) ([]int, error) {
+	n := p.Config.NLayer
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	starts, err := exec.BlockCuts(p, all)
+	if err != nil {
+		return nil, err
+	}
+	var costErr error
+	cost := func(k, lo, hi int) int64 {
+		o := eo
+		o.Ops = [2]int{0, len(p.Ops)}
+		if lo > 0 {
+			o.Ops[0] = starts[lo]
+		}
+		if hi < n {
+			o.Ops[1] = starts[hi]
+		}
+		m, err := exec.Memory(p, o)
+		if err != nil {
+			costErr = err
+		}
+		return m
+	}
+	first, err := split.Plan(n, memory, cost)
+	if costErr != nil {
+		return nil, costErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return first, nil
 }

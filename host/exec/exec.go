@@ -5,7 +5,8 @@
 // An Executor owns the device copies of the weights, the step buffers (sized for MaxRows
 // rows) and one K/V cache per attention layer of NSlots physical slots. It keeps no session
 // state: which slots hold which positions is the caller's business (host/engine), passed in
-// each Step.
+// each Step. A Pipeline chains Executors that each run a range of the ops on their own
+// backend (layers split across devices).
 package exec
 
 import (
@@ -23,6 +24,9 @@ type Options struct {
 	MaxRows int // most rows in one step (prefill chunk or tree size)
 	NSlots  int // physical K/V slots per attention layer
 	NStates int // recurrent state slots (models with recurrent layers)
+	// Ops, if not zero, is the range [Ops[0], Ops[1]) of the Program's ops this executor runs
+	// (a pipeline stage, see Pipeline): it holds only those ops' weights, caches and states.
+	Ops [2]int
 }
 
 // Executor runs a Program on a backend.
@@ -38,6 +42,7 @@ type Executor struct {
 	vcache  []device.Ptr
 	conv    []device.Ptr // per recurrent layer: [NStates][ConvSize] float32
 	ssm     []device.Ptr // per recurrent layer: [NStates][SSMSize] float32
+	lo, hi  int          // the ops run: p.Ops[lo:hi]
 	ropeBuf [][]float32
 	closed  bool
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
@@ -50,34 +55,26 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 	if opt.MaxRows <= 0 || opt.NSlots <= 0 {
 		return nil, fmt.Errorf("exec: MaxRows (%d) and NSlots (%d) must be positive", opt.MaxRows, opt.NSlots)
 	}
-	e := &Executor{b: b, p: p, opt: opt, weights: map[string]device.Ptr{}}
+	e := &Executor{b: b, p: p, opt: opt, weights: map[string]device.Ptr{}, lo: opt.Ops[0], hi: opt.Ops[1]}
+	if e.lo == 0 && e.hi == 0 {
+		e.hi = len(p.Ops)
+	}
+	if e.lo < 0 || e.lo >= e.hi || e.hi > len(p.Ops) {
+		return nil, fmt.Errorf("exec: op range [%d, %d) outside the program's %d ops", e.lo, e.hi, len(p.Ops))
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			e.Close()
 		}
 	}()
-	// Matrices that matvec kernels read go up in their device layout (repack); every other
-	// use of a tensor (embedding rows, norm weights, conv kernels) reads the GGUF bytes. A tied
-	// output matrix is both, so it is uploaded twice.
-	matrix, plain := map[string]bool{}, map[string]bool{}
-	for _, op := range p.Ops {
-		switch op.Kind {
-		case model.OpMatVec, model.OpMoEMatVec, model.OpMoEDown:
-			matrix[op.Weight] = true
-			continue
-		case model.OpMoEGateUp:
-			matrix[op.Weight], matrix[op.Weight2] = true, true
-			continue
-		}
-		for _, w := range []string{op.Weight, op.Weight2} {
-			if w != "" {
-				plain[w] = true
-			}
-		}
-	}
+	nd := needsOf(p, e.lo, e.hi)
+	matrix, plain, caches, states := nd.matrix, nd.plain, nd.caches, nd.states
 	e.packed = map[string]device.Ptr{}
 	for name, t := range p.Tensors {
+		if !matrix[name] && !plain[name] {
+			continue // not read by this executor's ops
+		}
 		if matrix[name] {
 			pk, err := repack.Pack(t.Type, t.Dims, t.Data)
 			if err != nil {
@@ -103,14 +100,7 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 		if bs.Rows == "keys" {
 			continue // grown on demand
 		}
-		rows := opt.MaxRows
-		switch bs.Rows {
-		case "keyoff":
-			rows++
-		case "moe":
-			rows *= p.Used
-		}
-		ptr, err := b.Alloc(int64(rows * bs.RowBytes()))
+		ptr, err := b.Alloc(int64(bufRows(p, bs, opt) * bs.RowBytes()))
 		if err != nil {
 			return nil, fmt.Errorf("exec: allocate %s: %w", bs.Name, err)
 		}
@@ -119,34 +109,123 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 	if err := e.growKeys(opt.MaxRows * 64); err != nil {
 		return nil, err
 	}
+	e.kcache, e.vcache = make([]device.Ptr, p.CacheLayers), make([]device.Ptr, p.CacheLayers)
 	for l := 0; l < p.CacheLayers; l++ {
-		for _, c := range []*[]device.Ptr{&e.kcache, &e.vcache} {
+		if !caches[l] {
+			continue
+		}
+		for _, c := range []*device.Ptr{&e.kcache[l], &e.vcache[l]} {
 			ptr, err := b.Alloc(int64(opt.NSlots) * int64(p.KVDim) * 4)
 			if err != nil {
 				return nil, fmt.Errorf("exec: allocate KV cache layer %d (%d slots): %w", l, opt.NSlots, err)
 			}
-			*c = append(*c, ptr)
+			*c = ptr
 		}
 	}
 	if p.StateLayers > 0 {
 		if opt.NStates <= 0 {
 			return nil, fmt.Errorf("exec: the model has recurrent layers: NStates must be positive")
 		}
+		e.conv, e.ssm = make([]device.Ptr, p.StateLayers), make([]device.Ptr, p.StateLayers)
 		for l := 0; l < p.StateLayers; l++ {
+			if !states[l] {
+				continue
+			}
 			cs, err := b.Alloc(int64(opt.NStates) * int64(p.GDN.ConvSize) * 4)
 			if err != nil {
 				return nil, fmt.Errorf("exec: allocate conv state layer %d (%d slots): %w", l, opt.NStates, err)
 			}
-			e.conv = append(e.conv, cs)
+			e.conv[l] = cs
 			ss, err := b.Alloc(int64(opt.NStates) * int64(p.GDN.SSMSize) * 4)
 			if err != nil {
 				return nil, fmt.Errorf("exec: allocate SSM state layer %d (%d slots): %w", l, opt.NStates, err)
 			}
-			e.ssm = append(e.ssm, ss)
+			e.ssm[l] = ss
 		}
 	}
 	ok = true
 	return e, nil
+}
+
+// needs is what the ops p.Ops[lo:hi] read beyond the step buffers. Matrices that matvec
+// kernels read go up in their device layout (repack); every other use of a tensor (embedding
+// rows, norm weights, conv kernels) reads the GGUF bytes. A tied output matrix is both, so it
+// is uploaded twice.
+type needs struct {
+	matrix, plain  map[string]bool // tensors by name
+	caches, states map[int]bool    // K/V cache layers, recurrent state layers
+}
+
+func needsOf(p *model.Program, lo, hi int) needs {
+	nd := needs{map[string]bool{}, map[string]bool{}, map[int]bool{}, map[int]bool{}}
+	for _, op := range p.Ops[lo:hi] {
+		switch op.Kind {
+		case model.OpKVStore, model.OpAttention:
+			nd.caches[op.Layer] = true
+		case model.OpGDNConv, model.OpGDNScan:
+			nd.states[op.Layer] = true
+		}
+		switch op.Kind {
+		case model.OpMatVec, model.OpMoEMatVec, model.OpMoEDown:
+			nd.matrix[op.Weight] = true
+			continue
+		case model.OpMoEGateUp:
+			nd.matrix[op.Weight], nd.matrix[op.Weight2] = true, true
+			continue
+		}
+		for _, w := range []string{op.Weight, op.Weight2} {
+			if w != "" {
+				nd.plain[w] = true
+			}
+		}
+	}
+	return nd
+}
+
+// Memory returns the bytes New(b, p, opt) allocates and uploads: the weights of the ops it
+// runs (matrices in device layout), its step buffers with the initial key lists, and its
+// K/V caches and recurrent states. Pipeline planning (package split) sizes stages with it.
+func Memory(p *model.Program, opt Options) (int64, error) {
+	lo, hi := opt.Ops[0], opt.Ops[1]
+	if lo == 0 && hi == 0 {
+		hi = len(p.Ops)
+	}
+	if lo < 0 || lo >= hi || hi > len(p.Ops) {
+		return 0, fmt.Errorf("exec: op range [%d, %d) outside the program's %d ops", lo, hi, len(p.Ops))
+	}
+	nd := needsOf(p, lo, hi)
+	var n int64
+	for name, t := range p.Tensors {
+		if nd.matrix[name] {
+			l, err := repack.NewLayout(t.Type, t.Dims)
+			if err != nil {
+				return 0, err
+			}
+			n += l.Size()
+		}
+		if nd.plain[name] {
+			n += int64(len(t.Data))
+		}
+	}
+	for _, bs := range p.Buffers {
+		n += int64(bufRows(p, bs, opt) * bs.RowBytes())
+	}
+	n += int64(len(nd.caches)) * 2 * int64(opt.NSlots) * int64(p.KVDim) * 4
+	n += int64(len(nd.states)) * int64(opt.NStates) * int64(p.GDN.ConvSize+p.GDN.SSMSize) * 4
+	return n, nil
+}
+
+// bufRows is the number of rows New allocates for step buffer bs.
+func bufRows(p *model.Program, bs model.BufSpec, opt Options) int {
+	switch bs.Rows {
+	case "keys":
+		return opt.MaxRows * 64 // grown on demand from here
+	case "keyoff":
+		return opt.MaxRows + 1
+	case "moe":
+		return opt.MaxRows * p.Used
+	}
+	return opt.MaxRows
 }
 
 // ClearState zeroes recurrent state slot s (the state of an empty sequence).
@@ -155,6 +234,9 @@ func (e *Executor) ClearState(s int32) error {
 		return fmt.Errorf("exec: state slot %d outside %d", s, e.opt.NStates)
 	}
 	for l := range e.conv {
+		if e.conv[l] == 0 {
+			continue // a layer of another pipeline stage
+		}
 		for _, c := range []struct {
 			p    device.Ptr
 			size int
@@ -173,6 +255,9 @@ func (e *Executor) CopyState(dst, src int32) error {
 		return fmt.Errorf("exec: state slots %d, %d outside %d", src, dst, e.opt.NStates)
 	}
 	for l := range e.conv {
+		if e.conv[l] == 0 {
+			continue // a layer of another pipeline stage
+		}
 		for _, c := range []struct {
 			p    device.Ptr
 			size int
@@ -324,7 +409,7 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 		return nil, err
 	}
 	rows, outs := len(s.Tokens), len(s.OutRows)
-	for i := range e.p.Ops {
+	for i := e.lo; i < e.hi; i++ {
 		op := &e.p.Ops[i]
 		if outs == 0 && e.outStage(op) {
 			continue
@@ -349,7 +434,7 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 			}
 		}
 	}
-	if outs == 0 {
+	if outs == 0 || e.hi < len(e.p.Ops) { // no output rows, or an earlier pipeline stage
 		return nil, e.b.Sync()
 	}
 	logits := make([]float32, outs*e.p.Config.NVocab)

@@ -15,7 +15,39 @@ import (
 )
 
 // backendHelp describes the --backend values.
-const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), cuda or cuda:N (GPU N; a binary built with -tags cuda)"
+const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), cuda or cuda:N (GPU N; a binary built with -tags cuda); a comma-separated list splits the layers across them as a pipeline"
+
+// layersHelp describes the --layers values.
+const layersHelp = "with several backends: the first layer of every stage after the first (default: placed by each backend's memory)"
+
+// openBackends opens the comma-separated backends of spec (see backendHelp).
+func openBackends(spec string, threads int) ([]device.Backend, error) {
+	var out []device.Backend
+	for _, s := range strings.Split(spec, ",") {
+		b, err := openBackend(strings.TrimSpace(s), threads)
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func closeAll(bs []device.Backend) {
+	for _, b := range bs {
+		b.Close()
+	}
+}
+
+// backendsName names a list of backends.
+func backendsName(bs []device.Backend) string {
+	names := make([]string, len(bs))
+	for i, b := range bs {
+		names[i] = b.Name()
+	}
+	return strings.Join(names, " → ")
+}
 
 // openBackend opens the backend named by spec (see backendHelp); threads sizes the CPU ones.
 func openBackend(spec string, threads int) (device.Backend, error) {

@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 	var asJSON bool
 	var threads int
 	var backend string
+	var layers []int
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
@@ -37,11 +38,12 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 			if len(models) == 0 {
 				models = []string{defaultBenchModel}
 			}
-			be, err := openBackend(backend, threads)
+			bes, err := openBackends(backend, threads)
 			if err != nil {
 				return err
 			}
-			defer be.Close()
+			defer closeAll(bes)
+			be := bes[0] // the bandwidth of the first stage's memory
 			probe, probeWhat, err := probeBandwidth(be, threads)
 			if err != nil {
 				return fmt.Errorf("bandwidth probe: %w", err)
@@ -56,7 +58,7 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 				if ctx < 256 {
 					ctx = 256
 				}
-				mdl, err := engine.Load(path, be, engine.LoadOptions{MaxRows: 64, Context: ctx})
+				mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx})
 				if err != nil {
 					return err
 				}
@@ -92,6 +94,7 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().IntVar(&o.Prompt, "prompt", 128, "prefill tokens")
 	cmd.Flags().IntVar(&o.Decode, "decode", 32, "decoded tokens")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")

@@ -15,6 +15,7 @@ import (
 
 func newCheckCmd() *cobra.Command {
 	var backend string
+	var layers []int
 	var threads int
 	cmd := &cobra.Command{
 		Use:   "check [FIXTURE ...]",
@@ -42,12 +43,12 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 					return fmt.Errorf("no golden for %q (fixtures with goldens: %s)", n, strings.Join(sortedKeys(goldens), ", "))
 				}
 			}
-			be, err := openBackend(backend, threads)
+			bes, err := openBackends(backend, threads)
 			if err != nil {
 				return err
 			}
-			defer be.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s\n", be.Name())
+			defer closeAll(bes)
+			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s\n", backendsName(bes))
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "fixture\tprefill\tverify\tgreedy\tseconds")
 			failed := 0
@@ -65,7 +66,7 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 					return err
 				}
 				start := time.Now()
-				g, err := fixtures.ComputeGolden(file, be)
+				g, err := fixtures.ComputeGoldenSplit(file, bes, layers)
 				if err != nil {
 					return fmt.Errorf("%s: %w", n, err)
 				}
@@ -88,13 +89,14 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 				return err
 			}
 			if failed > 0 {
-				return fmt.Errorf("%d of %d fixtures differ from their goldens on %s", failed, len(names), be.Name())
+				return fmt.Errorf("%d of %d fixtures differ from their goldens on %s", failed, len(names), backendsName(bes))
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "all %d fixtures bit-identical to their goldens\n", len(names))
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	return cmd
 }

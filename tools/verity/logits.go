@@ -18,6 +18,7 @@ func newLogitsCmd() *cobra.Command {
 	var modelPath, tokens, tree, out string
 	var threads int
 	var backend string
+	var layers []int
 	cmd := &cobra.Command{
 		Use:   "logits --model FILE --tokens 1,2,3 --out LOGITS",
 		Short: "Write the logits of every position (or of every draft-tree node)",
@@ -46,12 +47,12 @@ that node.`,
 				rows = len(t.Tokens)
 			}
 			need := len(toks) + rows
-			be, err := openBackend(backend, threads)
+			bes, err := openBackends(backend, threads)
 			if err != nil {
 				return err
 			}
-			defer be.Close()
-			m, err := engine.Load(modelPath, be, engine.LoadOptions{MaxRows: rows, Context: need})
+			defer closeAll(bes)
+			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need})
 			if err != nil {
 				return err
 			}
@@ -85,6 +86,7 @@ that node.`,
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	_ = cmd.MarkFlagRequired("model")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd

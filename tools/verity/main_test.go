@@ -170,3 +170,19 @@ func TestBackendErrors(t *testing.T) {
 		}
 	}
 }
+
+// A comma-separated --backend splits the layers into a pipeline; the goldens still hold.
+func TestCheckPipeline(t *testing.T) {
+	t.Setenv("VERITY_CACHE", t.TempDir())
+	out, err := run(t, "check", "--backend", "cpu,ptxvm", "tiny-q35moe-q4_0")
+	if err != nil || !strings.Contains(out, "cpu (") || !strings.Contains(out, "→ ptxvm") || !strings.Contains(out, "bit-identical") {
+		t.Fatalf("err %v, output:\n%s", err, out)
+	}
+	out, err = run(t, "check", "--backend", "cpu,cpu", "--layers", "3", "tiny-q35moe-q4_0")
+	if err != nil || !strings.Contains(out, "bit-identical") {
+		t.Fatalf("--layers 3: err %v, output:\n%s", err, out)
+	}
+	if _, err := run(t, "check", "--backend", "cpu,cpu", "--layers", "9", "tiny-q35moe-q4_0"); err == nil {
+		t.Error("--layers past the last layer: no error")
+	}
+}
