@@ -47,6 +47,10 @@ type Options struct {
 // ErrContext is returned when a request would exceed the session's context.
 var ErrContext = errors.New("engine: context length exceeded")
 
+// ErrCapacity is returned when the engine's shared K/V cache or recurrent state slots are all
+// in use (by other sessions).
+var ErrCapacity = errors.New("engine: out of cache slots")
+
 // New returns an engine over ex.
 func New(ex exec.Runner, opt Options) (*Engine, error) {
 	o := ex.Options()
@@ -80,7 +84,7 @@ func StatesPerSession(maxRows int) int { return 1 + MaxCheckpoints + maxRows }
 
 func (e *Engine) allocStates(n int) ([]int32, error) {
 	if n > len(e.freeStates) {
-		return nil, fmt.Errorf("engine: %d recurrent state slots needed, %d free", n, len(e.freeStates))
+		return nil, fmt.Errorf("%w: %d recurrent state slots needed, %d free", ErrCapacity, n, len(e.freeStates))
 	}
 	s := make([]int32, n)
 	copy(s, e.freeStates[len(e.freeStates)-n:])
@@ -124,7 +128,7 @@ func (e *Engine) FreeSlots() int {
 
 func (e *Engine) alloc(n int) ([]int32, error) {
 	if n > len(e.free) {
-		return nil, fmt.Errorf("engine: %d cache slots needed, %d free", n, len(e.free))
+		return nil, fmt.Errorf("%w: %d cache slots needed, %d free", ErrCapacity, n, len(e.free))
 	}
 	s := make([]int32, n)
 	copy(s, e.free[len(e.free)-n:])

@@ -1,0 +1,100 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"verity/host/engine"
+)
+
+// maxBody bounds a request body (a prompt of a few hundred thousand tokens as JSON).
+const maxBody = 8 << 20
+
+// Handler serves the service over HTTP with JSON bodies:
+//
+//	POST   /v1/sessions               {"prompt": [ids], "sampler": {…}}  → Opened
+//	POST   /v1/sessions/{id}/verify   Draft                               → Verified
+//	DELETE /v1/sessions/{id}                                              → 204
+//	GET    /v1/stats                                                      → Stats
+//	GET    /v1/health                                                     → {"model": …, …}
+//
+// Errors are {"error": "…"} with 400 (malformed request), 404 (unknown session), 409 (stale
+// position), 413 (too many tokens: prompt, draft or context), 503 (cache full).
+func (sv *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Prompt  []int32 `json:"prompt"`
+			Sampler Sampler `json:"sampler"`
+		}
+		if !decode(w, r, &req) {
+			return
+		}
+		out, err := sv.Open(req.Prompt, req.Sampler)
+		reply(w, out, err)
+	})
+	mux.HandleFunc("POST /v1/sessions/{id}/verify", func(w http.ResponseWriter, r *http.Request) {
+		var d Draft
+		if !decode(w, r, &d) {
+			return
+		}
+		out, err := sv.Verify(r.PathValue("id"), d)
+		reply(w, out, err)
+	})
+	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if err := sv.Close(r.PathValue("id")); err != nil {
+			reply(w, nil, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, sv.Stats(), nil)
+	})
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		c := sv.e.Program().Config
+		reply(w, map[string]any{"arch": c.Arch, "vocab": c.NVocab, "context": sv.e.Context(),
+			"max_draft_nodes": sv.opt.MaxNodes, "backend": sv.e.Executor().Name()}, nil)
+	})
+	return mux
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			reply(w, nil, fmt.Errorf("%w: body over %d bytes", ErrTooLarge, maxBody))
+		} else {
+			reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
+		}
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrNoSession):
+			code = http.StatusNotFound
+		case errors.Is(err, ErrStale):
+			code = http.StatusConflict
+		case errors.Is(err, ErrTooLarge), errors.Is(err, engine.ErrContext):
+			code = http.StatusRequestEntityTooLarge
+		case errors.Is(err, engine.ErrCapacity):
+			code = http.StatusServiceUnavailable
+		case errors.Is(err, ErrBad):
+			code = http.StatusBadRequest
+		}
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	json.NewEncoder(w).Encode(v)
+}

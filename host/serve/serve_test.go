@@ -1,0 +1,252 @@
+package serve_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"verity/device/cpu"
+	"verity/fixtures"
+	"verity/host/engine"
+	"verity/host/serve"
+)
+
+func load(t *testing.T, name string, o engine.LoadOptions) *engine.Model {
+	t.Helper()
+	f, err := fixtures.Parse(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.FromFile(f, cpu.New(2), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// plain decodes n tokens after prompt with sampler s, one at a time: the reference a verified
+// session must reproduce.
+func plain(t *testing.T, m *engine.Model, prompt []int32, s serve.Sampler, n int) []serve.Token {
+	t.Helper()
+	sess := m.NewSession()
+	defer sess.Close()
+	l, err := sess.Prefill(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := l[0]
+	var out []serve.Token
+	for pos := len(prompt); len(out) < n; pos++ {
+		tok := s.Choose(logits, pos)
+		out = append(out, serve.Token{ID: tok, Logprob: serve.Logprob(logits, tok)})
+		if logits, err = sess.Decode(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A verified session emits exactly plain decoding's tokens and log-probabilities, whatever
+// the drafts: right continuations, wrong ones, siblings hiding the right token, empty drafts.
+func TestVerifiedSessionIsLossless(t *testing.T) {
+	for _, c := range []struct {
+		fixture string
+		sampler serve.Sampler
+	}{
+		{"small-llama-q4_k_m", serve.Sampler{}},
+		{"tiny-q35moe-q4_0", serve.Sampler{}},
+		{"small-q35moe-q4_k_m", serve.Sampler{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 5}},
+		{"small-llama-q4_k_m", serve.Sampler{Temperature: 1.2, Seed: 9}},
+	} {
+		t.Run(fmt.Sprintf("%s/T=%v", c.fixture, c.sampler.Temperature), func(t *testing.T) {
+			m := load(t, c.fixture, engine.LoadOptions{MaxRows: 16, Context: 128})
+			nv := m.Program().Config.NVocab
+			r := rand.New(rand.NewPCG(3, 4))
+			prompt := make([]int32, 11)
+			for i := range prompt {
+				prompt[i] = int32(r.IntN(nv))
+			}
+			want := plain(t, m, prompt, c.sampler, 40)
+
+			sv := serve.New(m.Engine, serve.Options{})
+			op, err := sv.Open(prompt, c.sampler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []serve.Token{op.Next}
+			pos := op.Position
+			accepted := 0
+			for round := 0; len(got) < len(want); round++ {
+				// the true continuation after the emitted tokens, to build drafts from
+				truth := want[min(len(got), len(want)-1):]
+				var d serve.Draft
+				switch round % 4 {
+				case 0: // a right chain
+					for i := 0; i < min(5, len(truth)); i++ {
+						d.Tokens = append(d.Tokens, truth[i].ID)
+						d.Parents = append(d.Parents, i-1)
+					}
+				case 1: // wrong tokens first, the right one as a later sibling, then a child
+					d.Tokens = []int32{int32(r.IntN(nv)), int32(r.IntN(nv)), truth[0].ID, truth[min(1, len(truth)-1)].ID}
+					d.Parents = []int{-1, -1, -1, 2}
+				case 2: // random tree
+					for i := 0; i < 7; i++ {
+						d.Tokens = append(d.Tokens, int32(r.IntN(nv)))
+						d.Parents = append(d.Parents, r.IntN(i+1)-1)
+					}
+				case 3: // no draft: one plain step
+				}
+				d.Position = pos
+				v, err := sv.Verify(op.Session, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if round%4 == 0 && len(v.Accepted) < len(d.Tokens) && len(got)+len(d.Tokens) < len(want) {
+					t.Errorf("round %d: the right chain of %d was accepted only %d deep", round, len(d.Tokens), len(v.Accepted))
+				}
+				accepted += len(v.Accepted)
+				got = append(append(got, v.Tokens...), v.Next)
+				if v.Position != pos+len(v.Tokens)+1 {
+					t.Fatalf("round %d: position %d, want %d", round, v.Position, pos+len(v.Tokens)+1)
+				}
+				pos = v.Position
+			}
+			got = got[:len(want)]
+			if !slices.Equal(got, want) {
+				t.Fatalf("verified session emitted\n%v\nplain decoding\n%v", got, want)
+			}
+			if accepted == 0 {
+				t.Error("no draft token was ever accepted")
+			}
+			st := sv.Stats()
+			if st.Sessions != 1 || st.Accepted != int64(accepted) || st.Rounds == 0 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestHTTP(t *testing.T) {
+	m := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
+	sv := serve.New(m.Engine, serve.Options{})
+	srv := httptest.NewServer(sv.Handler())
+	defer srv.Close()
+	call := func(method, path string, body any, out any) int {
+		t.Helper()
+		var buf bytes.Buffer
+		if body != nil {
+			if s, ok := body.(string); ok {
+				buf.WriteString(s)
+			} else if err := json.NewEncoder(&buf).Encode(body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, &buf)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out != nil && resp.StatusCode < 300 {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	prompt := make([]int32, 25) // two such sessions overflow the 40-slot cache
+	for i := range prompt {
+		prompt[i] = int32(i + 1)
+	}
+	var op serve.Opened
+	if code := call("POST", "/v1/sessions", map[string]any{"prompt": prompt}, &op); code != 200 {
+		t.Fatalf("open: %d", code)
+	}
+	verify := func(d serve.Draft) int {
+		return call("POST", "/v1/sessions/"+op.Session+"/verify", d, nil)
+	}
+	for _, c := range []struct {
+		name string
+		code int
+	}{
+		{"stale", verify(serve.Draft{Position: op.Position - 1})},
+		{"too many nodes", verify(serve.Draft{Position: op.Position, Tokens: make([]int32, 8), Parents: make([]int, 8)})},
+		{"bad parent", verify(serve.Draft{Position: op.Position, Tokens: []int32{1, 2}, Parents: []int{-1, 1}})},
+		{"bad token", verify(serve.Draft{Position: op.Position, Tokens: []int32{1 << 30}, Parents: []int{-1}})},
+		{"count mismatch", verify(serve.Draft{Position: op.Position, Tokens: []int32{1}})},
+		{"unknown field", call("POST", "/v1/sessions/"+op.Session+"/verify", `{"position": 1, "nodes": []}`, nil)},
+		{"not json", call("POST", "/v1/sessions", `{"prompt": [1,`, nil)},
+		{"empty prompt", call("POST", "/v1/sessions", map[string]any{"prompt": []int32{}}, nil)},
+		{"bad sampler", call("POST", "/v1/sessions", map[string]any{"prompt": prompt, "sampler": map[string]any{"top_p": 2}}, nil)},
+		{"prompt past the context", call("POST", "/v1/sessions", map[string]any{"prompt": make([]int32, 33)}, nil)},
+		{"cache full", call("POST", "/v1/sessions", map[string]any{"prompt": prompt}, nil)},
+		{"unknown session", call("POST", "/v1/sessions/nope/verify", serve.Draft{}, nil)},
+	} {
+		want := map[string]int{"stale": 409, "too many nodes": 413, "prompt past the context": 413, "cache full": 503,
+			"unknown session": 404}[c.name]
+		if want == 0 {
+			want = 400
+		}
+		if c.code != want {
+			t.Errorf("%s: status %d, want %d", c.name, c.code, want)
+		}
+	}
+	// a good round, then the context runs out
+	var v serve.Verified
+	if code := call("POST", "/v1/sessions/"+op.Session+"/verify", serve.Draft{Position: op.Position, Tokens: []int32{3, 4}, Parents: []int{-1, 0}}, &v); code != 200 {
+		t.Fatalf("verify: %d", code)
+	}
+	for code := 200; code == 200; {
+		code = call("POST", "/v1/sessions/"+op.Session+"/verify", serve.Draft{Position: v.Position}, &v)
+		if code != 200 && code != 413 {
+			t.Fatalf("verify near the end of the context: %d", code)
+		}
+	}
+	var st serve.Stats
+	if code := call("GET", "/v1/stats", nil, &st); code != 200 || st.Sessions != 1 || st.Rounds == 0 {
+		t.Errorf("stats: %d %+v", code, st)
+	}
+	if code := call("GET", "/v1/health", nil, &map[string]any{}); code != 200 {
+		t.Errorf("health: %d", code)
+	}
+	if code := call("DELETE", "/v1/sessions/"+op.Session, nil, nil); code != 204 {
+		t.Errorf("close: %d", code)
+	}
+	if code := call("DELETE", "/v1/sessions/"+op.Session, nil, nil); code != 404 {
+		t.Errorf("second close: %d", code)
+	}
+	// the cache is free again
+	if code := call("POST", "/v1/sessions", map[string]any{"prompt": prompt}, &op); code != 200 {
+		t.Errorf("open after close: %d", code)
+	}
+}
+
+// Idle sessions are closed and their cache reused.
+func TestIdleTimeout(t *testing.T) {
+	m := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
+	sv := serve.New(m.Engine, serve.Options{IdleTimeout: time.Minute})
+	now := time.Unix(1000, 0)
+	serve.SetClock(sv, func() time.Time { return now })
+	prompt := make([]int32, 25)
+	a, err := sv.Open(prompt, serve.Sampler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sv.Open(prompt, serve.Sampler{}); err == nil {
+		t.Fatal("a second 25-token session fitted a 40-slot cache")
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := sv.Open(prompt, serve.Sampler{}); err != nil {
+		t.Fatalf("after the first session idled out: %v", err)
+	}
+	if _, err := sv.Verify(a.Session, serve.Draft{Position: a.Position}); err == nil {
+		t.Error("the idle session still answers")
+	}
+}

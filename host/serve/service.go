@@ -1,0 +1,300 @@
+// Package serve is the speculative-decoding verify service: sessions over one engine, each
+// holding a committed prefix and the target's chosen next token, verified against draft trees
+// from any drafter. A verify round runs the pending token and the whole tree in one step,
+// walks the tree from the pending token — at each accepted node the target chooses its next
+// token with the session's Sampler, and the child drafting that token (if any) is accepted —
+// commits the accepted path (its K/V entries and recurrent state from the same step) and
+// returns the accepted tokens, the target's new next token and the target's log-probability of
+// each. Because verified logits are bit-identical to decoding (width invariance) and the
+// sampler's choice at a position depends only on that position, a session emits exactly the
+// tokens plain decoding would, whatever the drafts: greedy verification at temperature 0,
+// target-sample-and-match above it.
+package serve
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"verity/host/engine"
+)
+
+// Errors the HTTP layer maps to status codes.
+var (
+	ErrNoSession = errors.New("serve: no such session")
+	ErrStale     = errors.New("serve: draft built on a stale position")
+	ErrTooLarge  = errors.New("serve: request too large")
+	ErrBad       = errors.New("serve: bad request")
+)
+
+// Options configure a Service.
+type Options struct {
+	// MaxNodes caps the draft nodes of one verify request (default and upper bound: the
+	// engine's step size less one, for the pending token).
+	MaxNodes int
+	// MaxPrompt caps a new session's prompt (default: the engine's context).
+	MaxPrompt int
+	// IdleTimeout closes sessions unused for this long (0: never).
+	IdleTimeout time.Duration
+}
+
+// Service holds sessions over one engine. Its methods are safe for concurrent use; the
+// engine runs one step at a time.
+type Service struct {
+	e   *engine.Engine
+	opt Options
+	now func() time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	stats    Stats
+}
+
+// Stats are the service's counters since it started.
+type Stats struct {
+	Sessions int   `json:"sessions"`        // open now
+	Opened   int64 `json:"sessions_opened"` // in all
+	Rounds   int64 `json:"verify_rounds"`
+	Drafted  int64 `json:"draft_nodes"`    // draft nodes verified
+	Accepted int64 `json:"accepted_nodes"` // draft nodes accepted
+}
+
+type session struct {
+	mu      sync.Mutex // one request at a time per session
+	s       *engine.Session
+	sampler Sampler
+	next    int32 // the target's chosen next token, not yet in the cache
+	used    time.Time
+	closed  bool
+}
+
+// New returns a service over e.
+func New(e *engine.Engine, opt Options) *Service {
+	limit := e.MaxRows() - 1
+	if opt.MaxNodes <= 0 || opt.MaxNodes > limit {
+		opt.MaxNodes = limit
+	}
+	if opt.MaxPrompt <= 0 || opt.MaxPrompt > e.Context() {
+		opt.MaxPrompt = e.Context()
+	}
+	return &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{}}
+}
+
+// Token is a token with the target's log-probability of it at its position.
+type Token struct {
+	ID      int32   `json:"id"`
+	Logprob float64 `json:"logprob"`
+}
+
+// Opened is the reply to Open.
+type Opened struct {
+	Session  string `json:"session"`
+	Position int    `json:"position"` // tokens so far: the prompt and Next
+	Next     Token  `json:"next"`     // the target's first token after the prompt
+}
+
+// Open starts a session: it prefills the prompt and chooses the target's next token.
+func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
+	if err := smp.check(); err != nil {
+		return Opened{}, fmt.Errorf("%w: sampler: %v", ErrBad, err)
+	}
+	if len(prompt) == 0 {
+		return Opened{}, fmt.Errorf("%w: empty prompt", ErrBad)
+	}
+	if len(prompt) > sv.opt.MaxPrompt {
+		return Opened{}, fmt.Errorf("%w: prompt of %d tokens, at most %d", ErrTooLarge, len(prompt), sv.opt.MaxPrompt)
+	}
+	if err := sv.checkTokens("prompt", prompt); err != nil {
+		return Opened{}, err
+	}
+	sv.expire()
+	s := sv.e.NewSession()
+	l, err := s.Prefill(prompt, false)
+	if err != nil {
+		s.Close()
+		return Opened{}, err
+	}
+	next := smp.Choose(l[0], len(prompt))
+	id, err := newID()
+	if err != nil {
+		s.Close()
+		return Opened{}, err
+	}
+	sv.mu.Lock()
+	sv.sessions[id] = &session{s: s, sampler: smp, next: next, used: sv.now()}
+	sv.stats.Opened++
+	sv.mu.Unlock()
+	return Opened{Session: id, Position: len(prompt) + 1, Next: Token{next, logprob(l[0], next)}}, nil
+}
+
+// Draft is a verify request: draft tokens continuing after the session's next token, as a
+// forest — a node with parent −1 directly follows the next token, every other node's parent
+// is an earlier node. Position must be the session's current position (prompt, accepted
+// tokens and the next token), which rejects drafts built on an outdated continuation.
+type Draft struct {
+	Position int     `json:"position"`
+	Tokens   []int32 `json:"tokens"`
+	Parents  []int   `json:"parents"`
+}
+
+// Verified is the reply to Verify.
+type Verified struct {
+	Accepted []int   `json:"accepted"` // the accepted draft nodes, root first
+	Tokens   []Token `json:"tokens"`   // their tokens
+	Next     Token   `json:"next"`     // the target's token after the last accepted one
+	Position int     `json:"position"` // the new position
+	Drafted  int     `json:"drafted"`  // draft nodes verified
+}
+
+// Verify runs one verification round of session id.
+func (sv *Service) Verify(id string, d Draft) (Verified, error) {
+	ss, err := sv.get(id)
+	if err != nil {
+		return Verified{}, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return Verified{}, ErrNoSession
+	}
+	ss.used = sv.now()
+	base := ss.s.Len() // committed positions; the next token goes at base
+	if d.Position != base+1 {
+		return Verified{}, fmt.Errorf("%w: the session is at position %d, the draft was built at %d", ErrStale, base+1, d.Position)
+	}
+	n := len(d.Tokens)
+	if n > sv.opt.MaxNodes {
+		return Verified{}, fmt.Errorf("%w: %d draft nodes, at most %d", ErrTooLarge, n, sv.opt.MaxNodes)
+	}
+	if len(d.Parents) != n {
+		return Verified{}, fmt.Errorf("%w: %d tokens but %d parents", ErrBad, n, len(d.Parents))
+	}
+	if err := sv.checkTokens("draft", d.Tokens); err != nil {
+		return Verified{}, err
+	}
+	// engine node 0 is the next token; draft node i is engine node i+1
+	t := engine.Tree{Tokens: append([]int32{ss.next}, d.Tokens...), Parents: make([]int, n+1)}
+	t.Parents[0] = -1
+	children := make([][]int, n+1)
+	for i, p := range d.Parents {
+		if p < -1 || p >= i {
+			return Verified{}, fmt.Errorf("%w: draft node %d has parent %d; a parent is −1 or an earlier node", ErrBad, i, p)
+		}
+		t.Parents[i+1] = p + 1
+		children[p+1] = append(children[p+1], i+1)
+	}
+	logits, err := ss.s.Verify(t)
+	if err != nil {
+		return Verified{}, err
+	}
+	out := Verified{Accepted: []int{}, Tokens: []Token{}, Drafted: n}
+	path, cur := []int{0}, 0
+	for {
+		tok := ss.sampler.Choose(logits[cur], base+len(path))
+		c := -1
+		for _, ch := range children[cur] {
+			if t.Tokens[ch] == tok {
+				c = ch
+				break
+			}
+		}
+		if c < 0 {
+			out.Next = Token{tok, logprob(logits[cur], tok)}
+			break
+		}
+		out.Accepted = append(out.Accepted, c-1)
+		out.Tokens = append(out.Tokens, Token{tok, logprob(logits[cur], tok)})
+		path, cur = append(path, c), c
+	}
+	if err := ss.s.Commit(path); err != nil {
+		return Verified{}, err
+	}
+	ss.next = out.Next.ID
+	out.Position = base + len(path) + 1
+	sv.mu.Lock()
+	sv.stats.Rounds++
+	sv.stats.Drafted += int64(n)
+	sv.stats.Accepted += int64(len(out.Accepted))
+	sv.mu.Unlock()
+	return out, nil
+}
+
+// Close ends session id and frees its cache.
+func (sv *Service) Close(id string) error {
+	sv.mu.Lock()
+	ss, ok := sv.sessions[id]
+	delete(sv.sessions, id)
+	sv.mu.Unlock()
+	if !ok {
+		return ErrNoSession
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.closed = true
+	ss.s.Close()
+	return nil
+}
+
+// Stats returns the service's counters.
+func (sv *Service) Stats() Stats {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	s := sv.stats
+	s.Sessions = len(sv.sessions)
+	return s
+}
+
+func (sv *Service) get(id string) (*session, error) {
+	sv.expire()
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	ss, ok := sv.sessions[id]
+	if !ok {
+		return nil, ErrNoSession
+	}
+	return ss, nil
+}
+
+// expire closes sessions idle for longer than IdleTimeout.
+func (sv *Service) expire() {
+	if sv.opt.IdleTimeout <= 0 {
+		return
+	}
+	now := sv.now()
+	var idle []string
+	sv.mu.Lock()
+	for id, ss := range sv.sessions {
+		if ss.mu.TryLock() {
+			if now.Sub(ss.used) > sv.opt.IdleTimeout {
+				idle = append(idle, id)
+			}
+			ss.mu.Unlock()
+		}
+	}
+	sv.mu.Unlock()
+	for _, id := range idle {
+		sv.Close(id)
+	}
+}
+
+// checkTokens reports a token outside the vocabulary.
+func (sv *Service) checkTokens(what string, toks []int32) error {
+	nv := sv.e.Program().Config.NVocab
+	for i, t := range toks {
+		if t < 0 || int(t) >= nv {
+			return fmt.Errorf("%w: %s token %d is %d, outside the vocabulary of %d", ErrBad, what, i, t, nv)
+		}
+	}
+	return nil
+}
+
+func newID() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
