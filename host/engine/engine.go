@@ -377,8 +377,106 @@ func (t Tree) Depths() ([]int, error) {
 // are bit-identical to decoding the path root…i after the session's history. The session's
 // committed state is unchanged; the nodes' cache entries are kept until Commit picks a path.
 func (s *Session) Verify(t Tree) ([][]float32, error) {
-	s.e.mu.Lock()
-	defer s.e.mu.Unlock()
+	out, err := s.e.VerifyBatch([]*Session{s}, []Tree{t})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// VerifyBatch verifies a tree for each of several sessions in one step (one pass over the
+// weights): out[k] holds session k's node logits, bit-identical to what Verify gives it alone
+// (rows never depend on the other rows of their step). The trees' nodes together must fit the
+// step size, and a session may appear once. Each session's previous unconfirmed tree is
+// dropped; on error the sessions' committed state is unchanged.
+func (e *Engine) VerifyBatch(ss []*Session, ts []Tree) ([][][]float32, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(ss) != len(ts) || len(ss) == 0 {
+		return nil, fmt.Errorf("engine: %d sessions and %d trees", len(ss), len(ts))
+	}
+	total := 0
+	seen := map[*Session]bool{}
+	for k, s := range ss {
+		if s.e != e {
+			return nil, fmt.Errorf("engine: session %d belongs to another engine", k)
+		}
+		if s.closed {
+			return nil, fmt.Errorf("engine: session %d is closed", k)
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("engine: session %d appears twice in one batch", k)
+		}
+		seen[s] = true
+		total += len(ts[k].Tokens)
+	}
+	if total > e.chunk {
+		return nil, fmt.Errorf("engine: trees of %d nodes in all exceed the step size %d", total, e.chunk)
+	}
+	for _, s := range ss {
+		s.dropPending()
+	}
+	vs := make([]*verifyRows, len(ss))
+	release := func() {
+		for _, v := range vs {
+			if v != nil {
+				e.release(v.slots)
+				e.releaseStates(v.states...)
+			}
+		}
+	}
+	var st exec.Step
+	for k, s := range ss {
+		v, err := s.prepareVerify(ts[k])
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("engine: batch entry %d: %w", k, err)
+		}
+		vs[k] = v
+		off := int32(len(st.Tokens))
+		st.Tokens = append(st.Tokens, v.step.Tokens...)
+		st.Pos = append(st.Pos, v.step.Pos...)
+		st.Slots = append(st.Slots, v.step.Slots...)
+		st.Keys = append(st.Keys, v.step.Keys...)
+		st.StateSrc = append(st.StateSrc, v.step.StateSrc...)
+		st.StateDst = append(st.StateDst, v.step.StateDst...)
+		for _, r := range v.step.OutRows {
+			st.OutRows = append(st.OutRows, r+off)
+		}
+	}
+	logits, err := e.ex.Run(st)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	nv := e.ex.Program().Config.NVocab
+	out := make([][][]float32, len(ss))
+	row := 0
+	for k, s := range ss {
+		n := len(ts[k].Tokens)
+		out[k] = make([][]float32, n)
+		for i := range out[k] {
+			out[k][i] = logits[row*nv : (row+1)*nv : (row+1)*nv]
+			row++
+		}
+		t := ts[k]
+		s.pending = &pending{tree: Tree{Tokens: append([]int32(nil), t.Tokens...), Parents: append([]int(nil), t.Parents...)},
+			slots: vs[k].slots, states: vs[k].states}
+	}
+	return out, nil
+}
+
+// verifyRows is one session's part of a verify step: its rows, and the cache and state slots
+// allocated for its nodes.
+type verifyRows struct {
+	step   exec.Step
+	slots  []int32
+	states []int32
+}
+
+// prepareVerify checks tree t against the session and allocates its nodes' slots (the caller
+// holds e.mu). A pending tree's slots stay allocated until the step succeeds.
+func (s *Session) prepareVerify(t Tree) (*verifyRows, error) {
 	depth, err := t.Depths()
 	if err != nil {
 		return nil, err
@@ -397,7 +495,6 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 	if len(s.slots)+maxDepth+1 > s.e.ctx {
 		return nil, fmt.Errorf("%w: %d positions + tree depth %d > %d", ErrContext, len(s.slots), maxDepth+1, s.e.ctx)
 	}
-	s.dropPending()
 	nodeSlots, err := s.e.alloc(n)
 	if err != nil {
 		return nil, err
@@ -410,7 +507,8 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 		}
 	}
 	base := len(s.slots)
-	st := exec.Step{Tokens: t.Tokens}
+	v := &verifyRows{step: exec.Step{Tokens: t.Tokens}, slots: nodeSlots, states: nodeStates}
+	st := &v.step
 	for i := 0; i < n; i++ {
 		// keys: history, then the ancestors root first, then the node itself
 		chain := make([]int32, depth[i]+1)
@@ -433,20 +531,7 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 			st.StateDst = append(st.StateDst, nodeStates[i])
 		}
 	}
-	logits, err := s.e.ex.Run(st)
-	if err != nil {
-		s.e.release(nodeSlots)
-		s.e.releaseStates(nodeStates...)
-		return nil, err
-	}
-	nv := s.e.ex.Program().Config.NVocab
-	out := make([][]float32, n)
-	for i := range out {
-		out[i] = logits[i*nv : (i+1)*nv : (i+1)*nv]
-	}
-	s.pending = &pending{tree: Tree{Tokens: append([]int32(nil), t.Tokens...), Parents: append([]int(nil), t.Parents...)},
-		slots: nodeSlots, states: nodeStates}
-	return out, nil
+	return v, nil
 }
 
 // Commit accepts a root-to-node path of the last verified tree (node indices, path[0] = 0,

@@ -182,3 +182,76 @@ func TestPipelineErrors(t *testing.T) {
 		t.Error("BlockCuts of a missing layer: no error")
 	}
 }
+
+// Trees of several sessions verified in one step give each session the logits it gets alone,
+// and each commits and continues as if verified alone.
+func TestVerifyBatchEqualsAlone(t *testing.T) {
+	for _, name := range []string{"small-llama-q4_k_m", "tiny-q35moe-q4_0"} {
+		t.Run(name, func(t *testing.T) {
+			m := load(t, name, 2, 32, 96)
+			nv := m.Program().Config.NVocab
+			r := rand.New(rand.NewPCG(11, 12))
+			prompts := [][]int32{randTokens(r, 9, nv), randTokens(r, 17, nv), randTokens(r, 4, nv)}
+			trees := []engine.Tree{
+				{Tokens: randTokens(r, 5, nv), Parents: []int{-1, 0, 0, 1, 3}},
+				{Tokens: randTokens(r, 1, nv), Parents: []int{-1}},
+				{Tokens: randTokens(r, 8, nv), Parents: []int{-1, 0, 1, 2, 0, 4, 4, 6}},
+			}
+			paths := [][]int{{0, 1, 3}, {0}, {0, 4, 6, 7}}
+			next := randTokens(r, 3, nv)
+			run := func(batch bool) [][]float32 {
+				var ss []*engine.Session
+				for _, p := range prompts {
+					s := m.NewSession()
+					defer s.Close()
+					if _, err := s.Prefill(p, false); err != nil {
+						t.Fatal(err)
+					}
+					ss = append(ss, s)
+				}
+				var rows [][]float32
+				if batch {
+					out, err := m.VerifyBatch(ss, trees)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, o := range out {
+						rows = append(rows, o...)
+					}
+				} else {
+					for k, s := range ss {
+						o, err := s.Verify(trees[k])
+						if err != nil {
+							t.Fatal(err)
+						}
+						rows = append(rows, o...)
+					}
+				}
+				for k, s := range ss {
+					if err := s.Commit(paths[k]); err != nil {
+						t.Fatal(err)
+					}
+					l, err := s.Decode(next[k])
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows = append(rows, l)
+				}
+				return rows
+			}
+			alone, batched := run(false), run(true)
+			for i := range alone {
+				sameBits(t, fmt.Sprintf("row %d", i), batched[i], alone[i])
+			}
+			s := m.NewSession()
+			defer s.Close()
+			if _, err := m.VerifyBatch([]*engine.Session{s, s}, trees[:2]); err == nil {
+				t.Error("a session twice in one batch: no error")
+			}
+			big := engine.Tree{Tokens: randTokens(r, 30, nv), Parents: append([]int{-1}, make([]int, 29)...)}
+			if _, err := m.VerifyBatch([]*engine.Session{s, m.NewSession()}, []engine.Tree{big, trees[0]}); err == nil {
+				t.Error("35 nodes in a 32-row step: no error")
+			}
+		})
+	}
+}

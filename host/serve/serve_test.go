@@ -76,6 +76,7 @@ func TestVerifiedSessionIsLossless(t *testing.T) {
 			want := plain(t, m, prompt, c.sampler, 40)
 
 			sv := serve.New(m.Engine, serve.Options{})
+			defer sv.Shutdown()
 			op, err := sv.Open(prompt, c.sampler)
 			if err != nil {
 				t.Fatal(err)
@@ -136,6 +137,7 @@ func TestVerifiedSessionIsLossless(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	m := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
 	sv := serve.New(m.Engine, serve.Options{})
+	defer sv.Shutdown()
 	srv := httptest.NewServer(sv.Handler())
 	defer srv.Close()
 	call := func(method, path string, body any, out any) int {
@@ -232,6 +234,7 @@ func TestHTTP(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	m := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
 	sv := serve.New(m.Engine, serve.Options{IdleTimeout: time.Minute})
+	defer sv.Shutdown()
 	now := time.Unix(1000, 0)
 	serve.SetClock(sv, func() time.Time { return now })
 	prompt := make([]int32, 25)
@@ -249,4 +252,68 @@ func TestIdleTimeout(t *testing.T) {
 	if _, err := sv.Verify(a.Session, serve.Draft{Position: a.Position}); err == nil {
 		t.Error("the idle session still answers")
 	}
+}
+
+// Sessions verifying concurrently are batched into shared steps and each still emits exactly
+// its plain decoding.
+func TestConcurrentSessionsAreLossless(t *testing.T) {
+	const sessions, tokens = 6, 24
+	m := load(t, "tiny-q35moe-q4_0", engine.LoadOptions{MaxRows: 32, Context: 64, Sessions: sessions})
+	nv := m.Program().Config.NVocab
+	sv := serve.New(m.Engine, serve.Options{MaxNodes: 6})
+	defer sv.Shutdown()
+	smp := serve.Sampler{Temperature: 0.7, Seed: 21}
+	prompts := make([][]int32, sessions)
+	wants := make([][]serve.Token, sessions)
+	r := rand.New(rand.NewPCG(5, 6))
+	for k := range prompts {
+		prompts[k] = make([]int32, 5+k)
+		for i := range prompts[k] {
+			prompts[k][i] = int32(r.IntN(nv))
+		}
+		wants[k] = plain(t, m, prompts[k], smp, tokens)
+	}
+	errs := make(chan error, sessions)
+	for k := 0; k < sessions; k++ {
+		go func() {
+			errs <- func() error {
+				r := rand.New(rand.NewPCG(uint64(k), 1))
+				op, err := sv.Open(prompts[k], smp)
+				if err != nil {
+					return err
+				}
+				got, pos := []serve.Token{op.Next}, op.Position
+				for len(got) < tokens {
+					truth := wants[k][min(len(got), tokens-1):]
+					d := serve.Draft{Position: pos}
+					for i := 0; i < min(1+r.IntN(5), len(truth)); i++ {
+						tok := truth[i].ID
+						if r.IntN(4) == 0 {
+							tok = int32(r.IntN(nv))
+						}
+						d.Tokens, d.Parents = append(d.Tokens, tok), append(d.Parents, i-1)
+					}
+					v, err := sv.Verify(op.Session, d)
+					if err != nil {
+						return err
+					}
+					got, pos = append(append(got, v.Tokens...), v.Next), v.Position
+				}
+				if !slices.Equal(got[:tokens], wants[k]) {
+					return fmt.Errorf("session %d emitted %v, plain decoding %v", k, got[:tokens], wants[k])
+				}
+				return sv.Close(op.Session)
+			}()
+		}()
+	}
+	for k := 0; k < sessions; k++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	st := sv.Stats()
+	if st.Steps > st.Rounds || st.Sessions != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	t.Logf("%d verify rounds in %d steps", st.Rounds, st.Steps)
 }

@@ -41,12 +41,16 @@ type Options struct {
 	IdleTimeout time.Duration
 }
 
-// Service holds sessions over one engine. Its methods are safe for concurrent use; the
-// engine runs one step at a time.
+// Service holds sessions over one engine. Its methods are safe for concurrent use. Verify
+// rounds of different sessions that arrive while a step runs are batched into the next step
+// (engine.VerifyBatch: one pass over the weights for all of them, each session's logits
+// unchanged), up to the engine's step size in nodes.
 type Service struct {
-	e   *engine.Engine
-	opt Options
-	now func() time.Time
+	e    *engine.Engine
+	opt  Options
+	now  func() time.Time
+	jobs chan *job
+	quit chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -58,6 +62,7 @@ type Stats struct {
 	Sessions int   `json:"sessions"`        // open now
 	Opened   int64 `json:"sessions_opened"` // in all
 	Rounds   int64 `json:"verify_rounds"`
+	Steps    int64 `json:"verify_steps"` // engine steps that ran them (batched rounds share one)
 	Drafted  int64 `json:"draft_nodes"`    // draft nodes verified
 	Accepted int64 `json:"accepted_nodes"` // draft nodes accepted
 }
@@ -80,7 +85,96 @@ func New(e *engine.Engine, opt Options) *Service {
 	if opt.MaxPrompt <= 0 || opt.MaxPrompt > e.Context() {
 		opt.MaxPrompt = e.Context()
 	}
-	return &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{}}
+	sv := &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{},
+		jobs: make(chan *job), quit: make(chan struct{})}
+	go sv.batcher()
+	return sv
+}
+
+// Shutdown stops the batching goroutine; the service must not be used afterwards.
+func (sv *Service) Shutdown() { close(sv.quit) }
+
+// job is one session's tree waiting for a verify step.
+type job struct {
+	s      *engine.Session
+	tree   engine.Tree
+	logits [][]float32
+	err    error
+	done   chan struct{}
+}
+
+// verify runs tree t of session s in the next verify step and returns its nodes' logits.
+func (sv *Service) verify(s *engine.Session, t engine.Tree) ([][]float32, error) {
+	j := &job{s: s, tree: t, done: make(chan struct{})}
+	select {
+	case sv.jobs <- j:
+	case <-sv.quit:
+		return nil, errors.New("serve: the service is shut down")
+	}
+	<-j.done
+	return j.logits, j.err
+}
+
+// batcher runs verify steps: it takes a job, adds every other job already waiting while the
+// nodes fit one step, runs them together and starts over (a job that does not fit waits for
+// the next step).
+func (sv *Service) batcher() {
+	var held *job
+	for {
+		first := held
+		held = nil
+		if first == nil {
+			select {
+			case first = <-sv.jobs:
+			case <-sv.quit:
+				return
+			}
+		}
+		batch, nodes := []*job{first}, len(first.tree.Tokens)
+	gather:
+		for held == nil {
+			select {
+			case j := <-sv.jobs:
+				if nodes+len(j.tree.Tokens) > sv.e.MaxRows() {
+					held = j
+					break gather
+				}
+				batch, nodes = append(batch, j), nodes+len(j.tree.Tokens)
+			default:
+				break gather
+			}
+		}
+		sv.run(batch)
+	}
+}
+
+// run verifies a batch in one step; if that fails with more than one job, each is run alone,
+// so that one bad request cannot fail the others.
+func (sv *Service) run(batch []*job) {
+	ss, ts := make([]*engine.Session, len(batch)), make([]engine.Tree, len(batch))
+	for i, j := range batch {
+		ss[i], ts[i] = j.s, j.tree
+	}
+	out, err := sv.e.VerifyBatch(ss, ts)
+	if err != nil && len(batch) > 1 {
+		for _, j := range batch {
+			sv.run([]*job{j})
+		}
+		return
+	}
+	if err == nil {
+		sv.mu.Lock()
+		sv.stats.Steps++
+		sv.mu.Unlock()
+	}
+	for i, j := range batch {
+		if err != nil {
+			j.err = err
+		} else {
+			j.logits = out[i]
+		}
+		close(j.done)
+	}
 }
 
 // Token is a token with the target's log-probability of it at its position.
@@ -186,7 +280,7 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 		t.Parents[i+1] = p + 1
 		children[p+1] = append(children[p+1], i+1)
 	}
-	logits, err := ss.s.Verify(t)
+	logits, err := sv.verify(ss.s, t)
 	if err != nil {
 		return Verified{}, err
 	}
