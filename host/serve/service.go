@@ -62,7 +62,7 @@ type Stats struct {
 	Sessions int   `json:"sessions"`        // open now
 	Opened   int64 `json:"sessions_opened"` // in all
 	Rounds   int64 `json:"verify_rounds"`
-	Steps    int64 `json:"verify_steps"` // engine steps that ran them (batched rounds share one)
+	Steps    int64 `json:"verify_steps"`   // engine steps that ran them (batched rounds share one)
 	Drafted  int64 `json:"draft_nodes"`    // draft nodes verified
 	Accepted int64 `json:"accepted_nodes"` // draft nodes accepted
 }
