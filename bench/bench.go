@@ -19,7 +19,17 @@ type Options struct {
 	Decode    int // decoded tokens (default 32)
 	Trees     int // 8-node tree verifications (default 8)
 	TreeNodes int // nodes per tree (default 8)
-	Seed      uint64
+	// Widths, if set, adds the verify cost curve: the median time of a tree of each width
+	// (node count), measured Trees times each, so that a drafter can size its trees.
+	Widths []int
+	Seed   uint64
+}
+
+// WidthTime is one point of the verify cost curve.
+type WidthTime struct {
+	Nodes     int     `json:"nodes"`
+	MS        float64 `json:"ms"`          // median time of one verify step
+	MSPerNode float64 `json:"ms_per_node"` // MS / Nodes
 }
 
 // Result is one benchmark row.
@@ -42,6 +52,8 @@ type Result struct {
 	DecodeGBs     float64 `json:"decode_gb_s"`
 	ProbeGBs      float64 `json:"probe_gb_s"`
 	Fraction      float64 `json:"bandwidth_fraction"`
+	// Curve is the verify cost curve (Options.Widths).
+	Curve []WidthTime `json:"verify_curve,omitempty"`
 }
 
 // Run measures prefill, decode and verify on engine e (which must have room for the prompt,
@@ -64,8 +76,13 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	if o.Prompt+o.Decode+o.TreeNodes > e.Context() {
 		return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, o.TreeNodes, e.Context())
 	}
-	if o.TreeNodes > e.MaxRows() {
-		return Result{}, fmt.Errorf("bench: tree of %d nodes exceeds the step size %d", o.TreeNodes, e.MaxRows())
+	for _, w := range append([]int{o.TreeNodes}, o.Widths...) {
+		if w < 1 || w > e.MaxRows() {
+			return Result{}, fmt.Errorf("bench: tree of %d nodes: want 1 … the step size %d", w, e.MaxRows())
+		}
+		if o.Prompt+o.Decode+w > e.Context() {
+			return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, w, e.Context())
+		}
 	}
 	r := rand.New(rand.NewPCG(o.Seed, 1))
 	tok := func() int32 { return int32(r.IntN(c.NVocab)) }
@@ -105,16 +122,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 		res.Fraction = res.DecodeGBs * 1e9 / probe
 	}
 
-	// trees: a chain of 2 under the root, the rest fanned out (a typical draft shape)
-	tree := engine.Tree{}
-	for i := 0; i < o.TreeNodes; i++ {
-		tree.Tokens = append(tree.Tokens, tok())
-		parent := -1
-		if i > 0 {
-			parent = (i - 1) / 2
-		}
-		tree.Parents = append(tree.Parents, parent)
-	}
+	tree := draftTree(o.TreeNodes, tok)
 	start = time.Now()
 	for i := 0; i < o.Trees; i++ {
 		if _, err := s.Verify(tree); err != nil {
@@ -124,7 +132,35 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	vt := time.Since(start).Seconds() / float64(o.Trees)
 	res.VerifyMS = 1e3 * vt
 	res.VerifyTPS = float64(o.TreeNodes) / vt
+	for _, w := range o.Widths {
+		t := draftTree(w, tok)
+		ms := make([]float64, o.Trees)
+		for i := range ms {
+			start := time.Now()
+			if _, err := s.Verify(t); err != nil {
+				return res, err
+			}
+			ms[i] = 1e3 * time.Since(start).Seconds()
+		}
+		sort.Float64s(ms)
+		med := stat.Quantile(0.5, stat.Empirical, ms, nil)
+		res.Curve = append(res.Curve, WidthTime{Nodes: w, MS: med, MSPerNode: med / float64(w)})
+	}
 	return res, nil
+}
+
+// draftTree is a tree of n nodes in a typical draft shape: node i's parent is (i−1)/2 (a
+// binary fan-out), so depth grows with log n.
+func draftTree(n int, tok func() int32) engine.Tree {
+	var t engine.Tree
+	for i := 0; i < n; i++ {
+		parent := -1
+		if i > 0 {
+			parent = (i - 1) / 2
+		}
+		t.Tokens, t.Parents = append(t.Tokens, tok()), append(t.Parents, parent)
+	}
+	return t
 }
 
 // StepBytes is the cost model's byte count for one step of rows rows, each attending to

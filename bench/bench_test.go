@@ -36,6 +36,16 @@ func TestRun(t *testing.T) {
 	if _, err := Run(m.Engine, s.Name, 1e9, Options{Prompt: 60, Decode: 10}); err == nil {
 		t.Error("run past the context accepted")
 	}
+	r, err = Run(m.Engine, s.Name, 1e9, Options{Prompt: 8, Decode: 2, Trees: 2, Widths: []int{1, 3, 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Curve) != 3 || r.Curve[2].Nodes != 16 || r.Curve[1].MS <= 0 || r.Curve[1].MSPerNode != r.Curve[1].MS/3 {
+		t.Errorf("verify curve %+v", r.Curve)
+	}
+	if _, err := Run(m.Engine, s.Name, 1e9, Options{Prompt: 8, Decode: 2, Widths: []int{17}}); err == nil {
+		t.Error("a curve point past the step size accepted")
+	}
 }
 
 func TestBandwidth(t *testing.T) {

@@ -86,6 +86,20 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			for _, r := range rows {
+				if len(r.Curve) == 0 {
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nverify cost curve, %s (median of %d):\n", r.Model, o.Trees)
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "nodes\tms/step\tms/node\t")
+				for _, p := range r.Curve {
+					fmt.Fprintf(tw, "%d\t%.2f\t%.3f\t\n", p.Nodes, p.MS, p.MSPerNode)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "memory bandwidth probe: %.2f GB/s (%s); MB/tok and GB/s from the Program's cost model\n", probe/1e9, probeWhat)
 			return err
 		},
@@ -99,6 +113,7 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 	cmd.Flags().IntVar(&o.Decode, "decode", 32, "decoded tokens")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
+	cmd.Flags().IntSliceVar(&o.Widths, "widths", nil, "also measure the verify cost curve at these tree sizes (e.g. 1,2,4,8,16,32,64)")
 	return cmd
 }
 
