@@ -85,7 +85,7 @@ cat "$out/cuda.log"
 # the fixtures are generated here on all CPUs and cached beside the binaries.
 echo "== verity bench --backend cuda"
 VERITY_CACHE="$here/cache" timeout 240 "$here/verity" bench --backend cuda --model small-llama-q4_k_m \
-	--model small-q35moe-q4_k_m --model llama-1b-q4_k_m >"$out/bench.txt" 2>&1
+	--model small-q35moe-q4_k_m --model llama-1b-q4_k_m --widths 1,2,4,8,16,32,64 >"$out/bench.txt" 2>&1
 brc=$?
 cat "$out/bench.txt"
 
@@ -94,8 +94,9 @@ if ! "$here/gpureport" -dir "$out" -exit "$rc" -wall "$wall" >"$out/summary.txt"
 	echo "gpureport failed; test binary exit $rc after ${wall}s" >>"$out/summary.txt"
 fi
 {
-	echo "whole-model bench (verity bench --backend cuda, exit $brc):"
-	tail -n 6 "$out/bench.txt"
+	echo "whole-model bench (verity bench --backend cuda, exit $brc; verify cost curves in bench.txt):"
+	awk '/^$/ { exit } { print }' "$out/bench.txt" | tail -n 6
+	tail -n 1 "$out/bench.txt"
 } >>"$out/summary.txt"
 cat "$out/summary.txt"
 exit "$rc"
