@@ -17,7 +17,7 @@ import (
 	"verity/host/serve"
 )
 
-func load(t *testing.T, name string, o engine.LoadOptions) *engine.Model {
+func load(t testing.TB, name string, o engine.LoadOptions) *engine.Model {
 	t.Helper()
 	f, err := fixtures.Parse(name)
 	if err != nil {
