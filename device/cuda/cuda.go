@@ -125,6 +125,7 @@ func (b *Backend) loop(ready chan<- error) {
 			return err
 		}
 		if err := cu.SetCurrentContext(ctx); err != nil {
+			_ = ctx.Destroy()
 			return err
 		}
 		b.name = fmt.Sprintf("cuda:%d (%s, sm_%d%d, driver %d)", b.ordinal, name, major, minor, cu.Version())
@@ -368,7 +369,7 @@ func (b *Backend) load(stem string) *module {
 	info := &cu.JITInfoLogBuffer{Buffer: make([]byte, logBytes)}
 	elog := &cu.JITErrorLogBuffer{Buffer: make([]byte, logBytes)}
 	m.err = b.do("load", stem+" "+m.code, func() error {
-		mod, err := cu.LoadDataEx(image, info, elog, &cu.JITLogVerbose{Enabled: true})
+		mod, err := cu.LoadDataEx(image, info, elog) // not verbose: per-entry lines would fill the info log
 		runtime.KeepAlive(info)
 		runtime.KeepAlive(elog)
 		if err != nil {
@@ -409,20 +410,28 @@ func (b *Backend) Close() error {
 		b.mu.Unlock()
 		return nil
 	}
-	mods := b.modules
+	type loaded struct {
+		stem string
+		m    *module
+	}
+	var mods []loaded
+	for stem, m := range b.modules {
+		mods = append(mods, loaded{stem, m})
+	}
 	bases := append([]device.Ptr(nil), b.bases...)
 	b.mu.Unlock()
 	var errs []error
 	errs = append(errs, b.Sync())
+	// graphs (in the extras) refer to the modules' kernels: destroy them first
+	errs = append(errs, b.do("close", "extras", b.closeExtras))
 	for _, p := range bases {
 		errs = append(errs, b.Free(p))
 	}
-	for stem, m := range mods {
-		if m.err == nil {
-			errs = append(errs, b.do("unload", stem, m.mod.Unload))
+	for _, l := range mods {
+		if l.m.err == nil {
+			errs = append(errs, b.do("unload", l.stem, l.m.mod.Unload))
 		}
 	}
-	errs = append(errs, b.do("close", "extras", b.closeExtras))
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()

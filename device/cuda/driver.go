@@ -364,7 +364,12 @@ func (b *Backend) Time(f func() error) (time.Duration, error) {
 			_ = cu.DestroyEvent(&start)
 			return err
 		}
-		return start.Record(cu.Stream{})
+		if err := start.Record(cu.Stream{}); err != nil {
+			_ = cu.DestroyEvent(&start)
+			_ = cu.DestroyEvent(&stop)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -427,11 +432,17 @@ func (b *Backend) Info() (Info, error) {
 		if in.TotalMem, err = dev.TotalMem(); err != nil {
 			return err
 		}
-		a, err := dev.Attributes(cu.MultiprocessorCount, cu.L2CacheSize, cu.MemoryClockRate, cu.GlobalMemoryBusWidth)
-		if err != nil {
-			return err
+		// one attribute at a time: a driver that no longer reports one (the memory clock, say)
+		// leaves that field 0 rather than failing the rest
+		for _, f := range []struct {
+			attr cu.DeviceAttribute
+			dst  *int
+		}{{cu.MultiprocessorCount, &in.SMs}, {cu.L2CacheSize, &in.L2}, {cu.MemoryClockRate, &in.MemClockKHz},
+			{cu.GlobalMemoryBusWidth, &in.BusWidthBits}} {
+			if v, err := dev.Attribute(f.attr); err == nil {
+				*f.dst = v
+			}
 		}
-		in.SMs, in.L2, in.MemClockKHz, in.BusWidthBits = a[0], a[1], a[2], a[3]
 		if in.SharedOptin, err = b.sharedOptin(); err != nil {
 			return err
 		}

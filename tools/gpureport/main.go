@@ -47,7 +47,12 @@ type Report struct {
 	WallS     float64 `json:"wall_s"`
 	Probe     string  `json:"probe"`
 	// NoTests explains a test binary that ran no test (the end of its log), else "".
-	NoTests string       `json:"no_tests,omitempty"`
+	NoTests string `json:"no_tests,omitempty"`
+	// Crash is the test binary's panic or fatal signal with the tests it was running, if its
+	// log has one (a timeout, a crash); such tests are "incomplete" in Tests.
+	Crash string `json:"crash,omitempty"`
+	// Notes are problems reading the check's files.
+	Notes   []string     `json:"notes,omitempty"`
 	Passed  int          `json:"passed"` // top-level tests
 	Failed  int          `json:"failed"`
 	Skipped int          `json:"skipped"`
@@ -96,12 +101,16 @@ func build(dir string, exit int, wall float64) *Report {
 	}
 
 	output := map[string]*bytes.Buffer{}
-	eachLine(filepath.Join(dir, "cuda.json"), func(line []byte) {
+	var started []string       // tests in the order they started
+	ended := map[string]bool{} // tests with a pass, fail or skip event
+	r.note(eachLine(filepath.Join(dir, "cuda.json"), func(line []byte) {
 		var e event
 		if json.Unmarshal(line, &e) != nil || e.Test == "" {
 			return
 		}
 		switch e.Action {
+		case "run":
+			started = append(started, e.Test)
 		case "output":
 			buf := output[e.Test]
 			if buf == nil {
@@ -110,6 +119,7 @@ func build(dir string, exit int, wall float64) *Report {
 			}
 			buf.WriteString(e.Output)
 		case "pass", "fail", "skip":
+			ended[e.Test] = true
 			tr := TestResult{Name: e.Test, Result: e.Action, Seconds: e.Elapsed}
 			if e.Action == "fail" && output[e.Test] != nil {
 				tr.Output = tail(output[e.Test].String(), maxOutput)
@@ -126,9 +136,25 @@ func build(dir string, exit int, wall float64) *Report {
 				}
 			}
 		}
-	})
-	if len(r.Tests) == 0 {
-		log, _ := os.ReadFile(filepath.Join(dir, "cuda.log"))
+	}))
+	// A test that started and never ended was running when the binary died (a timeout panic,
+	// a crash, a kill): it counts as failed, with the end of its output.
+	for _, name := range started {
+		if ended[name] {
+			continue
+		}
+		tr := TestResult{Name: name, Result: "incomplete"}
+		if output[name] != nil {
+			tr.Output = tail(output[name].String(), maxOutput)
+		}
+		r.Tests = append(r.Tests, tr)
+		if !strings.Contains(name, "/") {
+			r.Failed++
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "cuda.log"))
+	r.Crash = crash(string(log))
+	if len(started) == 0 {
 		why := strings.TrimSpace(tail(string(log), 1500))
 		if why == "" {
 			why = "(no output)"
@@ -136,7 +162,7 @@ func build(dir string, exit int, wall float64) *Report {
 		r.NoTests = fmt.Sprintf("the test binary exited with status %d before running any test; the end of its output:\n%s", exit, why)
 	}
 
-	eachLine(filepath.Join(dir, "results.jsonl"), func(line []byte) {
+	r.note(eachLine(filepath.Join(dir, "results.jsonl"), func(line []byte) {
 		var rec Record
 		if json.Unmarshal(line, &rec) != nil {
 			return
@@ -164,15 +190,16 @@ func build(dir string, exit int, wall float64) *Report {
 		case "goldens":
 			r.Goldens = m
 		}
-	})
+	}))
 	return r
 }
 
-// eachLine calls f with every non-empty line of the file at path (none if it is missing).
-func eachLine(path string, f func([]byte)) {
+// eachLine calls f with every non-empty line of the file at path (none if it is missing) and
+// reports a read error (a line over 16 MiB, say).
+func eachLine(path string, f func([]byte)) error {
 	file, err := os.Open(path)
 	if err != nil {
-		return
+		return nil
 	}
 	defer file.Close()
 	sc := bufio.NewScanner(file)
@@ -182,6 +209,29 @@ func eachLine(path string, f func([]byte)) {
 			f(line)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+func (r *Report) note(err error) {
+	if err != nil {
+		r.Notes = append(r.Notes, err.Error())
+	}
+}
+
+// crash returns the first panic or fatal error in a test log with the lines after it (which
+// name the running tests and the failing goroutine), or "".
+func crash(log string) string {
+	lines := strings.Split(log, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") || strings.HasPrefix(l, "SIGSEGV") ||
+			strings.HasPrefix(l, "SIGABRT") || strings.HasPrefix(l, "signal: ") {
+			return strings.TrimSpace(strings.Join(lines[i:min(len(lines), i+12)], "\n"))
+		}
+	}
+	return ""
 }
 
 func tail(s string, n int) string {
@@ -221,9 +271,20 @@ func table(w io.Writer, r *Report) {
 		return
 	}
 	for _, t := range r.Tests {
-		if t.Result == "fail" {
+		switch t.Result {
+		case "fail":
 			fmt.Fprintf(w, "  FAIL %s\n", t.Name)
+		case "incomplete":
+			fmt.Fprintf(w, "  DID NOT FINISH %s\n", t.Name)
 		}
+	}
+	if r.Crash != "" {
+		fmt.Fprintf(w, "BINARY DID NOT FINISH:\n%s\n", r.Crash)
+	} else if r.Exit != 0 && r.Failed == 0 {
+		fmt.Fprintf(w, "BINARY DID NOT FINISH (exit %d, no test failed)\n", r.Exit)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	if r.Copy != nil {
 		fmt.Fprintf(w, "copy (device to device, %d MiB, read+write bytes): %.0f GB/s (%.0f GB/s one way)", int(num(r.Copy, "bytes"))>>20,
@@ -238,12 +299,14 @@ func table(w io.Writer, r *Report) {
 		cells := map[string]map[int]string{}
 		var types []string
 		info := map[string][2]float64{}
+		var rows float64
 		for _, m := range r.MatVec {
 			ty := str(m, "type")
 			if cells[ty] == nil {
 				cells[ty] = map[int]string{}
 				types = append(types, ty)
-				info[ty] = [2]float64{num(m, "cols"), num(m, "packed_bytes")}
+				info[ty] = [2]float64{num(m, "cols"), num(m, "used_bytes")}
+				rows = num(m, "rows")
 			}
 			c := fmt.Sprintf("%.0f (%.0f%%)", num(m, "gb_s"), num(m, "pct_of_copy"))
 			if e := str(m, "error"); e != "" {
@@ -251,7 +314,7 @@ func table(w io.Writer, r *Report) {
 			}
 			cells[ty][int(num(m, "n"))] = c
 		}
-		fmt.Fprintln(w, "matvec (16384 rows; GB/s = packed weight bytes / kernel time; % of the copy rate):")
+		fmt.Fprintf(w, "matvec (%.0f rows; GB/s = weight bytes read / kernel time; %% of the copy rate):\n", rows)
 		fmt.Fprintf(w, "  %-6s %6s %8s %13s %13s\n", "type", "cols", "MB", "n=1", "n=8")
 		for _, ty := range types {
 			c := func(n int) string {

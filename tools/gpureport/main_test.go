@@ -31,9 +31,9 @@ func TestReport(t *testing.T) {
 `)
 	write(t, dir, "results.jsonl", `{"kind":"device","test":"TestInfo","data":{"name":"NVIDIA H200","major":9,"minor":0,"sms":132,"total_mem":150000000000,"driver":13000,"peak_gb_s":4800}}
 {"kind":"copy","test":"TestBandwidth","data":{"bytes":1073741824,"gb_s":4300,"one_way_gb_s":2150}}
-{"kind":"matvec","test":"TestBandwidth/q4_K","data":{"type":"q4_K","n":1,"cols":14592,"packed_bytes":140000000,"gb_s":3900,"pct_of_copy":90.7}}
-{"kind":"matvec","test":"TestBandwidth/q4_K","data":{"type":"q4_K","n":8,"cols":14592,"packed_bytes":140000000,"gb_s":3500,"pct_of_copy":81.4}}
-{"kind":"matvec","test":"TestBandwidth/f32","data":{"type":"f32","n":1,"cols":1024,"packed_bytes":67108864,"error":"unsupported"}}
+{"kind":"matvec","test":"TestBandwidth/q4_K","data":{"type":"q4_K","n":1,"cols":14592,"rows":65536,"used_bytes":140000000,"gb_s":3900,"pct_of_copy":90.7}}
+{"kind":"matvec","test":"TestBandwidth/q4_K","data":{"type":"q4_K","n":8,"cols":14592,"rows":65536,"used_bytes":140000000,"gb_s":3500,"pct_of_copy":81.4}}
+{"kind":"matvec","test":"TestBandwidth/f32","data":{"type":"f32","n":1,"cols":1024,"rows":65536,"used_bytes":67108864,"error":"unsupported"}}
 {"kind":"conformance","test":"TestConformance","data":{"kernels":40,"skipped":2,"launches":300,"failed":0,"bytes":123}}
 {"kind":"goldens","test":"TestGoldens","data":{"fixtures":24,"match":23,"mismatch":["small-llama-f32"],"failed":null,"unsupported":null}}
 not json
@@ -76,5 +76,31 @@ func TestReportNoTests(t *testing.T) {
 	table(&buf, r)
 	if !strings.Contains(buf.String(), "NO TESTS RAN") {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// A test that started and never finished (the binary timed out) counts as failed, and the
+// panic with the running tests is in the report and the table.
+func TestReportIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "cuda.json", `{"Action":"run","Test":"TestProbe"}
+{"Action":"pass","Test":"TestProbe","Elapsed":0.1}
+{"Action":"run","Test":"TestConformance"}
+{"Action":"output","Test":"TestConformance","Output":"=== RUN   TestConformance/matvec_q4_K_q8_K\n"}
+`)
+	write(t, dir, "cuda.log", "=== RUN   TestConformance\npanic: test timed out after 170s\n\trunning tests:\n\t\tTestConformance (2m50s)\n\ngoroutine 7 [running]:\n")
+	r := build(dir, 2, 171)
+	if r.Passed != 1 || r.Failed != 1 || r.NoTests != "" {
+		t.Errorf("passed %d, failed %d, no-tests %q", r.Passed, r.Failed, r.NoTests)
+	}
+	if last := r.Tests[len(r.Tests)-1]; last.Name != "TestConformance" || last.Result != "incomplete" || !strings.Contains(last.Output, "matvec_q4_K") {
+		t.Errorf("last test %+v", last)
+	}
+	var buf bytes.Buffer
+	table(&buf, r)
+	for _, want := range []string{"DID NOT FINISH TestConformance", "BINARY DID NOT FINISH", "panic: test timed out", "TestConformance (2m50s)"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
 	}
 }
