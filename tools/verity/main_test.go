@@ -186,3 +186,16 @@ func TestCheckPipeline(t *testing.T) {
 		t.Error("--layers past the last layer: no error")
 	}
 }
+
+func TestServeArguments(t *testing.T) {
+	t.Setenv("VERITY_CACHE", t.TempDir())
+	if _, err := run(t, "serve"); err == nil || !strings.Contains(err.Error(), "--model") {
+		t.Errorf("serve without a model: %v", err)
+	}
+	if _, err := run(t, "serve", "--model", filepath.Join(t.TempDir(), "missing.gguf")); err == nil {
+		t.Error("serve of a missing file: no error")
+	}
+	if _, err := run(t, "serve", "--model", "tiny-llama-q8_0", "--backend", "tpu"); err == nil {
+		t.Error("serve on an unknown backend: no error")
+	}
+}
