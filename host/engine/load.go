@@ -126,13 +126,13 @@ func (m *Model) Close() error {
 	return errors.Join(m.Engine.Executor().Close(), m.File.Close())
 }
 
-// memoryOf is the memory a pipeline stage on b may use: the device's total memory where the
-// backend reports it (a GPU), else an equal share for every backend (so that planning
-// balances bytes).
+// memoryOf is the memory a pipeline stage on b may use: 90 % of the device's memory where the
+// backend reports it (a GPU; the rest for the driver's context, JIT-compiled code and
+// fragmentation), else an equal share for every backend (so that planning balances bytes).
 func memoryOf(b device.Backend) int64 {
 	if m, ok := b.(interface{ TotalMemory() (int64, error) }); ok {
 		if n, err := m.TotalMemory(); err == nil && n > 0 {
-			return n
+			return n / 10 * 9
 		}
 	}
 	return 1 << 50

@@ -130,6 +130,16 @@ func TestVerifiedSessionIsLossless(t *testing.T) {
 			if st.Sessions != 1 || st.Accepted != int64(accepted) || st.Rounds == 0 {
 				t.Errorf("stats %+v", st)
 			}
+			var byDepth int64
+			for d, n := range st.AcceptedAt {
+				byDepth += n
+				if d > 0 && n > st.AcceptedAt[d-1] {
+					t.Errorf("more rounds accepted depth %d than depth %d: %v", d, d-1, st.AcceptedAt)
+				}
+			}
+			if byDepth != st.Accepted {
+				t.Errorf("accepted by depth %v sums to %d, accepted %d", st.AcceptedAt, byDepth, st.Accepted)
+			}
 		})
 	}
 }

@@ -65,6 +65,9 @@ type Stats struct {
 	Steps    int64 `json:"verify_steps"`   // engine steps that ran them (batched rounds share one)
 	Drafted  int64 `json:"draft_nodes"`    // draft nodes verified
 	Accepted int64 `json:"accepted_nodes"` // draft nodes accepted
+	// AcceptedAt[d] counts rounds that accepted a draft token at depth d (0: the first token
+	// after the next one), so AcceptedAt[d]/Rounds is the acceptance rate at that position.
+	AcceptedAt []int64 `json:"accepted_at_depth"`
 }
 
 type session struct {
@@ -312,6 +315,12 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 	sv.stats.Rounds++
 	sv.stats.Drafted += int64(n)
 	sv.stats.Accepted += int64(len(out.Accepted))
+	for d := range out.Accepted {
+		if d == len(sv.stats.AcceptedAt) {
+			sv.stats.AcceptedAt = append(sv.stats.AcceptedAt, 0)
+		}
+		sv.stats.AcceptedAt[d]++
+	}
 	sv.mu.Unlock()
 	return out, nil
 }
@@ -338,6 +347,7 @@ func (sv *Service) Stats() Stats {
 	defer sv.mu.Unlock()
 	s := sv.stats
 	s.Sessions = len(sv.sessions)
+	s.AcceptedAt = append([]int64{}, sv.stats.AcceptedAt...)
 	return s
 }
 
