@@ -27,14 +27,14 @@ var sources = map[string]string{
 	"src/gate.cu":        "c8d7ca81237d4cac14c595519dc28b80902951df9ec600180aad826d69adf310",
 	"src/gdn.cu":         "b6a3dbc6d3ee1284e30780b419ea4f9798e35c44eb3712f6d9c6f3a60ef7e1da",
 	"src/matvec.cu":      "a91ffc506f5327b7d5ad63b1c185e8f8ef6b3cbab2444aa8d21476b058dcf453",
-	"src/moe.cu":         "21043c5dca681e8b1648b741497845e6f0e23eb2d3bef22f027ccd577270f4bf",
+	"src/moe.cu":         "988df93eb963b3ef5d1adf5a027544c529f9f0ab45845cdee0fb0323092a11ed",
 	"src/norm.cu":        "91a8882bf511ebf429f1ff156f7fc79f3eca5d26cb74b06110e78164132c9cc8",
 	"src/rope.cu":        "71dae2ba009154d0fab2ea2864311016d18d455284a855ab90cedb1a1280c7ff",
-	"src/routing.cu":     "73a649facfdfb36c54687daa26cdeb26ae7e91da88e1a16b85c1fbfc82b0235e",
+	"src/routing.cu":     "c61562e621ddd76f99461b089b8029df8f60a5c3d05e0a4a38c19cd196cfa61e",
 	"src/formats.cuh":    "95b4a40c3114e76ee55fc81b8ce5529f61f3af9ec3eee93df4ceaee238f4b0ed",
 	"src/norm.cuh":       "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":        "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
-	"src/packed.cuh":     "6e6fe3774120a29de633c8c22460df549eacff3e2ddeafedf1000d73fc3bae2d",
+	"src/packed.cuh":     "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.

@@ -16,16 +16,6 @@
 // A slot whose id is outside [0, NExpert) makes its warp write nothing (the twin reports it).
 #include "packed.cuh"
 
-// expert_dot is one column of matvec.cu's arithmetic: row wr against activation row xr.
-template <typename P, typename F>
-static __device__ __forceinline__ float expert_dot(const uint8_t *wr, const PkLayout &l, const uint8_t *xr,
-                                                   int32_t units, int lane) {
-	float acc = 0.0f;
-	int32_t j = 0;
-	for (int32_t u = lane; u < units; u += 32, j++) acc = P::apply(acc, P::load(wr, l, lane, u, j), xr, u);
-	return warp_sum(acc);
-}
-
 template <typename P, typename F>
 static __device__ __forceinline__ void moe_gate_up(const uint8_t *wg, const uint8_t *wu, const uint8_t *x,
                                                    const int32_t *ids, float *y, int32_t n, int32_t k, int32_t out,
@@ -68,7 +58,7 @@ static __device__ __forceinline__ void moe_down(const uint8_t *w, const uint8_t 
 		int64_t s = (int64_t)t * k + q;
 		int32_t e = ids[s];
 		if (e < 0 || e >= ne) return;
-		float yk = expert_dot<P, F>(w + ((int64_t)e * rows + o) * l.stride, l, x + s * xb, units, lane);
+		float yk = row_dot<P>(w + ((int64_t)e * rows + o) * l.stride, l, x + s * xb, units, lane);
 		acc = __fmaf_rn(weights[s], yk, acc);
 	}
 	int64_t j = (int64_t)t * rows + o;

@@ -465,3 +465,14 @@ struct PkQ6_K {
 		return __fmaf_rn(d, __int2float_rn(w.sc0 * s0 + w.sc1 * s1), acc);
 	}
 };
+
+// row_dot is one column of the matvec arithmetic (matvec.cu with one column per pass): lane
+// lane folds units lane, lane+32, … of packed row wr against activation row xr, and the xor
+// butterfly leaves the total in every lane.
+template <typename P>
+PK_FN float row_dot(const uint8_t *wr, const PkLayout &l, const uint8_t *xr, int32_t units, int lane) {
+	float acc = 0.0f;
+	int32_t j = 0;
+	for (int32_t u = lane; u < units; u += 32, j++) acc = P::apply(acc, P::load(wr, l, lane, u, j), xr, u);
+	return warp_sum(acc);
+}

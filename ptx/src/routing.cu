@@ -93,11 +93,7 @@ static __device__ __forceinline__ void moe_matvec(const uint8_t *w, const uint8_
 	int64_t xb = F::act_bytes(cols);
 	const uint8_t *wr = w + ((int64_t)e * out + o) * l.stride;
 	const uint8_t *xr = x + (int64_t)(per_slot ? s : s / k) * xb;
-	int32_t units = cols / F::UNIT;
-	float acc = 0.0f;
-	int32_t j = 0;
-	for (int32_t u = lane; u < units; u += 32, j++) acc = P::apply(acc, P::load(wr, l, lane, u, j), xr, u);
-	acc = warp_sum(acc);
+	float acc = row_dot<P>(wr, l, xr, cols / F::UNIT, lane);
 	if (lane == 0) y[(int64_t)s * out + o] = acc;
 }
 
