@@ -19,7 +19,8 @@ var ErrNoFit = errors.New("split: the model does not fit the devices")
 // and the output head when hi == n, which go with the first and the last stage. Plan returns
 // the first layer of every stage after the first: len(memory)−1 increasing values in (0, n).
 // Among the placements where every stage fits (cost ≤ memory), it returns one minimising the
-// largest cost/memory ratio, and among those the one whose stages start earliest.
+// largest cost/memory ratio (the same one every time: among equal ratios, each stage's best
+// prefix placement is kept, which tends to balance the other stages too).
 func Plan(n int, memory []int64, cost func(k, lo, hi int) int64) ([]int, error) {
 	d := len(memory)
 	if d == 0 {

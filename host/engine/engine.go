@@ -475,7 +475,7 @@ type verifyRows struct {
 }
 
 // prepareVerify checks tree t against the session and allocates its nodes' slots (the caller
-// holds e.mu). A pending tree's slots stay allocated until the step succeeds.
+// holds e.mu and has dropped the session's pending tree).
 func (s *Session) prepareVerify(t Tree) (*verifyRows, error) {
 	depth, err := t.Depths()
 	if err != nil {

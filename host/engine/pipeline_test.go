@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"verity/device"
@@ -176,6 +177,14 @@ func TestPipelineErrors(t *testing.T) {
 		backends := slices.Repeat([]device.Backend{b}, c.stages)
 		if _, err := exec.NewPipeline(backends, p, eo, c.cuts); err == nil {
 			t.Errorf("%d stages, cuts %v: no error", c.stages, c.cuts)
+		}
+	}
+	for i, op := range p.Ops { // a cut between a layer's K/V store and its attention
+		if op.Kind == model.OpAttention {
+			if _, err := exec.NewPipeline([]device.Backend{b, b}, p, eo, []int{i}); err == nil || !strings.Contains(err.Error(), "K/V store") {
+				t.Errorf("cut at op %d (%s): err = %v", i, op.Name, err)
+			}
+			break
 		}
 	}
 	if _, err := exec.BlockCuts(p, []int{7}); err == nil {

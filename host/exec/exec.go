@@ -274,18 +274,23 @@ func (e *Executor) CopyState(dst, src int32) error {
 	return nil
 }
 
+// growKeys makes the key-list buffer hold at least n keys, growing it geometrically (steps'
+// key counts rise with every position; a reallocation synchronises a GPU). The new buffer is
+// allocated before the old one is freed, so a failure leaves the old one in place.
 func (e *Executor) growKeys(n int) error {
 	if n <= e.keyCap {
 		return nil
 	}
-	if e.bufs[e.p.Keys] != 0 {
-		if err := e.b.Free(e.bufs[e.p.Keys]); err != nil {
-			return err
-		}
-	}
+	n = max(n, 2*e.keyCap)
 	ptr, err := e.b.Alloc(int64(n) * 4)
 	if err != nil {
 		return fmt.Errorf("exec: allocate key lists (%d keys): %w", n, err)
+	}
+	if old := e.bufs[e.p.Keys]; old != 0 {
+		if err := e.b.Free(old); err != nil {
+			e.b.Free(ptr)
+			return err
+		}
 	}
 	e.bufs[e.p.Keys], e.keyCap = ptr, n
 	return nil

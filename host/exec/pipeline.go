@@ -55,6 +55,25 @@ func NewPipeline(backends []device.Backend, p *model.Program, opt Options, cuts 
 			return nil, fmt.Errorf("exec: pipeline cuts %v are not increasing op indices inside (0, %d)", cuts, len(p.Ops))
 		}
 	}
+	// A layer's K/V cache lives on the stage that holds its attention ops: a cut between a
+	// layer's kv_store and its attention would leave the attention reading a cache nothing wrote.
+	stageOf := func(i int) int {
+		k := 0
+		for k+1 < len(bounds) && bounds[k+1] <= i {
+			k++
+		}
+		return k
+	}
+	cacheStage := map[int]int{}
+	for i, op := range p.Ops {
+		if op.Kind != model.OpKVStore && op.Kind != model.OpAttention {
+			continue
+		}
+		if k, ok := cacheStage[op.Layer]; ok && k != stageOf(i) {
+			return nil, fmt.Errorf("exec: pipeline cuts %v separate cache layer %d's K/V store from its attention (cut at layer boundaries: BlockCuts)", cuts, op.Layer)
+		}
+		cacheStage[op.Layer] = stageOf(i)
+	}
 	pl := &Pipeline{p: p, opt: opt, in: make([][]handoff, len(backends))}
 	writer := map[model.Buf]int{} // buffer → the stage that wrote it last
 	for k, b := range backends {

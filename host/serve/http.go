@@ -96,5 +96,10 @@ func reply(w http.ResponseWriter, v any, err error) {
 		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 		return
 	}
-	json.NewEncoder(w).Encode(v)
+	b, err := json.Marshal(v)
+	if err != nil { // nothing written yet: the client gets an error, not an empty 200
+		reply(w, nil, fmt.Errorf("serve: encode reply: %w", err))
+		return
+	}
+	w.Write(append(b, '\n'))
 }

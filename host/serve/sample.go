@@ -1,10 +1,12 @@
 package serve
 
 import (
+	"container/heap"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
+	"slices"
 
 	"verity/device/kernels"
 )
@@ -16,7 +18,8 @@ import (
 // from a generator seeded by (Seed, position): the choice at a position depends only on that
 // position's logits, never on how the positions were batched or drafted. That is what makes
 // target-sample-and-match verification lossless — a verified session emits exactly the tokens
-// plain decoding with the same sampler would.
+// plain decoding with the same sampler would. NaN logits are never chosen; a +Inf logit is
+// chosen over every finite one.
 type Sampler struct {
 	Temperature float64 `json:"temperature"`
 	TopK        int     `json:"top_k"`
@@ -39,19 +42,33 @@ func (s Sampler) check() error {
 
 // Choose returns the token at position pos given the logits that predict it.
 func (s Sampler) Choose(logits []float32, pos int) int32 {
-	if s.Temperature == 0 {
-		return int32(kernels.ArgmaxRow(logits))
+	best := int32(kernels.ArgmaxRow(logits))
+	top := float64(logits[best])
+	if s.Temperature == 0 || math.IsInf(top, 1) || top != top {
+		return best
 	}
-	idx := make([]int, len(logits))
-	for i := range idx {
-		idx[i] = i
+	// the candidates, in decreasing logit order where an order matters (top-k, top-p), else
+	// in index order; NaN logits are never candidates
+	var idx []int32
+	switch {
+	case s.TopK > 0 && s.TopK < len(logits):
+		idx = topK(logits, s.TopK)
+	case s.TopP > 0 && s.TopP < 1:
+		idx = make([]int32, 0, len(logits))
+		for i, x := range logits {
+			if x == x {
+				idx = append(idx, int32(i))
+			}
+		}
+		slices.SortFunc(idx, func(a, b int32) int { return order(logits, a, b) })
+	default:
+		idx = make([]int32, 0, len(logits))
+		for i, x := range logits {
+			if x == x {
+				idx = append(idx, int32(i))
+			}
+		}
 	}
-	// by logit, descending; ties to the lower index (NaN last)
-	sort.SliceStable(idx, func(a, b int) bool { return above(logits[idx[a]], logits[idx[b]]) })
-	if s.TopK > 0 && s.TopK < len(idx) {
-		idx = idx[:s.TopK]
-	}
-	top := float64(logits[idx[0]])
 	p := make([]float64, len(idx))
 	var sum float64
 	for i, j := range idx {
@@ -73,24 +90,69 @@ func (s Sampler) Choose(logits []float32, pos int) int32 {
 		}
 	}
 	u := rand.New(rand.NewPCG(s.Seed, uint64(pos))).Float64() * sum
+	last := best
 	for i, v := range p {
+		if v > 0 {
+			last = idx[i]
+		}
 		if u < v {
-			return int32(idx[i])
+			return idx[i]
 		}
 		u -= v
 	}
-	return int32(idx[len(idx)-1])
+	return last // rounding left u past the end: the last candidate with any probability
 }
 
-// above orders logits for sampling: larger first, a number before NaN.
-func above(a, b float32) bool {
-	if a != a {
-		return false
+// order sorts token indices by logit, larger first, the lower index on ties (NaN last).
+func order(logits []float32, a, b int32) int {
+	x, y := logits[a], logits[b]
+	switch {
+	case x == y || (x != x && y != y):
+		return int(a) - int(b)
+	case y != y || x > y:
+		return -1
 	}
-	return b != b || a > b
+	return 1
 }
 
-// logprob is log softmax(logits)[tok], computed in float64.
+// topK returns the k tokens with the largest logits, in order (ties to the lower index), NaN
+// excluded: a bounded min-heap over one pass, O(n log k).
+func topK(logits []float32, k int) []int32 {
+	h := &minHeap{logits: logits}
+	for i, x := range logits {
+		if x != x {
+			continue
+		}
+		if h.Len() < k {
+			heap.Push(h, int32(i))
+		} else if order(logits, int32(i), h.idx[0]) < 0 {
+			h.idx[0] = int32(i)
+			heap.Fix(h, 0)
+		}
+	}
+	out := h.idx
+	slices.SortFunc(out, func(a, b int32) int { return order(logits, a, b) })
+	return out
+}
+
+// minHeap keeps the k best candidates with the worst on top.
+type minHeap struct {
+	logits []float32
+	idx    []int32
+}
+
+func (h *minHeap) Len() int           { return len(h.idx) }
+func (h *minHeap) Less(i, j int) bool { return order(h.logits, h.idx[i], h.idx[j]) > 0 }
+func (h *minHeap) Swap(i, j int)      { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
+func (h *minHeap) Push(x any)         { h.idx = append(h.idx, x.(int32)) }
+func (h *minHeap) Pop() any {
+	x := h.idx[len(h.idx)-1]
+	h.idx = h.idx[:len(h.idx)-1]
+	return x
+}
+
+// logprob is log softmax(logits)[tok] over the untempered logits, computed in float64; NaN
+// logits take no part (a NaN token's own log-probability is NaN).
 func logprob(logits []float32, tok int32) float64 {
 	m := math.Inf(-1)
 	for _, x := range logits {
@@ -100,7 +162,22 @@ func logprob(logits []float32, tok int32) float64 {
 	}
 	var sum float64
 	for _, x := range logits {
-		sum += math.Exp(float64(x) - m)
+		if x == x {
+			sum += math.Exp(float64(x) - m)
+		}
 	}
 	return float64(logits[tok]) - m - math.Log(sum)
+}
+
+// MarshalJSON writes a non-finite log-probability (from non-finite logits) as null, which JSON
+// can carry where NaN and ±Inf cannot.
+func (t Token) MarshalJSON() ([]byte, error) {
+	var lp *float64
+	if !math.IsNaN(t.Logprob) && !math.IsInf(t.Logprob, 0) {
+		lp = &t.Logprob
+	}
+	return json.Marshal(struct {
+		ID      int32    `json:"id"`
+		Logprob *float64 `json:"logprob"`
+	}{t.ID, lp})
 }

@@ -35,7 +35,8 @@ type Options struct {
 	// MaxNodes caps the draft nodes of one verify request (default and upper bound: the
 	// engine's step size less one, for the pending token).
 	MaxNodes int
-	// MaxPrompt caps a new session's prompt (default: the engine's context).
+	// MaxPrompt caps a new session's prompt (default and upper bound: the engine's context
+	// less one, for the next token).
 	MaxPrompt int
 	// IdleTimeout closes sessions unused for this long (0: never).
 	IdleTimeout time.Duration
@@ -51,6 +52,7 @@ type Service struct {
 	now  func() time.Time
 	jobs chan *job
 	quit chan struct{}
+	stop sync.Once
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -85,8 +87,8 @@ func New(e *engine.Engine, opt Options) *Service {
 	if opt.MaxNodes <= 0 || opt.MaxNodes > limit {
 		opt.MaxNodes = limit
 	}
-	if opt.MaxPrompt <= 0 || opt.MaxPrompt > e.Context() {
-		opt.MaxPrompt = e.Context()
+	if opt.MaxPrompt <= 0 || opt.MaxPrompt > e.Context()-1 {
+		opt.MaxPrompt = e.Context() - 1 // room for the next token
 	}
 	sv := &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{},
 		jobs: make(chan *job), quit: make(chan struct{})}
@@ -94,8 +96,8 @@ func New(e *engine.Engine, opt Options) *Service {
 	return sv
 }
 
-// Shutdown stops the batching goroutine; the service must not be used afterwards.
-func (sv *Service) Shutdown() { close(sv.quit) }
+// Shutdown stops the batching goroutine; verify calls fail afterwards.
+func (sv *Service) Shutdown() { sv.stop.Do(func() { close(sv.quit) }) }
 
 // job is one session's tree waiting for a verify step.
 type job struct {
@@ -380,8 +382,29 @@ func (sv *Service) expire() {
 	}
 	sv.mu.Unlock()
 	for _, id := range idle {
-		sv.Close(id)
+		sv.closeIfIdle(id, now)
 	}
+}
+
+// closeIfIdle closes session id if it is still idle at now: a request may have used it since
+// expire looked.
+func (sv *Service) closeIfIdle(id string, now time.Time) {
+	sv.mu.Lock()
+	ss, ok := sv.sessions[id]
+	sv.mu.Unlock()
+	if !ok {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed || now.Sub(ss.used) <= sv.opt.IdleTimeout {
+		return
+	}
+	sv.mu.Lock()
+	delete(sv.sessions, id)
+	sv.mu.Unlock()
+	ss.closed = true
+	ss.s.Close()
 }
 
 // checkTokens reports a token outside the vocabulary.

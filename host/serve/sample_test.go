@@ -1,0 +1,70 @@
+package serve
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// topK gives the first k of a full sort (larger first, lower index on ties, NaN excluded).
+func TestTopKMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + r.IntN(300)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.IntN(20)) // many ties
+			if r.IntN(30) == 0 {
+				logits[i] = float32(math.NaN())
+			}
+		}
+		var all []int32
+		for i, x := range logits {
+			if x == x {
+				all = append(all, int32(i))
+			}
+		}
+		slices.SortFunc(all, func(a, b int32) int { return order(logits, a, b) })
+		k := 1 + r.IntN(n)
+		want := all[:min(k, len(all))]
+		if got := topK(logits, k); !slices.Equal(got, want) {
+			t.Fatalf("n=%d k=%d: topK %v, sorted %v", n, k, got, want)
+		}
+	}
+}
+
+// Samples never pick a NaN logit, follow the softmax, and depend only on (seed, position).
+func TestChoose(t *testing.T) {
+	logits := []float32{1, float32(math.NaN()), 2, 0, float32(math.NaN())}
+	counts := make([]int, len(logits))
+	s := Sampler{Temperature: 1, Seed: 3}
+	const draws = 20000
+	for pos := 0; pos < draws; pos++ {
+		counts[s.Choose(logits, pos)]++
+	}
+	if counts[1] != 0 || counts[4] != 0 {
+		t.Fatalf("NaN tokens chosen: %v", counts)
+	}
+	z := math.Exp(1) + math.Exp(2) + 1
+	for _, i := range []int{0, 2, 3} {
+		want := math.Exp(float64(logits[i])) / z
+		if got := float64(counts[i]) / draws; math.Abs(got-want) > 0.015 {
+			t.Errorf("token %d chosen %.3f of the time, softmax %.3f", i, got, want)
+		}
+	}
+	for pos := 0; pos < 50; pos++ {
+		if a, b := s.Choose(logits, pos), s.Choose(logits, pos); a != b {
+			t.Fatal("the same (seed, position) chose differently")
+		}
+	}
+	if got := (Sampler{Temperature: 1, TopK: 1}).Choose(logits, 7); got != 2 {
+		t.Errorf("top-1 chose %d", got)
+	}
+	if got := (Sampler{Temperature: 1}).Choose([]float32{0, float32(math.Inf(1)), 5}, 7); got != 1 {
+		t.Errorf("with a +Inf logit chose %d", got)
+	}
+	if got := (Sampler{Temperature: 1, TopP: 0.5}).Choose([]float32{0, 3, 1}, 7); got != 1 {
+		t.Errorf("top-p 0.5 over a dominant token chose %d", got)
+	}
+}
