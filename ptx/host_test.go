@@ -213,8 +213,9 @@ func TestHostMaxMin(t *testing.T) {
 	}
 }
 
-// TestHostMatVec compares the unit steps of formats.cuh, folded and summed as a matvec warp
-// does, with each weight format's Go Dot: rows quantised by host/quant from random values, and
+// TestHostMatVec compares the packed unit steps of packed.cuh (the matvec kernels' arithmetic),
+// folded and summed as a matvec warp does over a row in repack's layout, with each weight
+// format's Go Dot on the row's GGUF bytes: rows quantised by host/quant from random values, and
 // rows of random bytes (which include NaN and infinite scales).
 func TestHostMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -269,12 +270,13 @@ func TestHostMatVec(t *testing.T) {
 				}
 			}
 			rows = append(rows, row{ty.String(), cols, f.Dot(w, x, cols)})
+			pw := pack(t, ty, w, int64(cols))
 			in.WriteString(ty.String())
 			in.WriteByte(0)
-			for _, n := range []int{cols, len(w), len(x)} {
+			for _, n := range []int{cols, len(pw), len(x)} {
 				in.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
 			}
-			in.Write(w)
+			in.Write(pw)
 			in.Write(x)
 		}
 	}

@@ -31,7 +31,7 @@ var sources = map[string]string{
 	"src/norm.cu":        "91a8882bf511ebf429f1ff156f7fc79f3eca5d26cb74b06110e78164132c9cc8",
 	"src/rope.cu":        "71dae2ba009154d0fab2ea2864311016d18d455284a855ab90cedb1a1280c7ff",
 	"src/routing.cu":     "c61562e621ddd76f99461b089b8029df8f60a5c3d05e0a4a38c19cd196cfa61e",
-	"src/formats.cuh":    "95b4a40c3114e76ee55fc81b8ce5529f61f3af9ec3eee93df4ceaee238f4b0ed",
+	"src/formats.cuh":    "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/norm.cuh":       "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":        "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
 	"src/packed.cuh":     "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",

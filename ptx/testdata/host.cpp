@@ -28,7 +28,6 @@
 #include "attention.cu"
 #include "elementwise.cu"
 #include "embed.cu"
-#include "formats.cuh"
 #include "gate.cu"
 #include "gdn.cu"
 #include "matvec.cu"
@@ -37,37 +36,41 @@
 #include "rope.cu"
 #include "routing.cu"
 
-template <typename F> static float row_dot(const uint8_t *w, const uint8_t *x, int32_t cols) {
+// packed_row_dot is a matvec warp's result for one packed row, lane by lane: lane l folds
+// units l, l+32, … with the format's packed apply, then pairs at distance 16, 8, 4, 2, 1 add
+// up (lane 0 of the xor butterfly).
+template <typename P, typename F> static float packed_row_dot(const uint8_t *w, const uint8_t *x, int32_t cols) {
+	PkLayout l = P::layout(cols);
 	float acc[32];
-	for (int l = 0; l < 32; l++) {
-		acc[l] = 0.0f;
-		for (int32_t u = l; u < cols / F::UNIT; u += 32) acc[l] = F::step(acc[l], w, x, u);
+	for (int lane = 0; lane < 32; lane++) {
+		acc[lane] = 0.0f;
+		int32_t k = 0;
+		for (int32_t u = lane; u < cols / F::UNIT; u += 32, k++) acc[lane] = P::apply(acc[lane], P::load(w, l, lane, u, k), x, u);
 	}
-	// lane 0 of the xor butterfly: pairs at distance 16, then 8, 4, 2, 1
 	for (int n = 16; n > 0; n >>= 1)
 		for (int l = 0; l < n; l++) acc[l] = __fadd_rn(acc[l], acc[l + n]);
 	return acc[0];
 }
 
 static bool dot(const std::string &name, const uint8_t *w, const uint8_t *x, int32_t cols, float *out) {
-#define FORMAT(n, F)                      \
-	if (name == n) {                      \
-		*out = row_dot<F>(w, x, cols);    \
-		return true;                      \
+#define FORMAT(n, P, F)                            \
+	if (name == n) {                               \
+		*out = packed_row_dot<P, F>(w, x, cols);   \
+		return true;                               \
 	}
-	FORMAT("f32", FmtF32)
-	FORMAT("f16", FmtF16)
-	FORMAT("bf16", FmtBF16)
-	FORMAT("q4_0", FmtQ4_0)
-	FORMAT("q4_1", FmtQ4_1)
-	FORMAT("q5_0", FmtQ5_0)
-	FORMAT("q5_1", FmtQ5_1)
-	FORMAT("q8_0", FmtQ8_0)
-	FORMAT("q2_K", FmtQ2_K)
-	FORMAT("q3_K", FmtQ3_K)
-	FORMAT("q4_K", FmtQ4_K)
-	FORMAT("q5_K", FmtQ5_K)
-	FORMAT("q6_K", FmtQ6_K)
+	FORMAT("f32", PkF32, FmtF32)
+	FORMAT("f16", PkF16, FmtF16)
+	FORMAT("bf16", PkBF16, FmtBF16)
+	FORMAT("q4_0", PkQ4_0, FmtQ4_0)
+	FORMAT("q4_1", PkQ4_1, FmtQ4_1)
+	FORMAT("q5_0", PkQ5_0, FmtQ5_0)
+	FORMAT("q5_1", PkQ5_1, FmtQ5_1)
+	FORMAT("q8_0", PkQ8_0, FmtQ8_0)
+	FORMAT("q2_K", PkQ2_K, FmtQ2_K)
+	FORMAT("q3_K", PkQ3_K, FmtQ3_K)
+	FORMAT("q4_K", PkQ4_K, FmtQ4_K)
+	FORMAT("q5_K", PkQ5_K, FmtQ5_K)
+	FORMAT("q6_K", PkQ6_K, FmtQ6_K)
 	return false;
 }
 
