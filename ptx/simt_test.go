@@ -306,14 +306,6 @@ func TestSIMTMatVec(t *testing.T) {
 	const rows, cols, n = 6, 3072, 10 // rows not a multiple of the 4 rows per block; two column passes
 	for _, ty := range kernels.WeightTypes() {
 		t.Run(ty.String(), func(t *testing.T) {
-			f, err := kernels.Lookup(ty)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := quant.Lookup(ty)
-			if err != nil {
-				t.Fatal(err)
-			}
 			k1, err := kernels.MatVec(ty)
 			if err != nil {
 				t.Fatal(err)
@@ -322,19 +314,7 @@ func TestSIMTMatVec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rb, err := ty.RowBytes(cols)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := make([]byte, rows*int(rb))
-			for r := range rows {
-				q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
-			}
-			xb := f.Act.RowBytes(cols)
-			x := make([]byte, n*xb)
-			for c := range n {
-				kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
-			}
+			w, x := quantRows(t, rng, ty, rows, cols), actRows(t, rng, ty, n, cols)
 			for _, k := range []device.Spec{k1, k8} {
 				a := newArena()
 				launchBoth(t, k, kernels.MatVecArgs{W: a.raw(pack(t, ty, w, cols, rows)), X: a.raw(x), Y: a.f32(make([]float32, n*rows)), Rows: rows, Cols: cols, N: n}, a)
@@ -414,35 +394,15 @@ func TestSIMTMoEMatVec(t *testing.T) {
 	for _, ty := range kernels.WeightTypes() {
 		for _, perSlot := range []int32{0, 1} {
 			t.Run(fmt.Sprintf("%s/per_slot=%d", ty, perSlot), func(t *testing.T) {
-				f, err := kernels.Lookup(ty)
-				if err != nil {
-					t.Fatal(err)
-				}
-				q, err := quant.Lookup(ty)
-				if err != nil {
-					t.Fatal(err)
-				}
 				kern, err := kernels.MoEMatVec(ty)
 				if err != nil {
 					t.Fatal(err)
-				}
-				rb, err := ty.RowBytes(cols)
-				if err != nil {
-					t.Fatal(err)
-				}
-				w := make([]byte, ne*out*int(rb))
-				for r := range ne * out {
-					q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
 				}
 				xRows := n
 				if perSlot != 0 {
 					xRows = n * k
 				}
-				xb := f.Act.RowBytes(cols)
-				x := make([]byte, xRows*xb)
-				for c := range xRows {
-					kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
-				}
+				w, x := quantRows(t, rng, ty, ne*out, cols), actRows(t, rng, ty, xRows, cols)
 				a := newArena()
 				launchBoth(t, kern, kernels.MoEMatVecArgs{
 					W: a.raw(pack(t, ty, w, cols, int64(out), int64(ne))), X: a.raw(x), Ids: a.i32(ids), Y: a.f32(make([]float32, n*k*out)),
@@ -536,33 +496,10 @@ func TestSIMTMoEGrouped(t *testing.T) {
 	ids := []int32{3, 0, 2, 1, 1, 3}
 	for _, ty := range kernels.WeightTypes() {
 		t.Run(ty.String(), func(t *testing.T) {
-			f, err := kernels.Lookup(ty)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := quant.Lookup(ty)
-			if err != nil {
-				t.Fatal(err)
-			}
 			experts := func(rows, cols int) []byte {
-				rb, err := ty.RowBytes(int64(cols))
-				if err != nil {
-					t.Fatal(err)
-				}
-				w := make([]byte, ne*rows*int(rb))
-				for r := range ne * rows {
-					q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
-				}
-				return pack(t, ty, w, int64(cols), int64(rows), ne)
+				return pack(t, ty, quantRows(t, rng, ty, ne*rows, cols), int64(cols), int64(rows), ne)
 			}
-			acts := func(rows, cols int) []byte {
-				xb := f.Act.RowBytes(cols)
-				x := make([]byte, rows*xb)
-				for c := range rows {
-					kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
-				}
-				return x
-			}
+			acts := func(rows, cols int) []byte { return actRows(t, rng, ty, rows, cols) }
 			gu, err := kernels.MoEGateUp(ty)
 			if err != nil {
 				t.Fatal(err)
@@ -587,4 +524,37 @@ func TestSIMTMoEGrouped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// quantRows returns rows rows of cols random values quantised as ty by host/quant (GGUF bytes).
+func quantRows(t *testing.T, rng *rand.Rand, ty dtype.Type, rows, cols int) []byte {
+	t.Helper()
+	q, err := quant.Lookup(ty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := ty.RowBytes(int64(cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := make([]byte, rows*int(rb))
+	for r := range rows {
+		q.Quantize(w[r*int(rb):(r+1)*int(rb)], values(rng, cols, 0.05, false))
+	}
+	return w
+}
+
+// actRows returns rows rows of cols random values converted to ty's activation format.
+func actRows(t *testing.T, rng *rand.Rand, ty dtype.Type, rows, cols int) []byte {
+	t.Helper()
+	f, err := kernels.Lookup(ty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xb := f.Act.RowBytes(cols)
+	x := make([]byte, rows*xb)
+	for c := range rows {
+		kernels.ConvertRow(f.Act, x[c*xb:(c+1)*xb], values(rng, cols, 1, false))
+	}
+	return x
 }
