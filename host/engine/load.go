@@ -153,7 +153,11 @@ func PlanLayers(p *model.Program, eo exec.Options, memory []int64) ([]int, error
 		return nil, err
 	}
 	var costErr error
+	memo := map[[2]int]int64{} // a range's footprint is the same on every device
 	cost := func(k, lo, hi int) int64 {
+		if m, ok := memo[[2]int{lo, hi}]; ok {
+			return m
+		}
 		o := eo
 		o.Ops = [2]int{0, len(p.Ops)}
 		if lo > 0 {
@@ -166,6 +170,7 @@ func PlanLayers(p *model.Program, eo exec.Options, memory []int64) ([]int, error
 		if err != nil {
 			costErr = err
 		}
+		memo[[2]int{lo, hi}] = m
 		return m
 	}
 	first, err := split.Plan(n, memory, cost)
