@@ -19,7 +19,18 @@ type Exec struct {
 	// For calls body over a partition of [0, n) into contiguous chunks, possibly concurrently,
 	// and returns when all are done. Twins must give the same bits for any partition, so a
 	// chunk's result may depend only on its indices.
+	//
+	// A twin calls For exactly once, and does all its writes inside body; the writes of
+	// indices [lo, hi) are bytes no other index writes. The megakernel's Go VM relies on this:
+	// it runs part p of an op by giving the twin a For that calls body on Part(n, p, parts)
+	// only, on whichever virtual SM the schedule put that part.
 	For func(n int, body func(lo, hi int))
+}
+
+// Part returns part p of the split of [0, n) into parts contiguous ranges of near-equal size
+// (the first ones smaller by at most one), the same split on every executor.
+func Part(n, p, parts int) (lo, hi int) {
+	return int(int64(p) * int64(n) / int64(parts)), int(int64(p+1) * int64(n) / int64(parts))
 }
 
 // Serial is an Exec's For that runs everything on the calling goroutine.

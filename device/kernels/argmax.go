@@ -33,9 +33,11 @@ var Argmax = device.Register(&device.Kernel[ArgmaxArgs]{
 		if err != nil {
 			return err
 		}
-		for r := 0; r < rows; r++ {
-			out[r] = int32(ArgmaxRow(v[r*cols : (r+1)*cols]))
-		}
+		x.For(rows, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				out[r] = int32(ArgmaxRow(v[r*cols : (r+1)*cols]))
+			}
+		})
 		return nil
 	},
 })

@@ -9,7 +9,8 @@ import (
 )
 
 // KVStoreArgs writes each row's key and value vectors into its physical cache slot:
-// KCache[Slots[r]] = K[r], VCache[Slots[r]] = V[r].
+// KCache[Slots[r]] = K[r], VCache[Slots[r]] = V[r]. The slots of one launch must be distinct:
+// rows are written in no particular order.
 type KVStoreArgs struct {
 	K      device.Ptr // float32 [Rows][KVDim]
 	V      device.Ptr // float32 [Rows][KVDim]
@@ -55,9 +56,14 @@ var KVStore = device.Register(&device.Kernel[KVStoreArgs]{
 			if s < 0 || int(s) >= ns {
 				return fmt.Errorf("row %d: slot %d outside cache of %d", r, s, ns)
 			}
-			copy(kc[int(s)*d:(int(s)+1)*d], k[r*d:(r+1)*d])
-			copy(vc[int(s)*d:(int(s)+1)*d], v[r*d:(r+1)*d])
 		}
+		x.For(rows, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				s := int(slots[r])
+				copy(kc[s*d:(s+1)*d], k[r*d:(r+1)*d])
+				copy(vc[s*d:(s+1)*d], v[r*d:(r+1)*d])
+			}
+		})
 		return nil
 	},
 })

@@ -59,8 +59,13 @@ func newEmbed(f *Format) *device.Kernel[EmbedArgs] {
 				if t < 0 || t >= a.Vocab {
 					return fmt.Errorf("row %d: token %d outside vocabulary of %d", r, t, a.Vocab)
 				}
-				f.Decode(out[r*cols:(r+1)*cols], table[int64(t)*rb:int64(t+1)*rb])
 			}
+			x.For(len(toks), func(lo, hi int) {
+				for r := lo; r < hi; r++ {
+					t := int64(toks[r])
+					f.Decode(out[r*cols:(r+1)*cols], table[t*rb:(t+1)*rb])
+				}
+			})
 			return nil
 		},
 	}

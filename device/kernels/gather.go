@@ -42,8 +42,13 @@ var Gather = device.Register(&device.Kernel[GatherArgs]{
 			if i < 0 || i >= a.SrcRows {
 				return fmt.Errorf("row %d: index %d outside %d rows", r, i, a.SrcRows)
 			}
-			copy(out[r*w:(r+1)*w], src[int(i)*w:(int(i)+1)*w])
 		}
+		x.For(len(idx), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				i := int(idx[r])
+				copy(out[r*w:(r+1)*w], src[i*w:(i+1)*w])
+			}
+		})
 		return nil
 	},
 })
