@@ -45,6 +45,8 @@ type Executor struct {
 	lo, hi  int          // the ops run: p.Ops[lo:hi]
 	ropeBuf [][]float32
 	closed  bool
+	// launcher, if set, runs each step's launches together (SetLauncher).
+	launcher Launcher
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
@@ -414,23 +416,25 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 		return nil, err
 	}
 	rows, outs := len(s.Tokens), len(s.OutRows)
-	for i := e.lo; i < e.hi; i++ {
+	if e.launcher != nil && e.Trace == nil {
+		if err := e.runLauncher(rows, outs); err != nil {
+			return nil, err
+		}
+	}
+	for i := e.lo; i < e.hi && (e.launcher == nil || e.Trace != nil); i++ {
 		op := &e.p.Ops[i]
 		if outs == 0 && e.outStage(op) {
 			continue
 		}
-		if err := e.launch(op, rows, outs); err != nil {
+		k, args, err := e.lower(op, rows, outs)
+		if err == nil {
+			err = e.b.Launch(k, args)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
 		}
 		if e.Trace != nil {
-			n := rows
-			switch e.p.Buffers[op.Out].Rows {
-			case "out":
-				n = outs
-			case "moe":
-				n = rows * e.p.Used
-			}
-			buf := make([]byte, n*e.p.Buffers[op.Out].RowBytes())
+			buf := make([]byte, e.opRows(op, rows, outs)*e.p.Buffers[op.Out].RowBytes())
 			if err := e.b.Read(buf, e.bufs[op.Out]); err != nil {
 				return nil, err
 			}
@@ -448,6 +452,69 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 	}
 	return logits, nil
 }
+
+// Launch is one kernel launch of a step: the op it computes and what it lowers to.
+type Launch struct {
+	Index  int       // the op's index in the Program
+	Op     *model.Op // the op
+	Rows   int       // rows the op runs on in this step (step rows, output rows, or routed slots)
+	Kernel device.Spec
+	Args   any
+}
+
+// Launcher runs all the launches of a step together — the megakernel: one persistent launch
+// interpreting them as an instruction stream — instead of one backend launch per op. The
+// launches are in program order and each must see the memory every earlier one left, as if
+// run one by one.
+type Launcher interface {
+	LaunchStep(ls []Launch) error
+}
+
+// SetLauncher makes Run hand each step's launches to l (nil: launch op by op). A step with a
+// Trace set still runs op by op, so that each op's output can be read.
+func (e *Executor) SetLauncher(l Launcher) { e.launcher = l }
+
+// Lower returns the launches of a step of rows rows and outs output rows, in program order.
+func (e *Executor) Lower(rows, outs int) ([]Launch, error) {
+	ls := make([]Launch, 0, e.hi-e.lo)
+	for i := e.lo; i < e.hi; i++ {
+		op := &e.p.Ops[i]
+		if outs == 0 && e.outStage(op) {
+			continue
+		}
+		k, args, err := e.lower(op, rows, outs)
+		if err != nil {
+			return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
+		}
+		ls = append(ls, Launch{Index: i, Op: op, Rows: e.opRows(op, rows, outs), Kernel: k, Args: args})
+	}
+	return ls, nil
+}
+
+func (e *Executor) runLauncher(rows, outs int) error {
+	ls, err := e.Lower(rows, outs)
+	if err != nil {
+		return err
+	}
+	if err := e.launcher.LaunchStep(ls); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	return nil
+}
+
+// opRows is the number of rows op computes in a step.
+func (e *Executor) opRows(op *model.Op, rows, outs int) int {
+	switch e.p.Buffers[op.Out].Rows {
+	case "out":
+		return outs
+	case "moe":
+		return rows * e.p.Used
+	}
+	return rows
+}
+
+// Buffer is the device address of program buffer b (0 if the executor holds none).
+func (e *Executor) Buffer(b model.Buf) device.Ptr { return e.bufs[b] }
 
 // outStage reports whether op belongs to the head (runs on output rows only).
 func (e *Executor) outStage(op *model.Op) bool { return e.p.Buffers[op.Out].Rows == "out" }
@@ -502,15 +569,11 @@ func (e *Executor) writeInputs(s *Step) error {
 	return nil
 }
 
-func (e *Executor) launch(op *model.Op, rows, outs int) error {
-	p, b := e.p, e.b
-	n := rows
-	if e.outStage(op) {
-		n = outs
-	}
-	if p.Buffers[op.Out].Rows == "moe" {
-		n = rows * p.Used
-	}
+// lower gives the kernel and arguments that compute op for a step of rows rows and outs
+// output rows.
+func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error) {
+	p := e.p
+	n := e.opRows(op, rows, outs)
 	in := func(i int) device.Ptr { return e.bufs[op.In[i]] }
 	out := e.bufs[op.Out]
 	switch op.Kind {
@@ -518,87 +581,87 @@ func (e *Executor) launch(op *model.Op, rows, outs int) error {
 		t := p.Tensors[op.Weight]
 		k, err := kernels.Embed(t.Type)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		return device.Launch(b, k, kernels.EmbedArgs{Table: e.weights[op.Weight], Tokens: in(0), Out: out,
-			Rows: int32(n), Cols: int32(op.Cols), Vocab: int32(t.Dims[1])})
+		return k, kernels.EmbedArgs{Table: e.weights[op.Weight], Tokens: in(0), Out: out,
+			Rows: int32(n), Cols: int32(op.Cols), Vocab: int32(t.Dims[1])}, nil
 	case model.OpRMSNorm:
-		return device.Launch(b, kernels.RMSNorm, kernels.RMSNormArgs{X: in(0), W: e.weights[op.Weight], Y: out,
-			Groups: int32(n * op.Groups), Width: int32(op.Width), Eps: op.Eps})
+		return kernels.RMSNorm, kernels.RMSNormArgs{X: in(0), W: e.weights[op.Weight], Y: out,
+			Groups: int32(n * op.Groups), Width: int32(op.Width), Eps: op.Eps}, nil
 	case model.OpConvert:
 		bs := p.Buffers[op.Out]
-		return device.Launch(b, kernels.Convert(bs.Act), kernels.ConvertArgs{X: in(0), Out: out, Cols: int32(bs.Width), N: int32(n)})
+		return kernels.Convert(bs.Act), kernels.ConvertArgs{X: in(0), Out: out, Cols: int32(bs.Width), N: int32(n)}, nil
 	case model.OpMatVec:
 		t := p.Tensors[op.Weight]
 		k, err := kernels.MatVecFor(t.Type, n)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		return device.Launch(b, k, kernels.MatVecArgs{W: e.packed[op.Weight], X: in(0), Y: out,
-			Rows: int32(op.Rows), Cols: int32(op.Cols), N: int32(n)})
+		return k, kernels.MatVecArgs{W: e.packed[op.Weight], X: in(0), Y: out,
+			Rows: int32(op.Rows), Cols: int32(op.Cols), N: int32(n)}, nil
 	case model.OpRope:
-		return device.Launch(b, kernels.Rope, kernels.RopeArgs{X: in(0), CosSin: in(1), Rows: int32(n),
-			Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode})
+		return kernels.Rope, kernels.RopeArgs{X: in(0), CosSin: in(1), Rows: int32(n),
+			Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode}, nil
 	case model.OpKVStore:
-		return device.Launch(b, kernels.KVStore, kernels.KVStoreArgs{K: in(0), V: in(1), Slots: e.bufs[p.Slots],
-			KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots)})
+		return kernels.KVStore, kernels.KVStoreArgs{K: in(0), V: in(1), Slots: e.bufs[p.Slots],
+			KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots)}, nil
 	case model.OpAttention:
-		return device.Launch(b, kernels.Attention, kernels.AttentionArgs{Q: in(0), KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer],
+		return kernels.Attention, kernels.AttentionArgs{Q: in(0), KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer],
 			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Rows: int32(n), NHead: int32(op.Heads),
-			NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim), NSlots: int32(e.opt.NSlots), Scale: op.Scale})
+			NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim), NSlots: int32(e.opt.NSlots), Scale: op.Scale}, nil
 	case model.OpAdd:
-		return device.Launch(b, kernels.Add, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)})
+		return kernels.Add, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
 	case model.OpSwiGLU:
-		return device.Launch(b, kernels.SwiGLU, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)})
+		return kernels.SwiGLU, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
 	case model.OpGather:
-		return device.Launch(b, kernels.Gather, kernels.GatherArgs{X: in(0), Idx: in(1), Out: out,
-			Rows: int32(n), Width: int32(p.Buffers[op.Out].Width), SrcRows: int32(rows)})
+		return kernels.Gather, kernels.GatherArgs{X: in(0), Idx: in(1), Out: out,
+			Rows: int32(n), Width: int32(p.Buffers[op.Out].Width), SrcRows: int32(rows)}, nil
 	case model.OpSplitGate:
-		return device.Launch(b, kernels.SplitGate, kernels.SplitGateArgs{X: in(0), Q: out, G: e.bufs[op.Out2],
-			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim)})
+		return kernels.SplitGate, kernels.SplitGateArgs{X: in(0), Q: out, G: e.bufs[op.Out2],
+			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim)}, nil
 	case model.OpSigmoidMul:
-		return device.Launch(b, kernels.SigmoidMul, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)})
+		return kernels.SigmoidMul, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
 	case model.OpGDNConv:
 		g := op.GDN
-		return device.Launch(b, kernels.GDNConv, kernels.GDNConvArgs{X: in(0), W: e.weights[op.Weight], State: e.conv[op.Layer],
-			Src: e.bufs[p.StateSrc], Dst: e.bufs[p.StateDst], Y: out, Rows: int32(n), C: int32(g.C), K: int32(g.K), NStates: int32(e.opt.NStates)})
+		return kernels.GDNConv, kernels.GDNConvArgs{X: in(0), W: e.weights[op.Weight], State: e.conv[op.Layer],
+			Src: e.bufs[p.StateSrc], Dst: e.bufs[p.StateDst], Y: out, Rows: int32(n), C: int32(g.C), K: int32(g.K), NStates: int32(e.opt.NStates)}, nil
 	case model.OpGDNScan:
 		g := op.GDN
-		return device.Launch(b, kernels.GDNScan, kernels.GDNScanArgs{QKV: in(0), Beta: in(1), Alpha: in(2), A: e.weights[op.Weight],
+		return kernels.GDNScan, kernels.GDNScanArgs{QKV: in(0), Beta: in(1), Alpha: in(2), A: e.weights[op.Weight],
 			DtBias: e.weights[op.Weight2], State: e.ssm[op.Layer], Src: e.bufs[p.StateSrc], Dst: e.bufs[p.StateDst], Out: out,
-			Rows: int32(n), NK: int32(g.NK), NV: int32(g.NV), D: int32(g.D), NStates: int32(e.opt.NStates), Eps: op.Eps})
+			Rows: int32(n), NK: int32(g.NK), NV: int32(g.NV), D: int32(g.D), NStates: int32(e.opt.NStates), Eps: op.Eps}, nil
 	case model.OpGatedNorm:
-		return device.Launch(b, kernels.GatedNorm, kernels.GatedNormArgs{X: in(0), Z: in(1), W: e.weights[op.Weight], Y: out,
-			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim), Eps: op.Eps})
+		return kernels.GatedNorm, kernels.GatedNormArgs{X: in(0), Z: in(1), W: e.weights[op.Weight], Y: out,
+			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim), Eps: op.Eps}, nil
 	case model.OpRouter:
-		return device.Launch(b, kernels.Router, kernels.RouterArgs{Logits: in(0), Ids: out, Weights: e.bufs[op.Out2],
-			Rows: int32(n), NExpert: int32(op.Experts), K: int32(op.Used)})
+		return kernels.Router, kernels.RouterArgs{Logits: in(0), Ids: out, Weights: e.bufs[op.Out2],
+			Rows: int32(n), NExpert: int32(op.Experts), K: int32(op.Used)}, nil
 	case model.OpMoEMatVec:
 		t := p.Tensors[op.Weight]
 		k, err := kernels.MoEMatVec(t.Type)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		per := int32(0)
 		if op.PerSlot {
 			per = 1
 		}
-		return device.Launch(b, k, kernels.MoEMatVecArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Y: out,
-			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts), XPerSlot: per})
+		return k, kernels.MoEMatVecArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Y: out,
+			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts), XPerSlot: per}, nil
 	case model.OpMoEGateUp:
 		k, err := kernels.MoEGateUp(p.Tensors[op.Weight].Type)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		return device.Launch(b, k, kernels.MoEGateUpArgs{WGate: e.packed[op.Weight], WUp: e.packed[op.Weight2], X: in(0), Ids: in(1), Y: out,
-			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)})
+		return k, kernels.MoEGateUpArgs{WGate: e.packed[op.Weight], WUp: e.packed[op.Weight2], X: in(0), Ids: in(1), Y: out,
+			N: int32(rows), K: int32(op.Used), Out: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)}, nil
 	case model.OpMoEDown:
 		k, err := kernels.MoEDown(p.Tensors[op.Weight].Type)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		return device.Launch(b, k, kernels.MoEDownArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Weights: in(2), Shared: in(3), Gate: in(4),
-			Out: out, N: int32(n), K: int32(op.Used), Rows: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)})
+		return k, kernels.MoEDownArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Weights: in(2), Shared: in(3), Gate: in(4),
+			Out: out, N: int32(n), K: int32(op.Used), Rows: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)}, nil
 	}
-	return fmt.Errorf("unknown op kind %d", op.Kind)
+	return nil, nil, fmt.Errorf("unknown op kind %d", op.Kind)
 }
