@@ -154,3 +154,34 @@ func Params(args any) ([]Param, error) {
 	}
 	return out, nil
 }
+
+// Unflatten is the inverse of Params: it builds a value of argument struct type t from the
+// bits of its parameters, one per field in order.
+func Unflatten(t reflect.Type, bits []uint64) (any, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("kernel arguments must be a struct, got %v", t)
+	}
+	if len(bits) != t.NumField() {
+		return nil, fmt.Errorf("%v has %d parameters, got %d", t, t.NumField(), len(bits))
+	}
+	v := reflect.New(t).Elem()
+	for i := 0; i < t.NumField(); i++ {
+		f, fv := t.Field(i), v.Field(i)
+		switch {
+		case f.Type == ptrType, f.Type.Kind() == reflect.Uint64:
+			fv.SetUint(bits[i])
+		case f.Type.Kind() == reflect.Int64:
+			fv.SetInt(int64(bits[i]))
+		case f.Type.Kind() == reflect.Int32:
+			fv.SetInt(int64(int32(uint32(bits[i]))))
+		case f.Type.Kind() == reflect.Uint32:
+			fv.SetUint(uint64(uint32(bits[i])))
+		case f.Type.Kind() == reflect.Float32:
+			// Set, not SetFloat: a float64 round trip would quiet a signalling NaN
+			fv.Set(reflect.ValueOf(math.Float32frombits(uint32(bits[i]))).Convert(f.Type))
+		default:
+			return nil, fmt.Errorf("%v.%s: type %v cannot be a kernel parameter", t, f.Name, f.Type)
+		}
+	}
+	return v.Interface(), nil
+}

@@ -17,6 +17,10 @@ type LoadOptions struct {
 	Context int // positions per session (default 2048, capped at the model's n_ctx)
 	// Sessions is how many full-length sessions the cache must hold at once (default 1).
 	Sessions int
+	// Megakernel runs every step as one megakernel stream (on each pipeline stage) instead of
+	// one launch per op, with MegakernelSMs queues (0: the backend's choice).
+	Megakernel    bool
+	MegakernelSMs int
 }
 
 // Model is an engine together with the file and executor it owns.
@@ -103,12 +107,37 @@ func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o
 	if err != nil {
 		return nil, err
 	}
+	if o.Megakernel {
+		if err := useMegakernel(ex, o.MegakernelSMs); err != nil {
+			ex.Close()
+			return nil, err
+		}
+	}
 	e, err := New(ex, Options{Context: o.Context})
 	if err != nil {
 		ex.Close()
 		return nil, err
 	}
 	return &Model{Engine: e, File: f}, nil
+}
+
+// useMegakernel makes every executor of ex run its steps as megakernel streams.
+func useMegakernel(ex exec.Runner, sms int) error {
+	stages := []*exec.Executor{}
+	switch r := ex.(type) {
+	case *exec.Executor:
+		stages = append(stages, r)
+	case *exec.Pipeline:
+		stages = r.Stages()
+	}
+	for _, st := range stages {
+		r, err := exec.NewMegakernelRunner(st.Backend(), sms)
+		if err != nil {
+			return err
+		}
+		st.UseMegakernel(r)
+	}
+	return nil
 }
 
 // ExecOptions are the executor sizes a model loaded with o needs: MaxRows rows per step, a K/V

@@ -47,6 +47,7 @@ type Executor struct {
 	closed  bool
 	// launcher, if set, runs each step's launches together (SetLauncher).
 	launcher Launcher
+	stepKeys int // keys of all rows of the current step
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
@@ -533,6 +534,7 @@ func (e *Executor) writeInputs(s *Step) error {
 		total += len(k)
 		off[r+1] = int32(total)
 	}
+	e.stepKeys = total
 	if err := e.growKeys(total); err != nil {
 		return err
 	}

@@ -17,6 +17,12 @@ import (
 // backendHelp describes the --backend values.
 const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), cuda or cuda:N (GPU N; a binary built with -tags cuda); a comma-separated list splits the layers across them as a pipeline"
 
+// megakernelHelp and smsHelp describe the megakernel flags.
+const (
+	megakernelHelp = "run each step as one megakernel stream (the Go VM on cpu) instead of one launch per op"
+	smsHelp        = "the megakernel's queues: SMs on a GPU, goroutines for the Go VM (0: one per SM or CPU)"
+)
+
 // layersHelp describes the --layers values.
 const layersHelp = "with several backends: the first layer of every stage after the first (default: placed by each backend's memory)"
 

@@ -16,7 +16,8 @@ import (
 func newCheckCmd() *cobra.Command {
 	var backend string
 	var layers []int
-	var threads int
+	var threads, sms int
+	var megakernel bool
 	cmd := &cobra.Command{
 		Use:   "check [FIXTURE ...]",
 		Short: "Check a backend bit for bit against the committed golden hashes",
@@ -48,7 +49,11 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 				return err
 			}
 			defer closeAll(bes)
-			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s\n", backendsName(bes))
+			mode := ""
+			if megakernel {
+				mode = " (megakernel)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s%s\n", backendsName(bes), mode)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "fixture\tprefill\tverify\tgreedy\tseconds")
 			failed := 0
@@ -66,7 +71,7 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 					return err
 				}
 				start := time.Now()
-				g, err := fixtures.ComputeGoldenSplit(file, bes, layers)
+				g, err := fixtures.ComputeGoldenSplit(file, bes, layers, fixtures.GoldenOptions{Megakernel: megakernel, SMs: sms})
 				if err != nil {
 					return fmt.Errorf("%s: %w", n, err)
 				}
@@ -98,6 +103,8 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
+	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	return cmd
 }
 

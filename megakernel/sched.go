@@ -1,0 +1,168 @@
+package megakernel
+
+import (
+	"fmt"
+	"sort"
+
+	"verity/device"
+)
+
+// Resource names something ops read and write: a buffer, a layer's cache, a recurrent state.
+// The caller chooses the values; two ops conflict when they share one.
+type Resource uint64
+
+// Op is one kernel launch of a step, in program order.
+type Op struct {
+	Name   string
+	Kernel device.Spec
+	Args   any
+	// Reads and Writes are the resources the launch reads and writes (an op that updates
+	// something in place lists it in both).
+	Reads, Writes []Resource
+	// Bytes is what the launch moves (weights and activations), for placement.
+	Bytes int64
+}
+
+// Config shapes a schedule.
+type Config struct {
+	SMs int // queues (streaming multiprocessors, or the VM's goroutines)
+	// PartBytes is the work that earns an instruction one more part (default 256 KiB).
+	PartBytes int64
+	// PartCost is the fixed cost of running one part, in bytes moved (default 8 KiB): the
+	// dependency wait and the part's start.
+	PartCost int64
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.SMs < 1 || c.SMs > MaxSMs {
+		return c, fmt.Errorf("megakernel: %d SMs (1…%d allowed)", c.SMs, MaxSMs)
+	}
+	if c.PartBytes <= 0 {
+		c.PartBytes = 256 << 10
+	}
+	if c.PartCost <= 0 {
+		c.PartCost = 8 << 10
+	}
+	return c, nil
+}
+
+// Instr is one instruction of a schedule.
+type Instr struct {
+	Name   string
+	Kernel int // index in Kernels()
+	Params []uint64
+	Blocks int // the launch's blocks (grid X · Y · Z)
+	Parts  int
+	Deps   []int // earlier instructions that must finish first, increasing
+	Bytes  int64
+}
+
+// Item is one entry of an SM's queue: part Part of instruction Instr.
+type Item struct {
+	Instr, Part int32
+}
+
+// Schedule is a step compiled for the megakernel.
+type Schedule struct {
+	Instrs []Instr
+	Queues [][]Item // one per SM, each in program order
+	// Estimate is the modelled length of the step, in bytes moved by the busiest SM
+	// (parts' bytes plus PartCost each, waits included).
+	Estimate int64
+}
+
+// Build compiles a step's launches into a schedule for cfg.SMs SMs.
+func Build(ops []Op, cfg Config) (*Schedule, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("megakernel: a step with no ops")
+	}
+	ids := kernelIDs()
+	s := &Schedule{Instrs: make([]Instr, len(ops)), Queues: make([][]Item, cfg.SMs)}
+	lastWrite := map[Resource]int{}
+	readers := map[Resource][]int{} // readers since the last write
+	finish := make([]int64, len(ops))
+	clock := make([]int64, cfg.SMs)
+	for i, op := range ops {
+		id, ok := ids[op.Kernel.Entry()]
+		if !ok {
+			return nil, fmt.Errorf("megakernel: op %d %s: kernel %s is not registered", i, op.Name, op.Kernel.Entry())
+		}
+		g, err := op.Kernel.Geometry(op.Args)
+		if err != nil {
+			return nil, fmt.Errorf("megakernel: op %d %s: %w", i, op.Name, err)
+		}
+		ps, err := device.Params(op.Args)
+		if err != nil {
+			return nil, fmt.Errorf("megakernel: op %d %s: %w", i, op.Name, err)
+		}
+		in := &s.Instrs[i]
+		in.Name, in.Kernel, in.Bytes = op.Name, id, max(op.Bytes, 0)
+		in.Blocks = int(g.Grid.X) * int(g.Grid.Y) * int(g.Grid.Z)
+		in.Params = make([]uint64, len(ps))
+		for j, p := range ps {
+			in.Params[j] = p.Bits
+		}
+
+		// Dependencies: read after write, write after read, write after write.
+		dep := map[int]bool{}
+		for _, r := range op.Reads {
+			if w, ok := lastWrite[r]; ok {
+				dep[w] = true
+			}
+		}
+		for _, r := range op.Writes {
+			if w, ok := lastWrite[r]; ok {
+				dep[w] = true
+			}
+			for _, rd := range readers[r] {
+				dep[rd] = true
+			}
+		}
+		for d := range dep {
+			in.Deps = append(in.Deps, d)
+		}
+		sort.Ints(in.Deps)
+		for _, r := range op.Reads {
+			readers[r] = append(readers[r], i)
+		}
+		for _, r := range op.Writes {
+			lastWrite[r] = i
+			readers[r] = nil
+		}
+
+		// Parts, and their placement: each on the SM that can start it first.
+		in.Parts = int(min(int64(cfg.SMs), int64(in.Blocks), max(1, (in.Bytes+cfg.PartBytes-1)/cfg.PartBytes)))
+		var ready int64
+		for _, d := range in.Deps {
+			ready = max(ready, finish[d])
+		}
+		for p := 0; p < in.Parts; p++ {
+			lo, hi := device.Part(int(in.Bytes), p, in.Parts)
+			cost := int64(hi-lo) + cfg.PartCost
+			best := 0
+			for sm := 1; sm < cfg.SMs; sm++ {
+				if max(clock[sm], ready) < max(clock[best], ready) {
+					best = sm
+				}
+			}
+			clock[best] = max(clock[best], ready) + cost
+			finish[i] = max(finish[i], clock[best])
+			s.Queues[best] = append(s.Queues[best], Item{Instr: int32(i), Part: int32(p)})
+		}
+		s.Estimate = max(s.Estimate, finish[i])
+	}
+	return s, nil
+}
+
+// Items is the number of parts in all queues.
+func (s *Schedule) Items() int {
+	n := 0
+	for _, q := range s.Queues {
+		n += len(q)
+	}
+	return n
+}

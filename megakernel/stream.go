@@ -1,0 +1,249 @@
+package megakernel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The stream: what the interpreters read, little-endian throughout.
+//
+//	header   8 u32: magic "VMK1", version, kernel-table hash, instructions, SMs,
+//	         parameter words, dependencies, items
+//	instrs   8 u32 each: kernel, first parameter word, parameters, blocks, parts,
+//	         first dependency, dependencies, 0
+//	deps     u32 instruction indices, each instruction's increasing and below its own index
+//	queues   SMs+1 u32: queue k's items are items[queues[k] : queues[k+1]]
+//	items    2 u32 each: instruction, part
+//	(padding to 8 bytes)
+//	params   u64 words: each parameter's bits in the low end of its own word
+//
+// A decoded stream is checked whole: every part of every instruction is queued exactly once,
+// each queue is in program order, every index is in range, and each instruction's parameter
+// count is its kernel's.
+const (
+	magic       = 0x314b4d56 // "VMK1"
+	version     = 1
+	headerWords = 8
+	instrWords  = 8
+	// MaxSMs bounds the queues of a stream.
+	MaxSMs = 1024
+	// maxStream bounds a stream's size (1 GiB).
+	maxStream = 1 << 30
+)
+
+// Encode lays the schedule out as a stream.
+func (s *Schedule) Encode() []byte {
+	var nParams, nDeps, nItems int
+	for _, in := range s.Instrs {
+		nParams += len(in.Params)
+		nDeps += len(in.Deps)
+	}
+	nItems = s.Items()
+	words := headerWords + instrWords*len(s.Instrs) + nDeps + len(s.Queues) + 1 + 2*nItems
+	words += words & 1 // params start 8-byte aligned
+	buf := make([]byte, 4*words+8*nParams)
+	w := buf
+	put := func(v uint32) {
+		binary.LittleEndian.PutUint32(w, v)
+		w = w[4:]
+	}
+	for _, v := range []int{magic, version, int(TableHash()), len(s.Instrs), len(s.Queues), nParams, nDeps, nItems} {
+		put(uint32(v))
+	}
+	po, do := 0, 0
+	for _, in := range s.Instrs {
+		for _, v := range []int{in.Kernel, po, len(in.Params), in.Blocks, in.Parts, do, len(in.Deps), 0} {
+			put(uint32(v))
+		}
+		po += len(in.Params)
+		do += len(in.Deps)
+	}
+	for _, in := range s.Instrs {
+		for _, d := range in.Deps {
+			put(uint32(d))
+		}
+	}
+	off := 0
+	for _, q := range s.Queues {
+		put(uint32(off))
+		off += len(q)
+	}
+	put(uint32(off))
+	for _, q := range s.Queues {
+		for _, it := range q {
+			put(uint32(it.Instr))
+			put(uint32(it.Part))
+		}
+	}
+	p := buf[4*words:]
+	for _, in := range s.Instrs {
+		for _, v := range in.Params {
+			binary.LittleEndian.PutUint64(p, v)
+			p = p[8:]
+		}
+	}
+	return buf
+}
+
+// Decode reads and checks a stream.
+func Decode(b []byte) (*Schedule, error) {
+	if len(b) > maxStream {
+		return nil, fmt.Errorf("megakernel: stream of %d bytes (at most %d)", len(b), maxStream)
+	}
+	r := reader{b: b}
+	h := make([]uint32, headerWords)
+	for i := range h {
+		h[i] = r.u32()
+	}
+	if r.err != nil {
+		return nil, errors.New("megakernel: stream shorter than its header")
+	}
+	if h[0] != magic {
+		return nil, fmt.Errorf("megakernel: not a stream (magic %#08x)", h[0])
+	}
+	if h[1] != version {
+		return nil, fmt.Errorf("megakernel: stream version %d (this build reads %d)", h[1], version)
+	}
+	if h[2] != TableHash() {
+		return nil, fmt.Errorf("megakernel: stream encoded for kernel table %#08x, this build has %#08x", h[2], TableHash())
+	}
+	nInstr, nSM, nParams, nDeps, nItems := uint64(h[3]), uint64(h[4]), uint64(h[5]), uint64(h[6]), uint64(h[7])
+	if nSM < 1 || nSM > MaxSMs {
+		return nil, fmt.Errorf("megakernel: stream for %d SMs (1…%d allowed)", nSM, MaxSMs)
+	}
+	words := headerWords + instrWords*nInstr + nDeps + nSM + 1 + 2*nItems
+	words += words & 1
+	if want := 4*words + 8*nParams; want != uint64(len(b)) {
+		return nil, fmt.Errorf("megakernel: stream of %d bytes, its header says %d", len(b), want)
+	}
+	if nInstr == 0 {
+		return nil, errors.New("megakernel: stream with no instructions")
+	}
+	kernels := Kernels()
+	s := &Schedule{Instrs: make([]Instr, nInstr), Queues: make([][]Item, nSM)}
+	type span struct{ off, n uint64 }
+	deps := make([]span, nInstr)
+	params := make([]span, nInstr)
+	var parts uint64
+	for i := range s.Instrs {
+		in := &s.Instrs[i]
+		var f [instrWords]uint32
+		for j := range f {
+			f[j] = r.u32()
+		}
+		if uint64(f[0]) >= uint64(len(kernels)) {
+			return nil, fmt.Errorf("megakernel: instruction %d: kernel %d outside the table of %d", i, f[0], len(kernels))
+		}
+		in.Kernel, in.Name = int(f[0]), kernels[f[0]].Entry()
+		params[i] = span{uint64(f[1]), uint64(f[2])}
+		if params[i].off+params[i].n > nParams {
+			return nil, fmt.Errorf("megakernel: instruction %d: parameters [%d, +%d) outside %d", i, f[1], f[2], nParams)
+		}
+		if want := uint64(kernels[f[0]].ArgsType().NumField()); params[i].n != want {
+			return nil, fmt.Errorf("megakernel: instruction %d: %d parameters, kernel %s takes %d", i, f[2], in.Name, want)
+		}
+		in.Blocks, in.Parts = int(f[3]), int(f[4])
+		if f[3] < 1 || f[4] < 1 || f[4] > f[3] || uint64(f[4]) > nSM {
+			return nil, fmt.Errorf("megakernel: instruction %d: %d parts of %d blocks on %d SMs", i, f[4], f[3], nSM)
+		}
+		parts += uint64(f[4])
+		deps[i] = span{uint64(f[5]), uint64(f[6])}
+		if deps[i].off+deps[i].n > nDeps {
+			return nil, fmt.Errorf("megakernel: instruction %d: dependencies [%d, +%d) outside %d", i, f[5], f[6], nDeps)
+		}
+		if f[7] != 0 {
+			return nil, fmt.Errorf("megakernel: instruction %d: reserved word is %d", i, f[7])
+		}
+	}
+	if parts != nItems {
+		return nil, fmt.Errorf("megakernel: %d items queued for %d parts", nItems, parts)
+	}
+	depWords := make([]uint32, nDeps)
+	for j := range depWords {
+		depWords[j] = r.u32()
+	}
+	for i := range s.Instrs {
+		d := depWords[deps[i].off : deps[i].off+deps[i].n]
+		s.Instrs[i].Deps = make([]int, len(d))
+		for j, v := range d {
+			if uint64(v) >= uint64(i) || (j > 0 && v <= d[j-1]) {
+				return nil, fmt.Errorf("megakernel: instruction %d: dependencies %v are not increasing indices below %d", i, d, i)
+			}
+			s.Instrs[i].Deps[j] = int(v)
+		}
+	}
+	qoff := make([]uint64, nSM+1)
+	for k := range qoff {
+		qoff[k] = uint64(r.u32())
+		if (k == 0 && qoff[0] != 0) || (k > 0 && qoff[k] < qoff[k-1]) || qoff[k] > nItems {
+			return nil, fmt.Errorf("megakernel: queue offsets are not increasing from 0 to %d", nItems)
+		}
+	}
+	if qoff[nSM] != nItems {
+		return nil, fmt.Errorf("megakernel: queues hold %d items, the header says %d", qoff[nSM], nItems)
+	}
+	seen := make([][]bool, nInstr)
+	for i := range seen {
+		seen[i] = make([]bool, s.Instrs[i].Parts)
+	}
+	for k := range s.Queues {
+		q := make([]Item, qoff[k+1]-qoff[k])
+		for j := range q {
+			in, p := r.u32(), r.u32()
+			if uint64(in) >= nInstr || int(p) >= s.Instrs[in].Parts {
+				return nil, fmt.Errorf("megakernel: queue %d item %d: part %d of instruction %d does not exist", k, j, p, in)
+			}
+			if j > 0 && int32(in) < q[j-1].Instr {
+				return nil, fmt.Errorf("megakernel: queue %d is not in program order at item %d", k, j)
+			}
+			if seen[in][p] {
+				return nil, fmt.Errorf("megakernel: part %d of instruction %d is queued twice", p, in)
+			}
+			seen[in][p] = true
+			q[j] = Item{Instr: int32(in), Part: int32(p)}
+		}
+		s.Queues[k] = q
+	}
+	r.pad8()
+	paramWords := make([]uint64, nParams)
+	for j := range paramWords {
+		paramWords[j] = r.u64()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	for i := range s.Instrs {
+		s.Instrs[i].Params = paramWords[params[i].off : params[i].off+params[i].n]
+	}
+	return s, nil
+}
+
+// reader reads little-endian words, remembering the first overrun.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) u32() uint32 {
+	if r.err != nil || r.off+4 > len(r.b) {
+		r.err = errors.New("megakernel: stream truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(r.b[r.off:])
+	r.off += 4
+	return v
+}
+
+func (r *reader) u64() uint64 {
+	if r.err != nil || r.off+8 > len(r.b) {
+		r.err = errors.New("megakernel: stream truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b[r.off:])
+	r.off += 8
+	return v
+}
+
+func (r *reader) pad8() { r.off += r.off & 4 }
