@@ -246,4 +246,9 @@ func (r *reader) u64() uint64 {
 	return v
 }
 
-func (r *reader) pad8() { r.off += r.off & 4 }
+// pad8 skips the zero word that aligns what follows to 8 bytes.
+func (r *reader) pad8() {
+	if r.off&4 != 0 && r.u32() != 0 && r.err == nil {
+		r.err = errors.New("megakernel: stream padding is not zero")
+	}
+}

@@ -103,6 +103,20 @@ func (b *Backend) Bytes(p device.Ptr, n int64) ([]byte, error) {
 	return b.bytesLocked(p, n)
 }
 
+// Size returns the size of the allocation that starts at p.
+func (b *Backend) Size(p device.Ptr) (int64, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	i, err := b.find(p)
+	if err != nil {
+		return 0, err
+	}
+	if b.regions[i].base != p {
+		return 0, &device.OutOfRangeError{Ptr: p, Why: "not the start of an allocation"}
+	}
+	return int64(len(b.regions[i].data)), nil
+}
+
 func (b *Backend) bytesLocked(p device.Ptr, n int64) ([]byte, error) {
 	if n < 0 {
 		return nil, &device.OutOfRangeError{Ptr: p, N: n, Why: "negative length"}

@@ -21,8 +21,13 @@ type Runner interface {
 	Close() error
 }
 
-// Name is the backend's name.
-func (e *Executor) Name() string { return e.b.Name() }
+// Name is the backend's name, and the megakernel's size where steps run through one.
+func (e *Executor) Name() string {
+	if m, ok := e.launcher.(*Megakernel); ok {
+		return fmt.Sprintf("%s, megakernel on %d SMs", e.b.Name(), m.cfg.SMs)
+	}
+	return e.b.Name()
+}
 
 // Pipeline runs a Program split across backends (devices): stage k runs a contiguous range of
 // the ops on its own backend and holds only that range's weights, K/V caches and recurrent

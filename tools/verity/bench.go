@@ -24,6 +24,8 @@ func newBenchCmd() *cobra.Command {
 	var threads int
 	var backend string
 	var layers []int
+	var megakernel bool
+	var sms int
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
@@ -58,7 +60,7 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 				if ctx < 256 {
 					ctx = 256
 				}
-				mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx})
+				mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms})
 				if err != nil {
 					return err
 				}
@@ -109,6 +111,8 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
+	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
+	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	cmd.Flags().IntVar(&o.Prompt, "prompt", 128, "prefill tokens")
 	cmd.Flags().IntVar(&o.Decode, "decode", 32, "decoded tokens")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")

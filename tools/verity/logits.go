@@ -19,6 +19,8 @@ func newLogitsCmd() *cobra.Command {
 	var threads int
 	var backend string
 	var layers []int
+	var megakernel bool
+	var sms int
 	cmd := &cobra.Command{
 		Use:   "logits --model FILE --tokens 1,2,3 --out LOGITS",
 		Short: "Write the logits of every position (or of every draft-tree node)",
@@ -52,7 +54,7 @@ that node.`,
 				return err
 			}
 			defer closeAll(bes)
-			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need})
+			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need, Megakernel: megakernel, MegakernelSMs: sms})
 			if err != nil {
 				return err
 			}
@@ -87,6 +89,8 @@ that node.`,
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
+	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
+	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	_ = cmd.MarkFlagRequired("model")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd

@@ -20,6 +20,8 @@ import (
 func newServeCmd() *cobra.Command {
 	var model, addr, backend string
 	var layers []int
+	var megakernel bool
+	var sms int
 	var threads, ctx, sessions, maxNodes, maxRows int
 	var idle time.Duration
 	cmd := &cobra.Command{
@@ -53,7 +55,7 @@ sampler, whatever the drafts.`,
 				return err
 			}
 			defer closeAll(bes)
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions})
+			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms})
 			if err != nil {
 				return err
 			}
@@ -84,6 +86,8 @@ sampler, whatever the drafts.`,
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
+	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
+	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().IntVar(&ctx, "context", 2048, "positions per session")
 	cmd.Flags().IntVar(&sessions, "sessions", 4, "sessions the cache holds at full length")

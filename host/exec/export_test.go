@@ -1,0 +1,65 @@
+package exec
+
+import (
+	"fmt"
+
+	"verity/device"
+	"verity/host/model"
+	"verity/megakernel"
+)
+
+// ResourcePtrs are the allocations of resource r on e.
+func ResourcePtrs(e *Executor, r megakernel.Resource) []device.Ptr {
+	i := int(r & (1<<40 - 1))
+	switch r &^ (1<<40 - 1) {
+	case resBuf:
+		return []device.Ptr{e.bufs[i]}
+	case resKV:
+		return []device.Ptr{e.kcache[i], e.vcache[i]}
+	case resConv:
+		return []device.Ptr{e.conv[i]}
+	case resSSM:
+		return []device.Ptr{e.ssm[i]}
+	}
+	panic(fmt.Sprintf("unknown resource %#x", uint64(r)))
+}
+
+// Mutable names e's writable allocations.
+func Mutable(e *Executor) map[device.Ptr]string {
+	m := map[device.Ptr]string{}
+	for i, p := range e.bufs {
+		m[p] = "buffer " + e.p.Buffers[i].Name
+	}
+	for l := range e.kcache {
+		m[e.kcache[l]], m[e.vcache[l]] = fmt.Sprint("K cache ", l), fmt.Sprint("V cache ", l)
+	}
+	for l := range e.conv {
+		m[e.conv[l]], m[e.ssm[l]] = fmt.Sprint("conv state ", l), fmt.Sprint("SSM state ", l)
+	}
+	delete(m, 0)
+	return m
+}
+
+// Weights are e's uploaded weights (GGUF bytes and device layouts).
+func Weights(e *Executor) map[device.Ptr]bool {
+	m := map[device.Ptr]bool{}
+	for _, p := range e.weights {
+		m[p] = true
+	}
+	for _, p := range e.packed {
+		m[p] = true
+	}
+	return m
+}
+
+// Inputs are the buffers the host writes before each step.
+func Inputs(e *Executor) map[device.Ptr]bool {
+	m := map[device.Ptr]bool{}
+	for _, b := range []model.Buf{e.p.Tokens, e.p.Slots, e.p.Keys, e.p.KeyOff, e.p.OutRows, e.p.StateSrc, e.p.StateDst} {
+		m[e.bufs[b]] = true
+	}
+	for _, t := range e.p.Ropes {
+		m[e.bufs[t.Buf]] = true
+	}
+	return m
+}

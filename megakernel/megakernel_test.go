@@ -1,0 +1,339 @@
+package megakernel_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"verity/device"
+	"verity/device/cpu"
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/megakernel"
+	"verity/repack"
+)
+
+// chain is a random program of elementwise ops and matvecs over a few buffers, with the
+// resources each op reads and writes: enough reuse of buffers for every kind of hazard.
+type chain struct {
+	b    *cpu.Backend
+	bufs []device.Ptr
+	init [][]byte
+	ops  []megakernel.Op
+}
+
+const (
+	chainN    = 4096 // floats per buffer
+	chainCols = 64   // matvec: 64 rows × 64 columns = 4096 floats
+)
+
+func newChain(t testing.TB, seed uint64, nbuf, nops int) *chain {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 7))
+	c := &chain{b: cpu.New(1)}
+	t.Cleanup(func() { c.b.Close() })
+	for i := 0; i < nbuf; i++ {
+		v := make([]float32, chainN)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		p, err := c.b.Alloc(4 * chainN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.bufs = append(c.bufs, p)
+		c.init = append(c.init, append([]byte(nil), device.F32Bytes(v)...))
+	}
+	// a weight matrix for the matvecs, in the F32 device layout
+	w := make([]float32, chainCols*chainCols)
+	for j := range w {
+		w[j] = float32(r.NormFloat64() / 8)
+	}
+	mv, err := kernels.MatVec(dtype.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := repack.Pack(dtype.F32, []int64{chainCols, chainCols}, device.F32Bytes(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, err := c.b.Upload(pk.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := func(i int) megakernel.Resource { return megakernel.Resource(i) }
+	for i := 0; i < nops; i++ {
+		a, b, y := r.IntN(nbuf), r.IntN(nbuf), r.IntN(nbuf)
+		switch r.IntN(3) {
+		case 0, 1:
+			k := []*device.Kernel[kernels.BinaryArgs]{kernels.Add, kernels.SwiGLU, kernels.SigmoidMul}[r.IntN(3)]
+			n := 1 + r.IntN(chainN)
+			c.ops = append(c.ops, megakernel.Op{Name: fmt.Sprintf("op%d.%s", i, k.Entry()), Kernel: k,
+				Args:  kernels.BinaryArgs{A: c.bufs[a], B: c.bufs[b], Y: c.bufs[y], N: int32(n)},
+				Reads: []megakernel.Resource{res(a), res(b)}, Writes: []megakernel.Resource{res(y)}, Bytes: int64(12 * n)})
+		default: // y = W · a for 64 columns of a (64 rows each); a must not be y
+			if a == y {
+				y = (y + 1) % nbuf
+			}
+			c.ops = append(c.ops, megakernel.Op{Name: fmt.Sprintf("op%d.matvec", i), Kernel: mv,
+				Args:  kernels.MatVecArgs{W: wp, X: c.bufs[a], Y: c.bufs[y], Rows: chainCols, Cols: chainCols, N: chainCols},
+				Reads: []megakernel.Resource{res(a)}, Writes: []megakernel.Resource{res(y)}, Bytes: int64(len(w)*4 + 2*4*chainN)})
+		}
+	}
+	return c
+}
+
+func (c *chain) reset(t *testing.T) {
+	for i, p := range c.bufs {
+		if err := c.b.Write(p, c.init[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (c *chain) read(t *testing.T) [][]byte {
+	out := make([][]byte, len(c.bufs))
+	for i, p := range c.bufs {
+		out[i] = make([]byte, 4*chainN)
+		if err := c.b.Read(out[i], p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// eager runs the ops one launch at a time.
+func (c *chain) eager(t *testing.T) [][]byte {
+	c.reset(t)
+	for _, op := range c.ops {
+		if err := c.b.Launch(op.Kernel, op.Args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c.read(t)
+}
+
+// The VM gives the eager executor's bits for random programs with every kind of hazard, on
+// any number of SMs, through an encoded and decoded stream.
+func TestVMEqualsEager(t *testing.T) {
+	for seed := uint64(1); seed <= 12; seed++ {
+		c := newChain(t, seed, 2+int(seed%4), 30)
+		want := c.eager(t)
+		for _, sms := range []int{1, 2, 3, 8, 33} {
+			s, err := megakernel.Build(c.ops, megakernel.Config{SMs: sms, PartBytes: 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSchedule(t, s, c.ops)
+			c.reset(t)
+			vm := megakernel.VM{Mem: c.b}
+			if err := vm.Run(s.Encode()); err != nil {
+				t.Fatal(err)
+			}
+			for i, got := range c.read(t) {
+				if !bytes.Equal(got, want[i]) {
+					t.Fatalf("seed %d, %d SMs: buffer %d differs from the eager run", seed, sms, i)
+				}
+			}
+		}
+	}
+}
+
+// checkSchedule checks a schedule's invariants: every part queued once, queues in program
+// order, and each instruction depending (directly or through others) on every earlier one it
+// conflicts with.
+func checkSchedule(t *testing.T, s *megakernel.Schedule, ops []megakernel.Op) {
+	t.Helper()
+	seen := map[[2]int32]bool{}
+	for k, q := range s.Queues {
+		for j, it := range q {
+			if j > 0 && it.Instr < q[j-1].Instr {
+				t.Fatalf("queue %d is not in program order", k)
+			}
+			if seen[[2]int32{it.Instr, it.Part}] {
+				t.Fatalf("part %d of %d queued twice", it.Part, it.Instr)
+			}
+			seen[[2]int32{it.Instr, it.Part}] = true
+		}
+	}
+	n := 0
+	for _, in := range s.Instrs {
+		n += in.Parts
+	}
+	if len(seen) != n {
+		t.Fatalf("%d parts queued, %d exist", len(seen), n)
+	}
+	// reach[i][j]: i waits (transitively) for j
+	reach := make([]map[int]bool, len(s.Instrs))
+	for i, in := range s.Instrs {
+		reach[i] = map[int]bool{}
+		for _, d := range in.Deps {
+			reach[i][d] = true
+			for e := range reach[d] {
+				reach[i][e] = true
+			}
+		}
+	}
+	has := func(rs []megakernel.Resource, r megakernel.Resource) bool {
+		for _, x := range rs {
+			if x == r {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range ops {
+		for j := 0; j < i; j++ {
+			conflict := false
+			for _, w := range ops[j].Writes {
+				conflict = conflict || has(ops[i].Reads, w) || has(ops[i].Writes, w)
+			}
+			for _, w := range ops[i].Writes {
+				conflict = conflict || has(ops[j].Reads, w)
+			}
+			if conflict && !reach[i][j] {
+				t.Fatalf("instruction %d conflicts with %d but does not wait for it", i, j)
+			}
+		}
+	}
+}
+
+// Independent instructions share the machine: two unrelated chains of matvecs on 2 SMs run
+// side by side (the estimate is about half of running everything on one SM), and a part count
+// follows the bytes an op moves.
+func TestScheduleOverlapsIndependentWork(t *testing.T) {
+	c := newChain(t, 99, 4, 0)
+	mv, _ := kernels.MatVec(dtype.F32)
+	var w []megakernel.Op
+	for i := 0; i < 8; i++ { // op i updates chain i%2's resource: two chains of four
+		r := []megakernel.Resource{megakernel.Resource(i % 2)}
+		w = append(w, megakernel.Op{Name: fmt.Sprint("mv", i), Kernel: mv,
+			Args:  kernels.MatVecArgs{W: c.bufs[0], X: c.bufs[1+i%2], Y: c.bufs[3], Rows: chainCols, Cols: chainCols, N: 1},
+			Reads: r, Writes: r, Bytes: 1 << 20})
+	}
+	one, err := megakernel.Build(w, megakernel.Config{SMs: 1, PartBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := megakernel.Build(w, megakernel.Config{SMs: 2, PartBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := float64(two.Estimate) / float64(one.Estimate); math.Abs(r-0.5) > 0.01 {
+		t.Errorf("two independent chains on 2 SMs: estimate %d, on 1 SM %d (ratio %.3f, want 0.5)", two.Estimate, one.Estimate, r)
+	}
+	for i, in := range two.Instrs {
+		if in.Parts != 1 {
+			t.Errorf("instruction %d: %d parts, want 1 (one part per GiB)", i, in.Parts)
+		}
+	}
+	split, err := megakernel.Build(w[:1], megakernel.Config{SMs: 8, PartBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := split.Instrs[0].Parts; p != 4 { // 1 MiB in 256 KiB parts, on 16 blocks
+		t.Errorf("1 MiB matvec: %d parts, want 4", p)
+	}
+}
+
+// Decode inverts Encode, and refuses every truncation and many corruptions of a stream with
+// an error (never a panic).
+func TestStreamRoundTripAndCorruption(t *testing.T) {
+	c := newChain(t, 5, 3, 20)
+	s, err := megakernel.Build(c.ops, megakernel.Config{SMs: 5, PartBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := s.Encode()
+	back, err := megakernel.Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.Encode(), enc) {
+		t.Fatal("Decode(Encode(s)).Encode() differs")
+	}
+	for i := range back.Instrs {
+		if back.Instrs[i].Kernel != s.Instrs[i].Kernel || fmt.Sprint(back.Instrs[i].Deps) != fmt.Sprint(s.Instrs[i].Deps) {
+			t.Fatalf("instruction %d decoded as %+v, encoded %+v", i, back.Instrs[i], s.Instrs[i])
+		}
+	}
+	for n := 0; n < len(enc); n++ {
+		if _, err := megakernel.Decode(enc[:n]); err == nil {
+			t.Fatalf("a stream truncated to %d of %d bytes decoded", n, len(enc))
+		}
+	}
+	bad := []struct {
+		word int
+		val  uint32
+		want string
+	}{
+		{0, 0, "not a stream"},
+		{1, 2, "version"},
+		{2, 0, "kernel table"},
+		{4, 0, "SMs"},
+		{8, 1 << 20, "outside the table"}, // instruction 0's kernel
+		{8 + 4, 0, "parts"},               // instruction 0's parts
+		{8 + 7, 1, "reserved"},
+	}
+	for _, b := range bad {
+		e := append([]byte(nil), enc...)
+		binary.LittleEndian.PutUint32(e[4*b.word:], b.val)
+		if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("word %d = %d: error %v, want one about %q", b.word, b.val, err, b.want)
+		}
+	}
+	// a queue out of program order: swap the first two items of the longest queue
+	for k, q := range s.Queues {
+		if len(q) >= 2 && q[0].Instr != q[1].Instr {
+			s2 := *s
+			s2.Queues = append([][]megakernel.Item(nil), s.Queues...)
+			s2.Queues[k] = append([]megakernel.Item{q[1], q[0]}, q[2:]...)
+			if _, err := megakernel.Decode(s2.Encode()); err == nil || !strings.Contains(err.Error(), "program order") {
+				t.Errorf("a queue out of order: error %v", err)
+			}
+			break
+		}
+	}
+}
+
+// A failing part stops the run with the error of the lowest failing instruction.
+func TestVMReportsErrors(t *testing.T) {
+	c := newChain(t, 3, 2, 6)
+	ops := append([]megakernel.Op(nil), c.ops...)
+	ops = append(ops, megakernel.Op{Name: "bad", Kernel: kernels.Add,
+		Args: kernels.BinaryArgs{A: c.bufs[0], B: c.bufs[1], Y: c.bufs[0] + 1<<30, N: 16}})
+	s, err := megakernel.Build(ops, megakernel.Config{SMs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := megakernel.VM{Mem: c.b}
+	err = vm.Run(s.Encode())
+	if err == nil || !strings.Contains(err.Error(), "instruction 6") {
+		t.Fatalf("error %v, want one naming instruction 6", err)
+	}
+	if _, err := megakernel.Build(ops, megakernel.Config{SMs: 0}); err == nil {
+		t.Error("Build accepted 0 SMs")
+	}
+	if _, err := megakernel.Build(nil, megakernel.Config{SMs: 1}); err == nil {
+		t.Error("Build accepted a step with no ops")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	c := newChain(f, 11, 3, 8)
+	s, _ := megakernel.Build(c.ops, megakernel.Config{SMs: 4, PartBytes: 4096})
+	f.Add(s.Encode())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := megakernel.Decode(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(s.Encode(), b) {
+			t.Fatal("a stream that decodes does not re-encode to itself")
+		}
+	})
+}
