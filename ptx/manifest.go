@@ -19,19 +19,20 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":         "79e9f10199855558e566d850bcc4a2717c2e4da5041933863b3c77d590c7d092",
-	"src/argmax.cu":      "ab77f2758123c3a6030343c16071c8d5067196c25c0c1c383f65710bba10ee75",
-	"src/attention.cu":   "9bce5159dfdef139d0ae6eb2ef42212d8101ecc0cf533ede70887dabe79e4432",
-	"src/elementwise.cu": "6ced6868bbcf224cde7d775ca1ed44d4575a7ddc5aa71292b0df80e1fb5dcfde",
-	"src/embed.cu":       "99431a92f2dbad3e3ce5abc1b00d425181c51b6c9407c7954abe8202222fa882",
-	"src/gate.cu":        "c8d7ca81237d4cac14c595519dc28b80902951df9ec600180aad826d69adf310",
-	"src/gdn.cu":         "b6a3dbc6d3ee1284e30780b419ea4f9798e35c44eb3712f6d9c6f3a60ef7e1da",
-	"src/matvec.cu":      "a91ffc506f5327b7d5ad63b1c185e8f8ef6b3cbab2444aa8d21476b058dcf453",
-	"src/moe.cu":         "988df93eb963b3ef5d1adf5a027544c529f9f0ab45845cdee0fb0323092a11ed",
-	"src/norm.cu":        "91a8882bf511ebf429f1ff156f7fc79f3eca5d26cb74b06110e78164132c9cc8",
-	"src/rope.cu":        "71dae2ba009154d0fab2ea2864311016d18d455284a855ab90cedb1a1280c7ff",
-	"src/routing.cu":     "c61562e621ddd76f99461b089b8029df8f60a5c3d05e0a4a38c19cd196cfa61e",
+	"src/act.cu":         "bc6541a3e12dac0035ccb57ca839d7193ea2b08c4617e9ed3f100b083495a84c",
+	"src/argmax.cu":      "ee6f65c42a5d6837cb8cc16c64624283c722a318ac53d7ee1d0be0226be9da9c",
+	"src/attention.cu":   "77922db6193cd2ffde2571e939b9c491f7ae2f81ccfada1631e5f94a15c21328",
+	"src/elementwise.cu": "c4dfb19e440235be678060956eab9ca8d7e14de8ae94ddd1186c71af5b60d50b",
+	"src/embed.cu":       "eb2f1aecbc21e0c1b0b20f9d22c82336d40665d43f77a9c1daa8c9c9b2f08f14",
+	"src/gate.cu":        "a0269b5cd94dadbb2bdb1036767c092d7aa0aa6f22bb6742a82cc123b629fc4c",
+	"src/gdn.cu":         "8490db3599a5ae68b9e7f1f393a34ebff62eed1c9814fdba3600123784515f62",
+	"src/matvec.cu":      "1845fb76157becc3b4f57eee82d187b813e43c1ea402c3df181f2e3398945137",
+	"src/moe.cu":         "6d39f5e8fc6b7037516f09e7749d52b8ed2b8dba9293405ca66493dfbc8f1cad",
+	"src/norm.cu":        "976dd75c007984d29d17afe63d85f7cbe68be2baf2c3264934309eec2ccd44fc",
+	"src/rope.cu":        "0cef15047d5d8581d99a2b676b165876dde3276ef07e1fd7396ee45b63c758d3",
+	"src/routing.cu":     "3b6d81882eb9c5361e75df74666db50fb806413bd8ffa7106e9235ab394ac5b8",
 	"src/formats.cuh":    "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
+	"src/grid.cuh":       "e0ec62e80245a8d8cba504220d6b3566b7866cdd5b32a70a790379ffb72f3131",
 	"src/norm.cuh":       "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":        "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
 	"src/packed.cuh":     "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
@@ -39,40 +40,40 @@ var sources = map[string]string{
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "03f23eecf5bc310345acab89e1e08952322be494275cf91062d54088fa84a1a9",
-	"argmax.ptx":      "171e866a618300732bd4e403eb59d290a55709388d084f6565278444da746d9a",
-	"attention.ptx":   "f94e049188b33f67b95331fe89275307d30411d7e4446e06955668d02711dc7c",
-	"elementwise.ptx": "a2ab0a9cab5ac23f948772dcc94db4786261caba6f5cb064ff952cd6d02b8f15",
-	"embed.ptx":       "793e8b34292fac1511736167707850ef141a4c79cd0624d4e6430837a31a4d3a",
-	"gate.ptx":        "698d69f4cb51cd5731f93ac3fad3f57e630074ead13217035d6ef729c153da8f",
-	"gdn.ptx":         "82e1bf5e0800ea2a06d419e7d94dc8ef40fe1576c027282762b3b2a0e79f3fae",
+	"act.ptx":         "66a33ae56ce77dddf467648b1632ac16344d1abb45b2ec9add29703585cf0887",
+	"argmax.ptx":      "1b80ae0f68f91897de75f453bf35b4a3ed53c39932899c5fb541ff94cb4113fc",
+	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
+	"elementwise.ptx": "b9f6662f2b7721ebd6a9b01e1507873e29d6e29c1d63181b9a770a5b1923657b",
+	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
+	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
+	"gdn.ptx":         "069a52e6e1b11f201b7d8b0cfb9d8a1fd1b1e7ad088e267dac335eda2d70872f",
 	"matvec.ptx":      "03745d02554b778a16f15939e08bf34c9db53853b5374b486c77c68bda25f429",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
-	"rope.ptx":        "7c951c0c121b2bef3867557a7a20d396ebad8ec9c184bae1c9ad580e79e76e0e",
+	"rope.ptx":        "f9ab01648ff9975c73e53a48987157933bdde2ed4d293cbe5072f33d2aada41f",
 	"routing.ptx":     "b799cf017a2af1ac9657403a2ca9325affec3ca4968ca6dd519d099cd8a18036",
 }
 
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "6782f6dc7d62bd2e299330a7d60fb72364d0e68a1814c2fb953bc388d15abaa6",
+		sha256:  "64675d3316905d7880fa95476e5969e767e87793a5be327b270303ff31928281",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
-		sha256:  "ca0a317cfa3f9dd5f95183b2047a36e1ee1adb1f4805a257503a548ed17f0511",
+		sha256:  "ccb7f912ead11d0ff29a3df1b6cd924a3a2f25f2863993644bf1b8da381746a9",
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "69545bef408655f5fbb0b2bce3abe2c5af5171c480a46b8985a9d4f2ef205c04",
+		sha256:  "de2d9ec07cf8e92fa479b66a1150bf72d9d5f4b82321ef4f35fd9a19af4d5cf3",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
-		sha256:  "cfa6d6e423cb5eef52bec6a939e2b79d96659b121c71b29e3c459823979a3471",
+		sha256:  "ed4137b87c92a30d311187077ddc484164fa2292375a9a8fc0ee4e924bfd1bfa",
 		entries: []string{"add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
 	},
 	"embed.sm_37.cubin": {
-		sha256:  "1fbba298ed42b1009371c028ee29c1a6265434dc2344f7287cd2041a942a00f0",
+		sha256:  "f4c8d3216e5c8b4b983a81461708b7edfe3f16500f11c0899e268c3122fb92d3",
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
 	"gate.sm_37.cubin": {
@@ -80,7 +81,7 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gdn.sm_37.cubin": {
-		sha256:  "b4394d56685975bbb5c24609d84584d94d638f7a034b7966318398964699a980",
+		sha256:  "956a377863970029e9d265fb317c8c0343170aee827477a59c2b0c57153c8a4a",
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {

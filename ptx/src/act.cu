@@ -12,20 +12,23 @@
 // Every block is computed from its own values only, and every reduction in it is exact (a
 // maximum, or an integer sum), so the bits do not depend on the order of its steps.
 #include "num.cuh"
+#include "grid.cuh"
 
 // act_f16 mirrors ConvertRow(ActF16): num.F32ToF16 of every value.
-extern "C" __global__ void act_f16(const float *x, uint16_t *out, int32_t cols, int32_t n) {
+static __device__ __forceinline__ void act_f16_body(const Grid &gr, const float *x, uint16_t *out, int32_t cols, int32_t n) {
 	int64_t total = (int64_t)cols * n;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+	for (int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid; i < total; i += (int64_t)gr.nbx * gr.ntid)
 		out[i] = f32_to_f16(x[i]);
 }
+ENTRY(act_f16, (const float *x, uint16_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 // act_bf16 mirrors ConvertRow(ActBF16): num.F32ToBF16 of every value.
-extern "C" __global__ void act_bf16(const float *x, uint16_t *out, int32_t cols, int32_t n) {
+static __device__ __forceinline__ void act_bf16_body(const Grid &gr, const float *x, uint16_t *out, int32_t cols, int32_t n) {
 	int64_t total = (int64_t)cols * n;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+	for (int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid; i < total; i += (int64_t)gr.nbx * gr.ntid)
 		out[i] = f32_to_bf16(x[i]);
 }
+ENTRY(act_bf16, (const float *x, uint16_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 // round_away mirrors int32(math.Round(float64(f))) for |f| < 2^31: nearest integer, halves away
 // from zero. t = trunc(f) and f − t are exact, and so is t ± 1 (|t| < 2^24 whenever f − t ≠ 0).
@@ -61,20 +64,22 @@ static __device__ __forceinline__ void q8_block(const float *x, uint8_t *out, bo
 }
 
 // act_q8_0 mirrors ConvertRow(ActQ8_0): block_q8_0 (34 bytes per 32 values).
-extern "C" __global__ void act_q8_0(const float *x, uint8_t *out, int32_t cols, int32_t n) {
+static __device__ __forceinline__ void act_q8_0_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	int64_t blocks = (int64_t)cols / 32 * n;
-	int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-	for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < blocks; b += warps)
-		q8_block(x + 32 * b, out + 34 * b, false, threadIdx.x & 31);
+	int64_t warps = (int64_t)gr.nbx * (gr.ntid / 32);
+	for (int64_t b = (int64_t)gr.bx * (gr.ntid / 32) + gr.tid / 32; b < blocks; b += warps)
+		q8_block(x + 32 * b, out + 34 * b, false, gr.tid & 31);
 }
+ENTRY(act_q8_0, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 // act_q8_1 mirrors ConvertRow(ActQ8_1): block_q8_1 (36 bytes per 32 values).
-extern "C" __global__ void act_q8_1(const float *x, uint8_t *out, int32_t cols, int32_t n) {
+static __device__ __forceinline__ void act_q8_1_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	int64_t blocks = (int64_t)cols / 32 * n;
-	int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-	for (int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; b < blocks; b += warps)
-		q8_block(x + 32 * b, out + 36 * b, true, threadIdx.x & 31);
+	int64_t warps = (int64_t)gr.nbx * (gr.ntid / 32);
+	for (int64_t b = (int64_t)gr.bx * (gr.ntid / 32) + gr.tid / 32; b < blocks; b += warps)
+		q8_block(x + 32 * b, out + 36 * b, true, gr.tid & 31);
 }
+ENTRY(act_q8_1, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 #define Q8K_VALUES 256
 #define Q8K_BYTES 292
@@ -91,14 +96,14 @@ static __device__ __forceinline__ bool q8k_better(float a, int32_t i, float ba, 
 // (round to nearest even), capped at 127 (an infinite max makes iscale ±0 and the infinite
 // inputs' products the canonical NaN, whose bits give 127); d = 1/iscale as float32 bits at [0:4]; quants at
 // [4:260]; the 16 exact sums of 16 quants as int16 at [260:292].
-extern "C" __global__ void act_q8_K(const float *x, uint8_t *out, int32_t cols, int32_t n) {
+static __device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	__shared__ float sa[Q8K_VALUES / 32];
 	__shared__ int32_t si[Q8K_VALUES / 32];
 	__shared__ float smax;
 	__shared__ bool szero;
-	int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+	int t = gr.tid, lane = t & 31, warp = t >> 5;
 	int64_t blocks = (int64_t)cols / Q8K_VALUES * n;
-	for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+	for (int64_t b = gr.bx; b < blocks; b += gr.nbx) {
 		const float *xb = x + Q8K_VALUES * b;
 		uint8_t *ob = out + Q8K_BYTES * b;
 		float v = xb[t];
@@ -117,7 +122,7 @@ extern "C" __global__ void act_q8_K(const float *x, uint8_t *out, int32_t cols, 
 			sa[warp] = ba;
 			si[warp] = bi;
 		}
-		__syncthreads();
+		grid_sync(gr);
 		if (t == 0) {
 			for (int w = 1; w < Q8K_VALUES / 32; w++) {
 				if (q8k_better(sa[w], si[w], ba, bi)) {
@@ -128,7 +133,7 @@ extern "C" __global__ void act_q8_K(const float *x, uint8_t *out, int32_t cols, 
 			szero = !(ba > 0.0f);
 			smax = xb[bi];
 		}
-		__syncthreads();
+		grid_sync(gr);
 		if (szero) {
 			for (int i = t; i < Q8K_BYTES; i += Q8K_VALUES) ob[i] = 0;
 		} else {
@@ -142,6 +147,7 @@ extern "C" __global__ void act_q8_K(const float *x, uint8_t *out, int32_t cols, 
 			if ((t & 15) == 0) ((int16_t *)(ob + 260))[t >> 4] = (int16_t)s;
 			if (t == 0) *(uint32_t *)ob = __float_as_uint(__fdiv_rn(1.0f, iscale));
 		}
-		__syncthreads(); // the shared values are rewritten for the next block
+		grid_sync(gr); // the shared values are rewritten for the next block
 	}
 }
+ENTRY(act_q8_K, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)

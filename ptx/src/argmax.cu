@@ -7,6 +7,7 @@
 // Thread t scans columns t, t+256, …; the 256 candidates are then combined by a warp butterfly
 // and across the 8 warps through shared memory, each step keeping the better candidate of two.
 #include "num.cuh"
+#include "grid.cuh"
 
 #define ARGMAX_MAX_WARPS 32 // blocks of up to 1024 threads
 
@@ -18,17 +19,17 @@ static __device__ __forceinline__ bool better(float v, int32_t i, float bv, int3
 }
 
 // argmax_f32 mirrors kernels.Argmax (ArgmaxRow).
-extern "C" __global__ void argmax_f32(const float *x, int32_t *out, int32_t rows, int32_t cols) {
+static __device__ __forceinline__ void argmax_f32_body(const Grid &gr, const float *x, int32_t *out, int32_t rows, int32_t cols) {
 	__shared__ float sv[ARGMAX_MAX_WARPS];
 	__shared__ int32_t si[ARGMAX_MAX_WARPS];
-	int32_t r = blockIdx.x;
+	int32_t r = gr.bx;
 	if (r >= rows) return;
 	const float *row = x + (int64_t)r * cols;
-	int t = threadIdx.x, lane = t & 31, warp = t >> 5, nwarps = (blockDim.x + 31) >> 5;
+	int t = gr.tid, lane = t & 31, warp = t >> 5, nwarps = (gr.ntid + 31) >> 5;
 
 	float bv = 0.0f;
 	int32_t bi = -1;
-	for (int32_t c = t; c < cols; c += blockDim.x) {
+	for (int32_t c = t; c < cols; c += gr.ntid) {
 		float v = row[c];
 		if (!is_nan32(v) && better(v, c, bv, bi)) {
 			bv = v;
@@ -47,7 +48,7 @@ extern "C" __global__ void argmax_f32(const float *x, int32_t *out, int32_t rows
 		sv[warp] = bv;
 		si[warp] = bi;
 	}
-	__syncthreads();
+	grid_sync(gr);
 	if (t == 0) {
 		for (int w = 1; w < nwarps; w++) {
 			if (better(sv[w], si[w], bv, bi)) {
@@ -58,3 +59,4 @@ extern "C" __global__ void argmax_f32(const float *x, int32_t *out, int32_t rows
 		out[r] = bi < 0 ? 0 : bi;
 	}
 }
+ENTRY(argmax_f32, (const float *x, int32_t *out, int32_t rows, int32_t cols), x, out, rows, cols)

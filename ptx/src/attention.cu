@@ -21,19 +21,22 @@
 // forms e_j, the sum and o together. A row whose key list is empty or names a slot outside
 // [0, NSlots) writes nothing (the twin reports an error).
 #include "num.cuh"
+#include "grid.cuh"
 
 // kv_store_f32 mirrors kernels.KVStore.
-extern "C" __global__ void kv_store_f32(const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
+static __device__ __forceinline__ void kv_store_f32_body(const Grid &gr, const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
                                         uint32_t *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots) {
-	int32_t r = blockIdx.x;
+	int32_t r = gr.bx;
 	if (r >= rows) return;
 	int32_t s = slots[r];
 	if (s < 0 || s >= n_slots) return;
-	for (int32_t c = threadIdx.x; c < kv_dim; c += blockDim.x) {
+	for (int32_t c = gr.tid; c < kv_dim; c += gr.ntid) {
 		k_cache[(int64_t)s * kv_dim + c] = k[(int64_t)r * kv_dim + c];
 		v_cache[(int64_t)s * kv_dim + c] = v[(int64_t)r * kv_dim + c];
 	}
 }
+ENTRY(kv_store_f32, (const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
+                                        uint32_t *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots), k, v, slots, k_cache, v_cache, rows, kv_dim, n_slots)
 
 // ATT_DIMS is how many output dims a warp accumulates at once (ATT_DIMS/32 per lane).
 #define ATT_DIMS 256
@@ -46,13 +49,13 @@ static __device__ __forceinline__ float score(const float *q, const float *kp, i
 }
 
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendHead).
-extern "C" __global__ void attention_f32(const float *q, const float *k_cache, const float *v_cache,
+static __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *q, const float *k_cache, const float *v_cache,
                                          const int32_t *keys, const int32_t *key_off, float *out, int32_t rows,
                                          int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
                                          float scale) {
-	int32_t r = blockIdx.x, h = blockIdx.y;
+	int32_t r = gr.bx, h = gr.by;
 	if (r >= rows || h >= n_head) return;
-	int lane = threadIdx.x & 31;
+	int lane = gr.tid & 31;
 	int32_t hd = head_dim;
 	int64_t stride = (int64_t)n_kv * hd; // floats per cache slot
 	int64_t base = (int64_t)(h / (n_head / n_kv)) * hd;
@@ -102,3 +105,7 @@ extern "C" __global__ void attention_f32(const float *q, const float *k_cache, c
 		}
 	}
 }
+ENTRY(attention_f32, (const float *q, const float *k_cache, const float *v_cache,
+                                         const int32_t *keys, const int32_t *key_off, float *out, int32_t rows,
+                                         int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
+                                         float scale), q, k_cache, v_cache, keys, key_off, out, rows, n_head, n_kv, head_dim, n_slots, scale)

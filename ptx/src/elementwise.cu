@@ -7,33 +7,39 @@
 // gather_f32 (GatherArgs): block r copies row Idx[r] of X to row r of Out, bit for bit; a block
 // whose index is outside [0, SrcRows) writes nothing (the twin reports it as an error).
 #include "num.cuh"
+#include "grid.cuh"
 
 // add_f32 mirrors kernels.Add: Y = A + B, rounded once.
-extern "C" __global__ void add_f32(const float *a, const float *b, float *y, int32_t n) {
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+static __device__ __forceinline__ void add_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (i < n) y[i] = __fadd_rn(a[i], b[i]);
 }
+ENTRY(add_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
 
 // swiglu_f32 mirrors kernels.SwiGLU: Y = SiLU32(A) · B.
-extern "C" __global__ void swiglu_f32(const float *a, const float *b, float *y, int32_t n) {
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+static __device__ __forceinline__ void swiglu_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (i < n) y[i] = __fmul_rn(silu32(a[i]), b[i]);
 }
+ENTRY(swiglu_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
 
 // sigmoid_mul_f32 mirrors kernels.SigmoidMul: Y = A · Sigmoid32(B).
-extern "C" __global__ void sigmoid_mul_f32(const float *a, const float *b, float *y, int32_t n) {
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+static __device__ __forceinline__ void sigmoid_mul_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (i < n) y[i] = __fmul_rn(a[i], sigmoid32(b[i]));
 }
+ENTRY(sigmoid_mul_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
 
 // gather_f32 mirrors kernels.Gather: Out[r] = X[Idx[r]], rows of Width values.
-extern "C" __global__ void gather_f32(const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
+static __device__ __forceinline__ void gather_f32_body(const Grid &gr, const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
                                       int32_t width, int32_t src_rows) {
-	int32_t r = blockIdx.x;
+	int32_t r = gr.bx;
 	if (r >= rows) return;
 	int32_t i = idx[r];
 	if (i < 0 || i >= src_rows) return;
 	const uint32_t *src = x + (int64_t)i * width;
 	uint32_t *dst = out + (int64_t)r * width;
-	for (int32_t c = threadIdx.x; c < width; c += blockDim.x) dst[c] = src[c];
+	for (int32_t c = gr.tid; c < width; c += gr.ntid) dst[c] = src[c];
 }
+ENTRY(gather_f32, (const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
+                                      int32_t width, int32_t src_rows), x, idx, out, rows, width, src_rows)

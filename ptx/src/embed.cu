@@ -5,25 +5,28 @@
 // of the row, each one the format's value (formats.cuh), the bits of the twin's Decode. A block
 // whose token is outside [0, Vocab) writes nothing (the twin reports it as an error).
 #include "formats.cuh"
+#include "grid.cuh"
 
 // embed mirrors kernels' newEmbed twin with the format's Decode.
 template <typename F>
-static __device__ __forceinline__ void embed(const uint8_t *table, const int32_t *tokens, float *out, int32_t rows,
+static __device__ __forceinline__ void embed(const Grid &gr, const uint8_t *table, const int32_t *tokens, float *out, int32_t rows,
                                              int32_t cols, int32_t vocab) {
-	int32_t r = blockIdx.x;
+	int32_t r = gr.bx;
 	if (r >= rows) return;
 	int32_t t = tokens[r];
 	if (t < 0 || t >= vocab) return;
 	const uint8_t *w = table + (int64_t)t * F::row_bytes(cols);
 	float *y = out + (int64_t)r * cols;
-	for (int32_t i = threadIdx.x; i < cols; i += blockDim.x) y[i] = F::value(w, i);
+	for (int32_t i = gr.tid; i < cols; i += gr.ntid) y[i] = F::value(w, i);
 }
 
-#define EMBED(name, F)                                                                                    \
-	extern "C" __global__ void name(const uint8_t *table, const int32_t *tokens, float *out, int32_t rows, \
-	                                int32_t cols, int32_t vocab) {                                         \
-		embed<F>(table, tokens, out, rows, cols, vocab);                                                  \
-	}
+#define EMBED(name, F)                                                                                       \
+	static __device__ __forceinline__ void name##_body(const Grid &gr, const uint8_t *table, const int32_t *tokens, \
+	                                                   float *out, int32_t rows, int32_t cols, int32_t vocab) {   \
+		embed<F>(gr, table, tokens, out, rows, cols, vocab);                                                  \
+	}                                                                                                        \
+	ENTRY(name, (const uint8_t *table, const int32_t *tokens, float *out, int32_t rows, int32_t cols, int32_t vocab), \
+	      table, tokens, out, rows, cols, vocab)
 
 EMBED(embed_f32, FmtF32)
 EMBED(embed_f16, FmtF16)

@@ -9,13 +9,14 @@
 // split_gate_f32 (SplitGateArgs): one 128-thread block per head, grid (Rows, Heads), copying the
 // head's [q | gate] halves bit for bit.
 #include "norm.cuh"
+#include "grid.cuh"
 
 // gated_rmsnorm_f32 mirrors kernels.GatedNorm (twinGatedNorm).
-extern "C" __global__ void gated_rmsnorm_f32(const float *x, const float *z, const float *w, float *y, int32_t rows,
+static __device__ __forceinline__ void gated_rmsnorm_f32_body(const Grid &gr, const float *x, const float *z, const float *w, float *y, int32_t rows,
                                              int32_t heads, int32_t d, float eps) {
-	if ((int32_t)blockIdx.x >= rows || (int32_t)blockIdx.y >= heads) return;
-	int64_t g = (int64_t)blockIdx.x * heads + blockIdx.y;
-	int lane = threadIdx.x & 31;
+	if ((int32_t)gr.bx >= rows || (int32_t)gr.by >= heads) return;
+	int64_t g = (int64_t)gr.bx * heads + gr.by;
+	int lane = gr.tid & 31;
 	const float *xs = x + g * d;
 	const float *zs = z + g * d;
 	float *ys = y + g * d;
@@ -25,15 +26,19 @@ extern "C" __global__ void gated_rmsnorm_f32(const float *x, const float *z, con
 		ys[i] = __fmul_rn(n, silu32(zs[i]));
 	}
 }
+ENTRY(gated_rmsnorm_f32, (const float *x, const float *z, const float *w, float *y, int32_t rows,
+                                             int32_t heads, int32_t d, float eps), x, z, w, y, rows, heads, d, eps)
 
 // split_gate_f32 mirrors kernels.SplitGate (twinSplitGate).
-extern "C" __global__ void split_gate_f32(const uint32_t *x, uint32_t *q, uint32_t *g, int32_t rows, int32_t heads,
+static __device__ __forceinline__ void split_gate_f32_body(const Grid &gr, const uint32_t *x, uint32_t *q, uint32_t *g, int32_t rows, int32_t heads,
                                           int32_t d) {
-	if ((int32_t)blockIdx.x >= rows || (int32_t)blockIdx.y >= heads) return;
-	int64_t i = (int64_t)blockIdx.x * heads + blockIdx.y;
+	if ((int32_t)gr.bx >= rows || (int32_t)gr.by >= heads) return;
+	int64_t i = (int64_t)gr.bx * heads + gr.by;
 	const uint32_t *src = x + 2 * i * d;
-	for (int32_t c = threadIdx.x; c < d; c += blockDim.x) {
+	for (int32_t c = gr.tid; c < d; c += gr.ntid) {
 		q[i * d + c] = src[c];
 		g[i * d + c] = src[d + c];
 	}
 }
+ENTRY(split_gate_f32, (const uint32_t *x, uint32_t *q, uint32_t *g, int32_t rows, int32_t heads,
+                                          int32_t d), x, q, g, rows, heads, d)

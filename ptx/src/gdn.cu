@@ -17,14 +17,15 @@
 // order, S'[i][j] = fma(k̂_i, δ, d_i) over Dst's d_i and o = fma(S'[i][j], q̂_i, o). A thread
 // touches only its own column of Src and Dst, so Src may equal Dst.
 #include "num.cuh"
+#include "grid.cuh"
 
 #define GDN_MAX_D 1024
 
 // gdn_conv_f32 mirrors kernels.GDNConv (twinGDNConv).
-extern "C" __global__ void gdn_conv_f32(const float *x, const float *w, float *state, const int32_t *src,
+static __device__ __forceinline__ void gdn_conv_f32_body(const Grid &gr, const float *x, const float *w, float *state, const int32_t *src,
                                         const int32_t *dst, float *y, int32_t rows, int32_t c, int32_t k,
                                         int32_t nstates) {
-	int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	int64_t ch = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (ch >= c) return;
 	int64_t slot = (int64_t)(k - 1) * c;
 	const float *wc = w + ch * k;
@@ -42,6 +43,9 @@ extern "C" __global__ void gdn_conv_f32(const float *x, const float *w, float *s
 		y[(int64_t)r * c + ch] = silu32(acc);
 	}
 }
+ENTRY(gdn_conv_f32, (const float *x, const float *w, float *state, const int32_t *src,
+                                        const int32_t *dst, float *y, int32_t rows, int32_t c, int32_t k,
+                                        int32_t nstates), x, w, state, src, dst, y, rows, c, k, nstates)
 
 // l2_scale returns 1 / max32(sqrt32(Σ x_i²), eps) in the twin's order (l2Normalize); every lane
 // of the warp gets it.
@@ -52,14 +56,14 @@ static __device__ __forceinline__ float l2_scale(const float *x, int32_t d, floa
 }
 
 // gdn_scan_f32 mirrors kernels.GDNScan (twinGDNScan, l2Normalize, deltaRule).
-extern "C" __global__ void gdn_scan_f32(const float *qkv, const float *beta, const float *alpha, const float *a,
+static __device__ __forceinline__ void gdn_scan_f32_body(const Grid &gr, const float *qkv, const float *beta, const float *alpha, const float *a,
                                         const float *dt_bias, float *state, const int32_t *src, const int32_t *dst,
                                         float *out, int32_t rows, int32_t nk, int32_t nv, int32_t d, int32_t nstates,
                                         float eps) {
 	__shared__ float kh[GDN_MAX_D], qh[GDN_MAX_D];
-	int32_t h = blockIdx.x;
+	int32_t h = gr.bx;
 	if (h >= nv || d > GDN_MAX_D) return; // the whole block leaves together
-	int32_t j = threadIdx.x;
+	int32_t j = gr.tid;
 	int lane = j & 31;
 	int32_t ik = h % nk;
 	int64_t width = (int64_t)(2 * nk + nv) * d, hs = (int64_t)d * d, slot = nv * hs;
@@ -74,7 +78,7 @@ extern "C" __global__ void gdn_scan_f32(const float *qkv, const float *beta, con
 			kh[j] = __fmul_rn(kk[j], nkk);
 			qh[j] = __fmul_rn(__fmul_rn(q[j], nq), qscale);
 		}
-		__syncthreads();
+		grid_sync(gr);
 		float b = sigmoid32(beta[(int64_t)r * nv + h]);
 		float g = __fmul_rn(a[h], softplus32(__fadd_rn(alpha[(int64_t)r * nv + h], dt_bias[h])));
 		float e = exp32(g);
@@ -96,6 +100,10 @@ extern "C" __global__ void gdn_scan_f32(const float *qkv, const float *beta, con
 			}
 			out[((int64_t)r * nv + h) * d + j] = o;
 		}
-		__syncthreads(); // kh and qh are rewritten by the next row
+		grid_sync(gr); // kh and qh are rewritten by the next row
 	}
 }
+ENTRY(gdn_scan_f32, (const float *qkv, const float *beta, const float *alpha, const float *a,
+                                        const float *dt_bias, float *state, const int32_t *src, const int32_t *dst,
+                                        float *out, int32_t rows, int32_t nk, int32_t nv, int32_t d, int32_t nstates,
+                                        float eps), qkv, beta, alpha, a, dt_bias, state, src, dst, out, rows, nk, nv, d, nstates, eps)

@@ -15,12 +15,13 @@
 // would only cost registers (and so occupancy); its unit loop is unrolled twice to keep two
 // weight loads in flight per lane.
 #include "packed.cuh"
+#include "grid.cuh"
 
 template <typename P, typename F, int C>
-static __device__ __forceinline__ void matvec(const uint8_t *__restrict__ w, const uint8_t *__restrict__ x,
+static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *__restrict__ w, const uint8_t *__restrict__ x,
                                               float *__restrict__ y, int32_t rows, int32_t cols, int32_t n) {
-	int32_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	int lane = threadIdx.x & 31;
+	int32_t r = gr.bx * (gr.ntid / 32) + gr.tid / 32;
+	int lane = gr.tid & 31;
 	if (r >= rows) return; // the whole warp leaves together
 	PkLayout l = P::layout(cols);
 	int64_t xb = F::act_bytes(cols);
@@ -50,15 +51,27 @@ static __device__ __forceinline__ void matvec(const uint8_t *__restrict__ w, con
 	}
 }
 
-#define MATVEC(suffix, P, F)                                                                                  \
-	extern "C" __global__ void matvec_##suffix(const uint8_t *__restrict__ w, const uint8_t *__restrict__ x,    \
-	                                           float *__restrict__ y, int32_t rows, int32_t cols, int32_t n) {  \
-		matvec<P, F, 1>(w, x, y, rows, cols, n);                                                              \
-	}                                                                                                         \
-	extern "C" __global__ void matvec8_##suffix(const uint8_t *__restrict__ w, const uint8_t *__restrict__ x,   \
-	                                            float *__restrict__ y, int32_t rows, int32_t cols, int32_t n) { \
-		matvec<P, F, 8>(w, x, y, rows, cols, n);                                                              \
-	}
+#define MATVEC(suffix, P, F)                                                                                    \
+	static __device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *__restrict__ w,   \
+	                                                              const uint8_t *__restrict__ x,                  \
+	                                                              float *__restrict__ y, int32_t rows,            \
+	                                                              int32_t cols, int32_t n) {                      \
+		matvec<P, F, 1>(gr, w, x, y, rows, cols, n);                                                             \
+	}                                                                                                           \
+	static __device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *__restrict__ w,  \
+	                                                               const uint8_t *__restrict__ x,                 \
+	                                                               float *__restrict__ y, int32_t rows,           \
+	                                                               int32_t cols, int32_t n) {                     \
+		matvec<P, F, 8>(gr, w, x, y, rows, cols, n);                                                             \
+	}                                                                                                           \
+	ENTRY(matvec_##suffix,                                                                                      \
+	      (const uint8_t *__restrict__ w, const uint8_t *__restrict__ x, float *__restrict__ y, int32_t rows,   \
+	       int32_t cols, int32_t n),                                                                            \
+	      w, x, y, rows, cols, n)                                                                               \
+	ENTRY(matvec8_##suffix,                                                                                     \
+	      (const uint8_t *__restrict__ w, const uint8_t *__restrict__ x, float *__restrict__ y, int32_t rows,   \
+	       int32_t cols, int32_t n),                                                                            \
+	      w, x, y, rows, cols, n)
 
 MATVEC(f32_f32, PkF32, FmtF32)
 MATVEC(f16_f16, PkF16, FmtF16)

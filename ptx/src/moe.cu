@@ -15,14 +15,15 @@
 //
 // A slot whose id is outside [0, NExpert) makes its warp write nothing (the twin reports it).
 #include "packed.cuh"
+#include "grid.cuh"
 
 template <typename P, typename F>
-static __device__ __forceinline__ void moe_gate_up(const uint8_t *wg, const uint8_t *wu, const uint8_t *x,
+static __device__ __forceinline__ void moe_gate_up(const Grid &gr, const uint8_t *wg, const uint8_t *wu, const uint8_t *x,
                                                    const int32_t *ids, float *y, int32_t n, int32_t k, int32_t out,
                                                    int32_t cols, int32_t ne) {
-	int32_t o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	int32_t s = blockIdx.y;
-	int lane = threadIdx.x & 31;
+	int32_t o = gr.bx * (gr.ntid / 32) + gr.tid / 32;
+	int32_t s = gr.by;
+	int lane = gr.tid & 31;
 	if (o >= out || s >= n * k) return; // the whole warp leaves together
 	int32_t e = ids[s];
 	if (e < 0 || e >= ne) return;
@@ -42,13 +43,13 @@ static __device__ __forceinline__ void moe_gate_up(const uint8_t *wg, const uint
 }
 
 template <typename P, typename F>
-static __device__ __forceinline__ void moe_down(const uint8_t *w, const uint8_t *x, const int32_t *ids,
+static __device__ __forceinline__ void moe_down(const Grid &gr, const uint8_t *w, const uint8_t *x, const int32_t *ids,
                                                 const float *weights, const float *shared, const float *gate,
                                                 float *out, int32_t n, int32_t k, int32_t rows, int32_t cols,
                                                 int32_t ne) {
-	int32_t o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	int32_t t = blockIdx.y;
-	int lane = threadIdx.x & 31;
+	int32_t o = gr.bx * (gr.ntid / 32) + gr.tid / 32;
+	int32_t t = gr.by;
+	int lane = gr.tid & 31;
 	if (o >= rows || t >= n) return; // the whole warp leaves together
 	PkLayout l = P::layout(cols);
 	int64_t xb = F::act_bytes(cols);
@@ -66,18 +67,26 @@ static __device__ __forceinline__ void moe_down(const uint8_t *w, const uint8_t 
 	if (lane == 0) out[j] = acc;
 }
 
-#define MOE(suffix, P, F)                                                                                      \
-	extern "C" __global__ void moe_gate_up_##suffix(const uint8_t *wg, const uint8_t *wu, const uint8_t *x,      \
-	                                                const int32_t *ids, float *y, int32_t n, int32_t k,         \
-	                                                int32_t out, int32_t cols, int32_t ne) {                    \
-		moe_gate_up<P, F>(wg, wu, x, ids, y, n, k, out, cols, ne);                                             \
-	}                                                                                                          \
-	extern "C" __global__ void moe_down_##suffix(const uint8_t *w, const uint8_t *x, const int32_t *ids,         \
-	                                             const float *weights, const float *shared, const float *gate,  \
-	                                             float *out, int32_t n, int32_t k, int32_t rows, int32_t cols,  \
-	                                             int32_t ne) {                                                  \
-		moe_down<P, F>(w, x, ids, weights, shared, gate, out, n, k, rows, cols, ne);                           \
-	}
+#define MOE(suffix, P, F)                                                                                          \
+	static __device__ __forceinline__ void moe_gate_up_##suffix##_body(                                             \
+	    const Grid &gr, const uint8_t *wg, const uint8_t *wu, const uint8_t *x, const int32_t *ids, float *y,         \
+	    int32_t n, int32_t k, int32_t out, int32_t cols, int32_t ne) {                                               \
+		moe_gate_up<P, F>(gr, wg, wu, x, ids, y, n, k, out, cols, ne);                                              \
+	}                                                                                                              \
+	static __device__ __forceinline__ void moe_down_##suffix##_body(                                                \
+	    const Grid &gr, const uint8_t *w, const uint8_t *x, const int32_t *ids, const float *weights,                 \
+	    const float *shared, const float *gate, float *out, int32_t n, int32_t k, int32_t rows, int32_t cols,        \
+	    int32_t ne) {                                                                                                \
+		moe_down<P, F>(gr, w, x, ids, weights, shared, gate, out, n, k, rows, cols, ne);                            \
+	}                                                                                                              \
+	ENTRY(moe_gate_up_##suffix,                                                                                    \
+	      (const uint8_t *wg, const uint8_t *wu, const uint8_t *x, const int32_t *ids, float *y, int32_t n,          \
+	       int32_t k, int32_t out, int32_t cols, int32_t ne),                                                      \
+	      wg, wu, x, ids, y, n, k, out, cols, ne)                                                                  \
+	ENTRY(moe_down_##suffix,                                                                                       \
+	      (const uint8_t *w, const uint8_t *x, const int32_t *ids, const float *weights, const float *shared,       \
+	       const float *gate, float *out, int32_t n, int32_t k, int32_t rows, int32_t cols, int32_t ne),           \
+	      w, x, ids, weights, shared, gate, out, n, k, rows, cols, ne)
 
 MOE(f32_f32, PkF32, FmtF32)
 MOE(f16_f16, PkF16, FmtF16)

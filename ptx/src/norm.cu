@@ -6,15 +6,18 @@
 // (each step rounded); then y[i] = float32(x[i]·r)·w[i], lane l writing i = l, l+32, ….
 // A lane reads x[i] before it writes y[i], so Y may equal X.
 #include "norm.cuh"
+#include "grid.cuh"
 
 // rmsnorm_f32 mirrors kernels.RMSNorm (rmsnormRow).
-extern "C" __global__ void rmsnorm_f32(const float *x, const float *w, float *y, int32_t groups, int32_t width,
+static __device__ __forceinline__ void rmsnorm_f32_body(const Grid &gr, const float *x, const float *w, float *y, int32_t groups, int32_t width,
                                        float eps) {
-	int32_t g = blockIdx.x;
-	int lane = threadIdx.x & 31;
+	int32_t g = gr.bx;
+	int lane = gr.tid & 31;
 	if (g >= groups) return;
 	const float *xs = x + (int64_t)g * width;
 	float *ys = y + (int64_t)g * width;
 	float s = rms_scale(xs, width, eps, lane);
 	for (int32_t i = lane; i < width; i += 32) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
 }
+ENTRY(rmsnorm_f32, (const float *x, const float *w, float *y, int32_t groups, int32_t width,
+                                       float eps), x, w, y, groups, width, eps)

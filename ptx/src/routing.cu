@@ -20,6 +20,7 @@
 // Out[n][i] = acc + float32(sigmoid32(Gate[n])·Shared[n][i]). A thread reads Shared[n][i] before
 // it writes Out[n][i], so Out may equal Shared.
 #include "packed.cuh"
+#include "grid.cuh"
 
 // ranks_before reports whether router candidate (a, i) comes before (b, j) in the rank order.
 static __device__ __forceinline__ bool ranks_before(float a, int32_t i, float b, int32_t j) {
@@ -30,11 +31,11 @@ static __device__ __forceinline__ bool ranks_before(float a, int32_t i, float b,
 }
 
 // moe_router_f32 mirrors kernels.Router (routeRow).
-extern "C" __global__ void moe_router_f32(const float *logits, int32_t *ids, float *weights, int32_t rows,
+static __device__ __forceinline__ void moe_router_f32_body(const Grid &gr, const float *logits, int32_t *ids, float *weights, int32_t rows,
                                           int32_t ne, int32_t k) {
-	int32_t r = blockIdx.x;
+	int32_t r = gr.bx;
 	if (r >= rows) return; // the whole warp leaves together
-	int lane = threadIdx.x & 31;
+	int lane = gr.tid & 31;
 	const float *x = logits + (int64_t)r * ne;
 	float m = -inf32();
 	for (int32_t i = lane; i < ne; i += 32) m = max32(m, x[i]);
@@ -76,16 +77,18 @@ extern "C" __global__ void moe_router_f32(const float *logits, int32_t *ids, flo
 	if (lane == 0)
 		for (int32_t q = 0; q < k; q++) w[q] = __fdiv_rn(w[q], t);
 }
+ENTRY(moe_router_f32, (const float *logits, int32_t *ids, float *weights, int32_t rows,
+                                          int32_t ne, int32_t k), logits, ids, weights, rows, ne, k)
 
 // moe_matvec mirrors kernels' twinMoEMatVec: one column of matvec.cu's arithmetic over row o
 // of expert e's matrix in the packed expert tensor (matrix e at e·Out·RowStride).
 template <typename P, typename F>
-static __device__ __forceinline__ void moe_matvec(const uint8_t *w, const uint8_t *x, const int32_t *ids, float *y,
+static __device__ __forceinline__ void moe_matvec(const Grid &gr, const uint8_t *w, const uint8_t *x, const int32_t *ids, float *y,
                                                   int32_t n, int32_t k, int32_t out, int32_t cols, int32_t ne,
                                                   int32_t per_slot) {
-	int32_t o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	int32_t s = blockIdx.y;
-	int lane = threadIdx.x & 31;
+	int32_t o = gr.bx * (gr.ntid / 32) + gr.tid / 32;
+	int32_t s = gr.by;
+	int lane = gr.tid & 31;
 	if (o >= out || s >= n * k) return; // the whole warp leaves together
 	int32_t e = ids[s];
 	if (e < 0 || e >= ne) return;
@@ -97,11 +100,16 @@ static __device__ __forceinline__ void moe_matvec(const uint8_t *w, const uint8_
 	if (lane == 0) y[(int64_t)s * out + o] = acc;
 }
 
-#define MOE_MATVEC(name, P, F)                                                                               \
-	extern "C" __global__ void name(const uint8_t *w, const uint8_t *x, const int32_t *ids, float *y, int32_t n, \
-	                                int32_t k, int32_t out, int32_t cols, int32_t ne, int32_t per_slot) {       \
-		moe_matvec<P, F>(w, x, ids, y, n, k, out, cols, ne, per_slot);                                       \
-	}
+#define MOE_MATVEC(name, P, F)                                                                                \
+	static __device__ __forceinline__ void name##_body(const Grid &gr, const uint8_t *w, const uint8_t *x,         \
+	                                                   const int32_t *ids, float *y, int32_t n, int32_t k,        \
+	                                                   int32_t out, int32_t cols, int32_t ne, int32_t per_slot) { \
+		moe_matvec<P, F>(gr, w, x, ids, y, n, k, out, cols, ne, per_slot);                                     \
+	}                                                                                                         \
+	ENTRY(name,                                                                                               \
+	      (const uint8_t *w, const uint8_t *x, const int32_t *ids, float *y, int32_t n, int32_t k, int32_t out, \
+	       int32_t cols, int32_t ne, int32_t per_slot),                                                       \
+	      w, x, ids, y, n, k, out, cols, ne, per_slot)
 
 MOE_MATVEC(moe_matvec_f32_f32, PkF32, FmtF32)
 MOE_MATVEC(moe_matvec_f16_f16, PkF16, FmtF16)
@@ -118,10 +126,10 @@ MOE_MATVEC(moe_matvec_q5_K_q8_K, PkQ5_K, FmtQ5_K)
 MOE_MATVEC(moe_matvec_q6_K_q8_K, PkQ6_K, FmtQ6_K)
 
 // moe_combine_f32 mirrors kernels.MoECombine.
-extern "C" __global__ void moe_combine_f32(const float *y, const float *weights, const float *shared,
+static __device__ __forceinline__ void moe_combine_f32_body(const Grid &gr, const float *y, const float *weights, const float *shared,
                                            const float *gate, float *out, int32_t n, int32_t k, int32_t width) {
-	int32_t t = blockIdx.y;
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	int32_t t = gr.by;
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (t >= n || i >= width) return;
 	float acc = 0.0f;
 	for (int32_t e = 0; e < k; e++)
@@ -130,3 +138,5 @@ extern "C" __global__ void moe_combine_f32(const float *y, const float *weights,
 	if (shared != nullptr) acc = __fadd_rn(acc, __fmul_rn(sigmoid32(gate[t]), shared[j]));
 	out[j] = acc;
 }
+ENTRY(moe_combine_f32, (const float *y, const float *weights, const float *shared,
+                                           const float *gate, float *out, int32_t n, int32_t k, int32_t width), y, weights, shared, gate, out, n, k, width)

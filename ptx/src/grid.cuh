@@ -1,0 +1,36 @@
+// grid.cuh: where a kernel body runs. Every kernel is a body — a __device__ function whose
+// first parameter is a Grid — and an extern "C" __global__ entry (ENTRY) that calls it with the
+// hardware's indices. The megakernel (megakernel.cu) calls the same bodies for the blocks of an
+// instruction's part, with virtual indices: several virtual blocks to a thread block when they
+// are small, each in its own group of warps. A body therefore reads its block and thread
+// indices only from its Grid, and synchronises its block only with grid_sync.
+#pragma once
+
+#include <stdint.h>
+
+struct Grid {
+	uint32_t bx, by;   // block index (blockIdx.x, .y)
+	uint32_t nbx, nby; // grid size (gridDim.x, .y)
+	uint32_t tid;      // thread index in the block (threadIdx.x)
+	uint32_t ntid;     // threads per block (blockDim.x)
+	uint32_t bar;      // the block's barrier: 0 is the thread block's own, 1… a named barrier of ntid threads
+};
+
+#define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0})
+
+// grid_sync is __syncthreads for the threads of the body's block.
+static __device__ __forceinline__ void grid_sync(const Grid &g) {
+	if (g.bar == 0)
+		__syncthreads();
+	else
+		asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.ntid) : "memory");
+}
+
+// ENTRY(name, (params), args…) defines the kernel entry `name` that runs name_body on the
+// hardware grid. The megakernel's translation unit defines MEGAKERNEL and gets the bodies only.
+#ifdef MEGAKERNEL
+#define ENTRY(name, params, ...)
+#else
+#define ENTRY(name, params, ...) \
+	extern "C" __global__ void name params { name##_body(HW_GRID, __VA_ARGS__); }
+#endif
