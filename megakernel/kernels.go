@@ -7,9 +7,13 @@ import (
 	"verity/device"
 )
 
-// The kernel table: instruction kernel numbers index device.Kernels() (sorted by entry name).
+// The kernel table: instruction kernel numbers index device.Kernels() (sorted by entry name),
+// less the megakernel itself.
 // A stream carries a hash of the table's entry names, so a stream encoded by a binary with
 // other kernels is refused rather than misread.
+// module is the megakernel's own PTX module, left out of the table.
+const module = "megakernel"
+
 var (
 	tableOnce sync.Once
 	table     []device.Spec
@@ -19,7 +23,11 @@ var (
 
 func loadTable() {
 	tableOnce.Do(func() {
-		table = device.Kernels()
+		for _, k := range device.Kernels() {
+			if k.Module() != module {
+				table = append(table, k)
+			}
+		}
 		tableIDs = make(map[string]int, len(table))
 		h := fnv.New32a()
 		for i, k := range table {

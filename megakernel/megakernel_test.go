@@ -276,8 +276,9 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		{2, 0, "kernel table"},
 		{4, 0, "SMs"},
 		{8, 1 << 20, "outside the table"}, // instruction 0's kernel
-		{8 + 4, 0, "parts"},               // instruction 0's parts
-		{8 + 7, 1, "reserved"},
+		{8 + 5, 0, "threads"},             // instruction 0's threads per block
+		{8 + 6, 0, "parts"},               // instruction 0's parts
+		{8 + 9, 1, "reserved"},
 	}
 	for _, b := range bad {
 		e := append([]byte(nil), enc...)

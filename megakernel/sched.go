@@ -51,11 +51,15 @@ type Instr struct {
 	Name   string
 	Kernel int // index in Kernels()
 	Params []uint64
-	Blocks int // the launch's blocks (grid X · Y · Z)
-	Parts  int
-	Deps   []int // earlier instructions that must finish first, increasing
-	Bytes  int64
+	// The launch's grid (GridX · GridY blocks) and threads per block.
+	GridX, GridY, Threads int
+	Parts                 int
+	Deps                  []int // earlier instructions that must finish first, increasing
+	Bytes                 int64
 }
+
+// Blocks is the number of blocks of the instruction's grid.
+func (in *Instr) Blocks() int { return in.GridX * in.GridY }
 
 // Item is one entry of an SM's queue: part Part of instruction Instr.
 type Item struct {
@@ -101,7 +105,11 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		}
 		in := &s.Instrs[i]
 		in.Name, in.Kernel, in.Bytes = op.Name, id, max(op.Bytes, 0)
-		in.Blocks = int(g.Grid.X) * int(g.Grid.Y) * int(g.Grid.Z)
+		if g.Grid.Z != 1 || g.Block.Y != 1 || g.Block.Z != 1 || g.Block.X > MaxThreads || uint64(g.Grid.X)*uint64(g.Grid.Y) > 1<<31 {
+			return nil, fmt.Errorf("megakernel: op %d %s: kernel %s launches %v blocks of %v threads; the megakernel runs 2-D grids of 1-D blocks of up to %d threads",
+				i, op.Name, op.Kernel.Entry(), g.Grid, g.Block, MaxThreads)
+		}
+		in.GridX, in.GridY, in.Threads = int(g.Grid.X), int(g.Grid.Y), int(g.Block.X)
 		in.Params = make([]uint64, len(ps))
 		for j, p := range ps {
 			in.Params[j] = p.Bits
@@ -135,7 +143,7 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		}
 
 		// Parts, and their placement: each on the SM that can start it first.
-		in.Parts = int(min(int64(cfg.SMs), int64(in.Blocks), max(1, (in.Bytes+cfg.PartBytes-1)/cfg.PartBytes)))
+		in.Parts = int(min(int64(cfg.SMs), int64(in.Blocks()), max(1, (in.Bytes+cfg.PartBytes-1)/cfg.PartBytes)))
 		var ready int64
 		for _, d := range in.Deps {
 			ready = max(ready, finish[d])

@@ -10,8 +10,8 @@ import (
 //
 //	header   8 u32: magic "VMK1", version, kernel-table hash, instructions, SMs,
 //	         parameter words, dependencies, items
-//	instrs   8 u32 each: kernel, first parameter word, parameters, blocks, parts,
-//	         first dependency, dependencies, 0
+//	instrs   10 u32 each: kernel, first parameter word, parameters, grid x, grid y,
+//	         threads per block, parts, first dependency, dependencies, 0
 //	deps     u32 instruction indices, each instruction's increasing and below its own index
 //	queues   SMs+1 u32: queue k's items are items[queues[k] : queues[k+1]]
 //	items    2 u32 each: instruction, part
@@ -25,9 +25,12 @@ const (
 	magic       = 0x314b4d56 // "VMK1"
 	version     = 1
 	headerWords = 8
-	instrWords  = 8
+	instrWords  = 10
 	// MaxSMs bounds the queues of a stream.
 	MaxSMs = 1024
+	// MaxThreads is the size of the megakernel's thread blocks: no instruction's blocks may
+	// be larger.
+	MaxThreads = 256
 	// maxStream bounds a stream's size (1 GiB).
 	maxStream = 1 << 30
 )
@@ -53,7 +56,7 @@ func (s *Schedule) Encode() []byte {
 	}
 	po, do := 0, 0
 	for _, in := range s.Instrs {
-		for _, v := range []int{in.Kernel, po, len(in.Params), in.Blocks, in.Parts, do, len(in.Deps), 0} {
+		for _, v := range []int{in.Kernel, po, len(in.Params), in.GridX, in.GridY, in.Threads, in.Parts, do, len(in.Deps), 0} {
 			put(uint32(v))
 		}
 		po += len(in.Params)
@@ -143,17 +146,24 @@ func Decode(b []byte) (*Schedule, error) {
 		if want := uint64(kernels[f[0]].ArgsType().NumField()); params[i].n != want {
 			return nil, fmt.Errorf("megakernel: instruction %d: %d parameters, kernel %s takes %d", i, f[2], in.Name, want)
 		}
-		in.Blocks, in.Parts = int(f[3]), int(f[4])
-		if f[3] < 1 || f[4] < 1 || f[4] > f[3] || uint64(f[4]) > nSM {
-			return nil, fmt.Errorf("megakernel: instruction %d: %d parts of %d blocks on %d SMs", i, f[4], f[3], nSM)
+		blocks := uint64(f[3]) * uint64(f[4])
+		if f[3] < 1 || f[4] < 1 || blocks > 1<<31 {
+			return nil, fmt.Errorf("megakernel: instruction %d: grid of %d × %d blocks", i, f[3], f[4])
 		}
-		parts += uint64(f[4])
-		deps[i] = span{uint64(f[5]), uint64(f[6])}
+		if f[5] < 1 || f[5] > MaxThreads {
+			return nil, fmt.Errorf("megakernel: instruction %d: %d threads per block (1…%d allowed)", i, f[5], MaxThreads)
+		}
+		in.GridX, in.GridY, in.Threads, in.Parts = int(f[3]), int(f[4]), int(f[5]), int(f[6])
+		if f[6] < 1 || uint64(f[6]) > blocks || uint64(f[6]) > nSM {
+			return nil, fmt.Errorf("megakernel: instruction %d: %d parts of %d blocks on %d SMs", i, f[6], blocks, nSM)
+		}
+		parts += uint64(f[6])
+		deps[i] = span{uint64(f[7]), uint64(f[8])}
 		if deps[i].off+deps[i].n > nDeps {
-			return nil, fmt.Errorf("megakernel: instruction %d: dependencies [%d, +%d) outside %d", i, f[5], f[6], nDeps)
+			return nil, fmt.Errorf("megakernel: instruction %d: dependencies [%d, +%d) outside %d", i, f[7], f[8], nDeps)
 		}
-		if f[7] != 0 {
-			return nil, fmt.Errorf("megakernel: instruction %d: reserved word is %d", i, f[7])
+		if f[9] != 0 {
+			return nil, fmt.Errorf("megakernel: instruction %d: reserved word is %d", i, f[9])
 		}
 	}
 	if parts != nItems {

@@ -28,6 +28,7 @@
 // (after tools/cudaenv.sh has installed nvcc); tools/ptxcheck.sh is the CI check.
 package ptx
 
+//go:generate go run ../tools/mkgen
 //go:generate go run ../tools/ptxgen
 
 import (

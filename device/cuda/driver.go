@@ -452,6 +452,12 @@ func (b *Backend) Info() (Info, error) {
 	return in, err
 }
 
+// Multiprocessors is the device's SM count: the megakernel runs one thread block on each.
+func (b *Backend) Multiprocessors() (int, error) {
+	in, err := b.Info()
+	return in.SMs, err
+}
+
 // TotalMemory is the device's memory in bytes (what pipeline planning divides a model by).
 func (b *Backend) TotalMemory() (int64, error) {
 	in, err := b.Info()

@@ -3,6 +3,7 @@ package ptxvm
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"verity/device"
@@ -52,6 +53,15 @@ func New(opt Options) *Backend {
 }
 
 func (b *Backend) Name() string { return "ptxvm (PTX interpreter)" }
+
+// Multiprocessors is the number of blocks the interpreter runs at once (its workers): a
+// megakernel may have no more, since its blocks wait for each other.
+func (b *Backend) Multiprocessors() (int, error) {
+	if b.cfg.Workers > 0 {
+		return b.cfg.Workers, nil
+	}
+	return runtime.GOMAXPROCS(0), nil
+}
 
 func (b *Backend) Alloc(n int64) (device.Ptr, error) {
 	p, err := b.mem.Alloc(n)

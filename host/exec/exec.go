@@ -315,6 +315,9 @@ func (e *Executor) Close() error {
 	}
 	e.closed = true
 	var errs []error
+	if m, ok := e.launcher.(*Megakernel); ok {
+		errs = append(errs, m.Close())
+	}
 	free := func(p device.Ptr) {
 		if p != 0 {
 			errs = append(errs, e.b.Free(p))

@@ -58,21 +58,107 @@ type vmRunner struct {
 func (r *vmRunner) SMs() int                { return r.sms }
 func (r *vmRunner) Run(stream []byte) error { return r.vm.Run(stream) }
 
-// NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: one
-// per CPU for the Go VM). The CPU backend runs the Go VM; the other backends have no
-// megakernel yet (device.ErrUnsupported).
+// multiprocessors is a backend that runs thread blocks concurrently on a known number of
+// multiprocessors (a GPU; the PTX interpreter's workers).
+type multiprocessors interface {
+	Multiprocessors() (int, error)
+}
+
+// NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: the
+// backend's multiprocessors, or one per CPU for the Go VM). The CPU backend runs the Go VM;
+// a backend with multiprocessors runs the megakernel entry, one thread block per queue (there
+// sms may not exceed the multiprocessors: every block must be resident).
 func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
-	c, ok := b.(*cpu.Backend)
+	if sms < 0 || sms > megakernel.MaxSMs {
+		return nil, fmt.Errorf("exec: %d megakernel SMs (1…%d allowed)", sms, megakernel.MaxSMs)
+	}
+	if c, ok := b.(*cpu.Backend); ok {
+		if sms == 0 {
+			sms = runtime.NumCPU()
+		}
+		return &vmRunner{vm: megakernel.VM{Mem: c}, sms: sms}, nil
+	}
+	m, ok := b.(multiprocessors)
 	if !ok {
 		return nil, fmt.Errorf("exec: no megakernel on %s: %w", b.Name(), device.ErrUnsupported)
 	}
+	n, err := m.Multiprocessors()
+	if err != nil {
+		return nil, fmt.Errorf("exec: megakernel on %s: %w", b.Name(), err)
+	}
 	if sms == 0 {
-		sms = runtime.NumCPU()
+		sms = min(n, megakernel.MaxSMs)
 	}
-	if sms < 1 || sms > megakernel.MaxSMs {
-		return nil, fmt.Errorf("exec: %d megakernel SMs (1…%d allowed)", sms, megakernel.MaxSMs)
+	if sms > n {
+		return nil, fmt.Errorf("exec: a megakernel of %d SMs on %s, which runs %d blocks at once", sms, b.Name(), n)
 	}
-	return &vmRunner{vm: megakernel.VM{Mem: c}, sms: sms}, nil
+	return &deviceRunner{b: b, sms: sms}, nil
+}
+
+// deviceRunner runs streams with the megakernel entry: it copies the stream to the device,
+// zeroes the completion counters and launches one thread block per queue.
+type deviceRunner struct {
+	b                  device.Backend
+	sms                int
+	stream, done       device.Ptr
+	streamCap, doneCap int64
+	zeros              []byte
+}
+
+func (r *deviceRunner) SMs() int { return r.sms }
+
+func (r *deviceRunner) Run(stream []byte) error {
+	s, err := megakernel.Decode(stream)
+	if err != nil {
+		return err
+	}
+	if err := r.grow(&r.stream, &r.streamCap, int64(len(stream))); err != nil {
+		return err
+	}
+	if err := r.grow(&r.done, &r.doneCap, int64(4*len(s.Instrs))); err != nil {
+		return err
+	}
+	if len(r.zeros) < 4*len(s.Instrs) {
+		r.zeros = make([]byte, r.doneCap)
+	}
+	if err := r.b.Write(r.stream, stream); err != nil {
+		return err
+	}
+	if err := r.b.Write(r.done, r.zeros[:4*len(s.Instrs)]); err != nil {
+		return err
+	}
+	return r.b.Launch(megakernel.Kernel, megakernel.Args{Stream: r.stream, Done: r.done, SMs: int32(len(s.Queues))})
+}
+
+// grow makes *p hold at least n bytes, reallocating geometrically.
+func (r *deviceRunner) grow(p *device.Ptr, capacity *int64, n int64) error {
+	if n <= *capacity {
+		return nil
+	}
+	c := max(n, 2**capacity, 4096)
+	q, err := r.b.Alloc(c)
+	if err != nil {
+		return fmt.Errorf("exec: megakernel buffer of %d bytes: %w", c, err)
+	}
+	if *p != 0 {
+		if err := r.b.Free(*p); err != nil {
+			return err
+		}
+	}
+	*p, *capacity = q, c
+	return nil
+}
+
+// Close frees the runner's device buffers.
+func (r *deviceRunner) Close() error {
+	var errs []error
+	for _, p := range []device.Ptr{r.stream, r.done} {
+		if p != 0 {
+			errs = append(errs, r.b.Free(p))
+		}
+	}
+	r.stream, r.done, r.streamCap, r.doneCap = 0, 0, 0, 0
+	return errors.Join(errs...)
 }
 
 // Megakernel is a Launcher that compiles each step into a megakernel stream and runs it.
@@ -89,6 +175,14 @@ func (e *Executor) UseMegakernel(r MegakernelRunner) *Megakernel {
 	m := &Megakernel{e: e, r: r, cfg: megakernel.Config{SMs: r.SMs()}}
 	e.SetLauncher(m)
 	return m
+}
+
+// Close frees what the megakernel's runner holds on the device.
+func (m *Megakernel) Close() error {
+	if c, ok := m.r.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // LaunchStep builds the step's schedule and runs its stream.

@@ -26,6 +26,16 @@ static __device__ __forceinline__ void grid_sync(const Grid &g) {
 		asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.ntid) : "memory");
 }
 
+// RESTRICT marks a kernel's pointers as unaliased, which lets the compiler read inputs through
+// the non-coherent read-only cache (ld.global.nc). Not in the megakernel: there an input may
+// have been written by another SM during the same launch, and the read-only cache need not
+// see that.
+#ifdef MEGAKERNEL
+#define RESTRICT
+#else
+#define RESTRICT __restrict__
+#endif
+
 // ENTRY(name, (params), args…) defines the kernel entry `name` that runs name_body on the
 // hardware grid. The megakernel's translation unit defines MEGAKERNEL and gets the bodies only.
 #ifdef MEGAKERNEL

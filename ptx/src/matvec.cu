@@ -18,8 +18,8 @@
 #include "grid.cuh"
 
 template <typename P, typename F, int C>
-static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *__restrict__ w, const uint8_t *__restrict__ x,
-                                              float *__restrict__ y, int32_t rows, int32_t cols, int32_t n) {
+static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
+                                              float *RESTRICT y, int32_t rows, int32_t cols, int32_t n) {
 	int32_t r = gr.bx * (gr.ntid / 32) + gr.tid / 32;
 	int lane = gr.tid & 31;
 	if (r >= rows) return; // the whole warp leaves together
@@ -52,24 +52,24 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *__r
 }
 
 #define MATVEC(suffix, P, F)                                                                                    \
-	static __device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *__restrict__ w,   \
-	                                                              const uint8_t *__restrict__ x,                  \
-	                                                              float *__restrict__ y, int32_t rows,            \
+	static __device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
+	                                                              const uint8_t *RESTRICT x,                  \
+	                                                              float *RESTRICT y, int32_t rows,            \
 	                                                              int32_t cols, int32_t n) {                      \
 		matvec<P, F, 1>(gr, w, x, y, rows, cols, n);                                                             \
 	}                                                                                                           \
-	static __device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *__restrict__ w,  \
-	                                                               const uint8_t *__restrict__ x,                 \
-	                                                               float *__restrict__ y, int32_t rows,           \
+	static __device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
+	                                                               const uint8_t *RESTRICT x,                 \
+	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n) {                     \
 		matvec<P, F, 8>(gr, w, x, y, rows, cols, n);                                                             \
 	}                                                                                                           \
 	ENTRY(matvec_##suffix,                                                                                      \
-	      (const uint8_t *__restrict__ w, const uint8_t *__restrict__ x, float *__restrict__ y, int32_t rows,   \
+	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
 	       int32_t cols, int32_t n),                                                                            \
 	      w, x, y, rows, cols, n)                                                                               \
 	ENTRY(matvec8_##suffix,                                                                                     \
-	      (const uint8_t *__restrict__ w, const uint8_t *__restrict__ x, float *__restrict__ y, int32_t rows,   \
+	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
 	       int32_t cols, int32_t n),                                                                            \
 	      w, x, y, rows, cols, n)
 
