@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"verity/device/devicetest"
-	"verity/megakernel"
 	"verity/device/ptxvm"
+	"verity/megakernel"
 	"verity/ptx"
 )
 
