@@ -31,7 +31,19 @@
 // # Executors
 //
 // The stream (Encode, Decode) is a flat little-endian byte layout, the same for every
-// executor. VM is the Go interpreter of it: one goroutine per virtual SM running the twins'
-// parts. The GPU interpreter (a persistent CUDA kernel over the same stream) is the next
-// executor of this package.
+// executor:
+//
+//   - Kernel, the megakernel entry (ptx/src/megakernel.cu): one persistent launch of one
+//     thread block per queue, which must all be resident at once. A block waits for a part's
+//     dependencies by polling their completion counters, then runs the part's virtual blocks
+//     through the kernels' own bodies (every kernel is a body over a Grid plus an entry, see
+//     ptx/src/grid.cuh), several small virtual blocks to a thread block. The kernel table it
+//     dispatches on is generated from the Go registry (tools/mkgen); a stream records the
+//     table's hash, so a stream and a binary that disagree are refused. It runs on a GPU
+//     through device/cuda and on any CPU through the PTX interpreter (device/ptxvm).
+//   - VM, the Go interpreter and the entry's twin: one goroutine per queue, running the parts
+//     with the kernels' twins.
+//
+// host/exec compiles each step of a Program into a stream (Executor.UseMegakernel) and hands
+// it to the backend's runner; `--megakernel` on the verity commands turns it on.
 package megakernel

@@ -20,9 +20,10 @@
 # (test2json events), results.jsonl (the tests' RESULT records), report.json (probe, per-test
 # results, copy bandwidth, the matvec bandwidth table, host link, conformance counts, goldens)
 # and summary.txt (the table). Its exit status is the test binary's. The binary links against
-# libcuda.so.1 (found at run time) and needs glibc 2.34 or newer. The tests run in four processes
-# (smoke, conformance, bandwidth, real sizes) limited to 60, 120, 90 and 120 s, about two
-# minutes in all expected on an H200; then the whole-model bench, limited to 120 s.
+# libcuda.so.1 (found at run time) and needs glibc 2.34 or newer. The tests run in five processes
+# (smoke, conformance, bandwidth, real sizes, megakernel) limited to 60, 120, 90, 100 and 60 s,
+# about two minutes in all expected on an H200; then the whole-model benches, eager and
+# megakernel, limited to 90 and 60 s (at most 9 min 40 s in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,7 +70,7 @@ export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$here/jitcache} CUDA_CACHE_MAXSIZE=${C
 	fi
 } | tee "$out/probe.txt"
 
-# The tests run in four processes, lightest first, each with its own time limit: a kernel
+# The tests run in five processes, lightest first, each with its own time limit: a kernel
 # that faults leaves the context unusable, and one that hangs uses up its phase's limit, not
 # the whole run. The report is written and printed as soon as the tests end (and if the runner
 # is killed), then once more with the whole-model bench appended.
@@ -99,25 +100,32 @@ phase() { # name, -test.run pattern, seconds
 phase smoke '^(TestProbe|TestInfo|TestOpenBadOrdinal|TestMemory|TestDriverErrorNames|TestSharedMemoryOptIn|TestStagedTransfers|TestCaptureRefusesOtherCalls)$' 60
 phase conformance '^(TestConformance|TestForwardMatchesTwin|TestGraphMatchesEager|TestGoldens)$' 120
 phase bandwidth '^(TestBandwidth|TestHostTransfer)$' 90
-phase real-sizes '^TestConformanceRealSizes$' 120
+phase real-sizes '^TestConformanceRealSizes$' 100
+phase megakernel '^TestMegakernelGoldens$' 60
 report
 echo
 cat "$out/summary.txt"
 
-# Whole-model decode, prefill, tree verify and the verify cost curve on the GPU (eager
-# executor, one launch per op); the fixtures are generated on this machine's CPUs and cached
-# beside the binaries. VERITY_BENCH=0 skips it.
-if [ "${VERITY_BENCH:-1}" != 0 ]; then
-	echo "== verity bench --backend cuda"
-	VERITY_CACHE="$here/cache" timeout -k 5 120 "$here/verity" bench --backend cuda --model small-llama-q4_k_m \
-		--model small-q35moe-q4_k_m --model llama-1b-q4_k_m --widths 1,2,4,8,16,32,64 >"$out/bench.txt" 2>&1
-	brc=$?
-	cat "$out/bench.txt"
+# Whole-model decode, prefill, tree verify and the verify cost curve on the GPU: the eager
+# executor (one launch per op), then the megakernel (one launch per step); the fixtures are
+# generated on this machine's CPUs and cached beside the binaries. VERITY_BENCH=0 skips it.
+bench() { # file, seconds, extra flags…
+	local file=$1 secs=$2
+	shift 2
+	echo "== verity bench --backend cuda $*"
+	VERITY_CACHE="$here/cache" timeout -k 5 "$secs" "$here/verity" bench --backend cuda "$@" >"$out/$file" 2>&1
+	local brc=$?
+	cat "$out/$file"
 	{
-		echo "whole-model bench (verity bench --backend cuda, exit $brc; verify cost curves in bench.txt):"
-		awk '/^$/ { exit } { print }' "$out/bench.txt" | tail -n 6
-		tail -n 1 "$out/bench.txt"
+		echo "whole-model bench (verity bench --backend cuda $*, exit $brc; verify cost curves in $file):"
+		awk '/^$/ { exit } { print }' "$out/$file" | tail -n 6
+		tail -n 1 "$out/$file"
 	} >>"$out/summary.txt"
+}
+if [ "${VERITY_BENCH:-1}" != 0 ]; then
+	bench bench.txt 90 --model small-llama-q4_k_m --model small-q35moe-q4_k_m --model llama-1b-q4_k_m \
+		--widths 1,2,4,8,16,32,64
+	bench bench-megakernel.txt 60 --megakernel --model small-llama-q4_k_m --model llama-1b-q4_k_m --widths 1,8,64
 	echo
 	cat "$out/summary.txt"
 fi

@@ -23,7 +23,15 @@ var goldensPath = flag.String("goldens", "../../fixtures/testdata/goldens.json",
 // small catalogue fixtures) on the GPU, with the eager executor, and compares them with the
 // committed ones, which the CPU twin computes. The fixtures are generated in memory, on every
 // CPU at once, before the first GPU run.
-func TestGoldens(t *testing.T) {
+func TestGoldens(t *testing.T) { goldens(t, "goldens", fixtures.GoldenOptions{}) }
+
+// TestMegakernelGoldens is TestGoldens with every step one launch of the megakernel, one
+// thread block per SM.
+func TestMegakernelGoldens(t *testing.T) {
+	goldens(t, "goldens_megakernel", fixtures.GoldenOptions{Megakernel: true})
+}
+
+func goldens(t *testing.T, kind string, o fixtures.GoldenOptions) {
 	want, err := fixtures.ReadGoldens(*goldensPath)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +76,7 @@ func TestGoldens(t *testing.T) {
 				failed = append(failed, name)
 				t.Fatal(errs[i])
 			}
-			g, err := fixtures.ComputeGolden(files[i], b)
+			g, err := fixtures.ComputeGoldenSplit(files[i], []device.Backend{b}, nil, o)
 			files[i] = nil
 			if errors.Is(err, device.ErrUnsupported) {
 				unsupported = append(unsupported, name)
@@ -87,6 +95,6 @@ func TestGoldens(t *testing.T) {
 		})
 	}
 	run := time.Since(start)
-	record(t, "goldens", map[string]any{"fixtures": len(names), "match": len(match), "mismatch": mismatch,
+	record(t, kind, map[string]any{"fixtures": len(names), "match": len(match), "mismatch": mismatch,
 		"failed": failed, "unsupported": unsupported, "generate_s": gen.Seconds(), "run_s": run.Seconds()})
 }

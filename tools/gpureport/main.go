@@ -66,6 +66,7 @@ type Report struct {
 	Conformance     map[string]any   `json:"conformance,omitempty"`
 	ConformanceReal map[string]any   `json:"conformance_real,omitempty"`
 	Goldens         map[string]any   `json:"goldens,omitempty"`
+	GoldensMK       map[string]any   `json:"goldens_megakernel,omitempty"`
 	Records         []Record         `json:"records"` // every RESULT record, as written
 }
 
@@ -189,6 +190,8 @@ func build(dir string, exit int, wall float64) *Report {
 			r.ConformanceReal = m
 		case "goldens":
 			r.Goldens = m
+		case "goldens_megakernel":
+			r.GoldensMK = m
 		}
 	}))
 	return r
@@ -343,8 +346,13 @@ func table(w io.Writer, r *Report) {
 				int(num(c.m, "launches")), int(num(c.m, "kernels")), int(num(c.m, "failed")), int(num(c.m, "skipped")))
 		}
 	}
-	if r.Goldens != nil {
-		fmt.Fprintf(w, "goldens: %d of %d fixtures match; %d differ, %d failed, %d unsupported\n", int(num(r.Goldens, "match")),
-			int(num(r.Goldens, "fixtures")), count(r.Goldens, "mismatch"), count(r.Goldens, "failed"), count(r.Goldens, "unsupported"))
+	for _, g := range []struct {
+		name string
+		m    map[string]any
+	}{{"goldens", r.Goldens}, {"goldens (megakernel)", r.GoldensMK}} {
+		if g.m != nil {
+			fmt.Fprintf(w, "%s: %d of %d fixtures match; %d differ, %d failed, %d unsupported\n", g.name, int(num(g.m, "match")),
+				int(num(g.m, "fixtures")), count(g.m, "mismatch"), count(g.m, "failed"), count(g.m, "unsupported"))
+		}
 	}
 }
