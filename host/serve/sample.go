@@ -42,13 +42,32 @@ func (s Sampler) check() error {
 
 // Choose returns the token at position pos given the logits that predict it.
 func (s Sampler) Choose(logits []float32, pos int) int32 {
+	d := s.Dist(logits)
+	if len(d.Tokens) == 1 {
+		return d.Tokens[0]
+	}
+	return d.sample(s.rng(pos).Float64())
+}
+
+// rng is the generator of position pos: every random choice at a position draws from it.
+func (s Sampler) rng(pos int) *rand.Rand { return rand.New(rand.NewPCG(s.Seed, uint64(pos))) }
+
+// Dist is a sparse distribution over tokens: Probs[i] is the probability of Tokens[i].
+type Dist struct {
+	Tokens []int32   `json:"tokens"`
+	Probs  []float64 `json:"probs"`
+}
+
+// Dist returns the distribution Choose samples from: one token with probability 1 when
+// greedy (temperature 0, or a +Inf or NaN largest logit), else the tempered softmax over the
+// top-k / top-p candidates, in decreasing logit order where an order matters (top-k, top-p),
+// else in index order; NaN logits are never candidates.
+func (s Sampler) Dist(logits []float32) Dist {
 	best := int32(kernels.ArgmaxRow(logits))
 	top := float64(logits[best])
 	if s.Temperature == 0 || math.IsInf(top, 1) || top != top {
-		return best
+		return Dist{Tokens: []int32{best}, Probs: []float64{1}}
 	}
-	// the candidates, in decreasing logit order where an order matters (top-k, top-p), else
-	// in index order; NaN logits are never candidates
 	var idx []int32
 	switch {
 	case s.TopK > 0 && s.TopK < len(logits):
@@ -89,18 +108,26 @@ func (s Sampler) Choose(logits []float32, pos int) int32 {
 			sum += v
 		}
 	}
-	u := rand.New(rand.NewPCG(s.Seed, uint64(pos))).Float64() * sum
-	last := best
-	for i, v := range p {
+	for i := range p {
+		p[i] /= sum
+	}
+	return Dist{Tokens: idx, Probs: p}
+}
+
+// sample returns the token at which the cumulative probability passes u ∈ [0, 1); if rounding
+// leaves u past the end, the last token with any probability.
+func (d Dist) sample(u float64) int32 {
+	last := d.Tokens[0]
+	for i, v := range d.Probs {
 		if v > 0 {
-			last = idx[i]
+			last = d.Tokens[i]
 		}
 		if u < v {
-			return idx[i]
+			return d.Tokens[i]
 		}
 		u -= v
 	}
-	return last // rounding left u past the end: the last candidate with any probability
+	return last
 }
 
 // order sorts token indices by logit, larger first, the lower index on ties (NaN last).

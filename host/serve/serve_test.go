@@ -3,6 +3,7 @@ package serve_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -326,4 +327,122 @@ func TestConcurrentSessionsAreLossless(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	t.Logf("%d verify rounds in %d steps", st.Rounds, st.Steps)
+}
+
+// Speculative sampling end to end. A drafter that is the target itself (its distributions
+// computed by decoding the draft chain on the same model) has every drafted token accepted —
+// exactly, since verified logits are bit-identical to decoded ones and so p = q — which also
+// shows each node is judged with its own logits and position. At temperature 0 the rule
+// reproduces plain greedy decoding whatever the drafts. Malformed distributions get ErrBad.
+func TestSpeculativeSampling(t *testing.T) {
+	m := load(t, "small-llama-q4_k_m", engine.LoadOptions{MaxRows: 16, Context: 256})
+	nv := m.Program().Config.NVocab
+	r := rand.New(rand.NewPCG(5, 6))
+	prompt := make([]int32, 9)
+	for i := range prompt {
+		prompt[i] = int32(r.IntN(nv))
+	}
+	// drafterDists decodes chain after tokens and returns the sampler's distribution before
+	// each chain token and after the last.
+	drafterDists := func(smp serve.Sampler, tokens []int32, chain []int32) []serve.Dist {
+		s := m.NewSession()
+		defer s.Close()
+		l, err := s.Prefill(tokens, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []serve.Dist{smp.Dist(l[0])}
+		for _, x := range chain {
+			lg, err := s.Decode(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, smp.Dist(lg))
+		}
+		return out
+	}
+	draw := func(d serve.Dist) int32 {
+		u := r.Float64()
+		for i, p := range d.Probs {
+			if u < p {
+				return d.Tokens[i]
+			}
+			u -= p
+		}
+		return d.Tokens[len(d.Tokens)-1]
+	}
+
+	smp := serve.Sampler{Temperature: 0.9, TopK: 20, Seed: 11}
+	sv := serve.New(m.Engine, serve.Options{})
+	defer sv.Shutdown()
+	op, err := sv.Open(prompt, smp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted := append(append([]int32(nil), prompt...), op.Next.ID)
+	pos := op.Position
+	for round := 0; round < 8; round++ {
+		// the drafter samples a chain of 4 from its own (the target's) distributions
+		var chain []int32
+		for i := 0; i < 4; i++ {
+			ds := drafterDists(smp, emitted, chain)
+			chain = append(chain, draw(ds[len(ds)-1]))
+		}
+		d := serve.Draft{Position: pos, Tokens: chain, Parents: []int{-1, 0, 1, 2}, Dists: drafterDists(smp, emitted, chain)}
+		v, err := sv.Verify(op.Session, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(v.Accepted, []int{0, 1, 2, 3}) {
+			t.Fatalf("round %d: the target's own samples were accepted as %v", round, v.Accepted)
+		}
+		for i, tok := range v.Tokens {
+			emitted = append(emitted, tok.ID)
+			if tok.ID != chain[i] {
+				t.Fatalf("round %d: accepted token %d is %d, drafted %d", round, i, tok.ID, chain[i])
+			}
+		}
+		emitted = append(emitted, v.Next.ID)
+		pos = v.Position
+	}
+
+	// temperature 0: greedy decoding, with random drafts and distributions
+	want := plain(t, m, prompt, serve.Sampler{}, 30)
+	op, err = sv.Open(prompt, serve.Sampler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []serve.Token{op.Next}
+	pos = op.Position
+	for len(got) < len(want) {
+		truth := want[min(len(got), len(want)-1)]
+		d := serve.Draft{Position: pos, Tokens: []int32{int32(r.IntN(nv)), truth.ID}, Parents: []int{-1, -1}}
+		if d.Tokens[0] == truth.ID {
+			d.Tokens[0] = (truth.ID + 1) % int32(nv)
+		}
+		for range 3 {
+			d.Dists = append(d.Dists, serve.Dist{Tokens: []int32{d.Tokens[0], d.Tokens[1]}, Probs: []float64{0.6, 0.3}})
+		}
+		v, err := sv.Verify(op.Session, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(append(got, v.Tokens...), v.Next)
+		pos = v.Position
+	}
+	if got = got[:len(want)]; !slices.Equal(got, want) {
+		t.Fatalf("greedy speculative sampling emitted\n%v\nplain decoding\n%v", got, want)
+	}
+
+	for _, bad := range []serve.Draft{
+		{Tokens: []int32{1}, Parents: []int{-1}, Dists: []serve.Dist{{Tokens: []int32{1}, Probs: []float64{1}}}},                                                                                              // one distribution too few
+		{Tokens: []int32{1}, Parents: []int{-1}, Dists: []serve.Dist{{Tokens: []int32{2}, Probs: []float64{1}}, {Tokens: []int32{2}, Probs: []float64{1}}}},                                                   // root not in its distribution
+		{Tokens: []int32{1, 1}, Parents: []int{-1, -1}, Dists: []serve.Dist{{Tokens: []int32{1}, Probs: []float64{1}}, {Tokens: []int32{1}, Probs: []float64{1}}, {Tokens: []int32{1}, Probs: []float64{1}}}}, // repeated siblings
+		{Tokens: []int32{1}, Parents: []int{-1}, Dists: []serve.Dist{{Tokens: []int32{1}, Probs: []float64{2}}, {Tokens: []int32{1}, Probs: []float64{1}}}},                                                   // sums past 1
+	} {
+		bad.Position = pos
+		if _, err := sv.Verify(op.Session, bad); !errors.Is(err, serve.ErrBad) {
+			t.Errorf("draft %+v: error %v, want ErrBad", bad, err)
+		}
+	}
 }

@@ -8,7 +8,9 @@
 // each. Because verified logits are bit-identical to decoding (width invariance) and the
 // sampler's choice at a position depends only on that position, a session emits exactly the
 // tokens plain decoding would, whatever the drafts: greedy verification at temperature 0,
-// target-sample-and-match above it.
+// target-sample-and-match above it. A draft that carries the drafter's distributions is judged
+// by speculative sampling instead (speculate.go): the emitted tokens then follow the target
+// sampler's distribution exactly, and sampled drafts are accepted with probability min(1, p/q).
 package serve
 
 import (
@@ -233,10 +235,16 @@ func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
 // forest — a node with parent −1 directly follows the next token, every other node's parent
 // is an earlier node. Position must be the session's current position (prompt, accepted
 // tokens and the next token), which rejects drafts built on an outdated continuation.
+//
+// Dists, if given, are the drafter's distributions, one per node that can have children:
+// Dists[0] is the one the roots were drawn from, Dists[i+1] the one node i's children were
+// drawn from (without replacement, in draft order; a chain draws one). Verification is then
+// speculative sampling (speculate.go) instead of target-sample-and-match.
 type Draft struct {
 	Position int     `json:"position"`
 	Tokens   []int32 `json:"tokens"`
 	Parents  []int   `json:"parents"`
+	Dists    []Dist  `json:"dists,omitempty"`
 }
 
 // Verified is the reply to Verify.
@@ -285,6 +293,10 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 		t.Parents[i+1] = p + 1
 		children[p+1] = append(children[p+1], i+1)
 	}
+	dists, err := sv.checkDists(d.Dists, t.Tokens, children)
+	if err != nil {
+		return Verified{}, err
+	}
 	logits, err := sv.verify(ss.s, t)
 	if err != nil {
 		return Verified{}, err
@@ -292,12 +304,25 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 	out := Verified{Accepted: []int{}, Tokens: []Token{}, Drafted: n}
 	path, cur := []int{0}, 0
 	for {
-		tok := ss.sampler.Choose(logits[cur], base+len(path))
+		pos := base + len(path)
+		var tok int32
 		c := -1
-		for _, ch := range children[cur] {
-			if t.Tokens[ch] == tok {
-				c = ch
-				break
+		if dists != nil && len(children[cur]) > 0 {
+			kids := make([]int32, len(children[cur]))
+			for i, ch := range children[cur] {
+				kids[i] = t.Tokens[ch]
+			}
+			var j int
+			if j, tok = speculate(ss.sampler.Dist(logits[cur]), dists[cur], kids, ss.sampler.rng(pos)); j >= 0 {
+				c = children[cur][j]
+			}
+		} else {
+			tok = ss.sampler.Choose(logits[cur], pos)
+			for _, ch := range children[cur] {
+				if t.Tokens[ch] == tok {
+					c = ch
+					break
+				}
 			}
 		}
 		if c < 0 {
@@ -405,6 +430,37 @@ func (sv *Service) closeIfIdle(id string, now time.Time) {
 	sv.mu.Unlock()
 	ss.closed = true
 	ss.s.Close()
+}
+
+// checkDists checks a draft's distributions against its tree (engine nodes: tokens, children)
+// and returns them normalised, or nil if there are none.
+func (sv *Service) checkDists(ds []Dist, tokens []int32, children [][]int) ([]Dist, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	if len(ds) != len(tokens) {
+		return nil, fmt.Errorf("%w: %d distributions for %d draft nodes (want one more: the roots' first)", ErrBad, len(ds), len(tokens)-1)
+	}
+	out := make([]Dist, len(ds))
+	for i, d := range ds {
+		q, err := d.normalise(sv.e.Program().Config.NVocab)
+		if err != nil {
+			return nil, fmt.Errorf("%w: distribution %d: %v", ErrBad, i, err)
+		}
+		seen := map[int32]bool{}
+		for _, ch := range children[i] {
+			x := tokens[ch]
+			if seen[x] {
+				return nil, fmt.Errorf("%w: children of distribution %d repeat token %d (they are drawn without replacement)", ErrBad, i, x)
+			}
+			seen[x] = true
+			if q.prob(x) <= 0 {
+				return nil, fmt.Errorf("%w: draft node %d has token %d, which distribution %d gives no probability", ErrBad, ch-1, x, i)
+			}
+		}
+		out[i] = q
+	}
+	return out, nil
 }
 
 // checkTokens reports a token outside the vocabulary.
