@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"verity/device"
+	"verity/device/cpu"
 	"verity/fixtures"
 )
 
@@ -76,8 +77,9 @@ func goldens(t *testing.T, kind string, o fixtures.GoldenOptions) {
 				failed = append(failed, name)
 				t.Fatal(errs[i])
 			}
-			g, err := fixtures.ComputeGoldenSplit(files[i], []device.Backend{b}, nil, o)
+			file := files[i]
 			files[i] = nil
+			g, err := fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, o)
 			if errors.Is(err, device.ErrUnsupported) {
 				unsupported = append(unsupported, name)
 				t.Skip(err)
@@ -89,6 +91,20 @@ func goldens(t *testing.T, kind string, o fixtures.GoldenOptions) {
 			if diff := g.Diff(want[name]); diff != nil {
 				mismatch = append(mismatch, name)
 				t.Errorf("%v differ from the golden: got %+v, want %+v", diff, g, want[name])
+				// where: the first op whose output differs from the twin's, run op by op (for
+				// the first few fixtures that differ: a systematic difference would take long)
+				if len(mismatch) > 3 {
+					return
+				}
+				twin := cpu.New(0)
+				defer twin.Close()
+				if d, err := fixtures.FirstDifference(file, []device.Backend{twin}, []device.Backend{b}); err != nil {
+					t.Errorf("tracing: %v", err)
+				} else if d != nil {
+					t.Errorf("CPU twins vs GPU, op by op:\n%s", d)
+				} else {
+					t.Errorf("op by op (eager), every output equals the twin's")
+				}
 				return
 			}
 			match = append(match, name)

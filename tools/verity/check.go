@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"verity/device"
+	"verity/device/cpu"
 	"verity/fixtures"
 )
 
@@ -17,7 +19,7 @@ func newCheckCmd() *cobra.Command {
 	var backend string
 	var layers []int
 	var threads, sms int
-	var megakernel bool
+	var megakernel, trace bool
 	cmd := &cobra.Command{
 		Use:   "check [FIXTURE ...]",
 		Short: "Check a backend bit for bit against the committed golden hashes",
@@ -26,7 +28,9 @@ func newCheckCmd() *cobra.Command {
 every logit bit and the greedy tokens with the hashes committed with this version of Verity.
 Every backend must reproduce them exactly: the CPU twins, the PTX interpreter and a GPU.
 Without arguments every fixture with a golden is checked (generated once and cached, see
-verity fixture). The exit status is 1 if any fixture differs.`,
+verity fixture). The exit status is 1 if any fixture differs. With --trace, each fixture that
+differs is run again op by op on the backend and on the CPU twins to find the first op whose
+output is not bit-identical, and how its values differ (ulp distances).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			goldens, err := fixtures.Goldens()
 			if err != nil {
@@ -57,6 +61,8 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "fixture\tprefill\tverify\tgreedy\tseconds")
 			failed := 0
+			var differ []string
+			files := map[string][]byte{}
 			for _, n := range names {
 				s, err := fixtures.Lookup(n)
 				if err != nil {
@@ -81,6 +87,8 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 				}
 				if len(bad) > 0 {
 					failed++
+					differ = append(differ, n)
+					files[n] = file
 				}
 				mark := func(k string) string {
 					if bad[k] {
@@ -92,6 +100,21 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 			}
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			if trace {
+				twin := cpu.New(threads)
+				defer twin.Close()
+				for _, n := range differ {
+					d, err := fixtures.FirstDifference(files[n], []device.Backend{twin}, bes)
+					switch {
+					case err != nil:
+						fmt.Fprintf(cmd.OutOrStdout(), "\n%s: tracing failed: %v\n", n, err)
+					case d == nil:
+						fmt.Fprintf(cmd.OutOrStdout(), "\n%s: op by op, every output equals the twin's (the difference is in a mode --trace does not trace, such as --megakernel)\n", n)
+					default:
+						fmt.Fprintf(cmd.OutOrStdout(), "\n%s (first run: the CPU twins; second: %s):\n%s\n", n, backendsName(bes), d)
+					}
+				}
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d of %d fixtures differ from their goldens on %s", failed, len(names), backendsName(bes))
@@ -105,6 +128,7 @@ verity fixture). The exit status is 1 if any fixture differs.`,
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
+	cmd.Flags().BoolVar(&trace, "trace", false, "for each fixture that differs, find the first op whose output differs from the CPU twins'")
 	return cmd
 }
 
