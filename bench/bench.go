@@ -23,6 +23,12 @@ type Options struct {
 	// (node count), measured Trees times each, so that a drafter can size its trees.
 	Widths []int
 	Seed   uint64
+	// Repetitions is how many times prefill, decode and verify are measured (default 3); the
+	// result holds their means, standard deviations and every sample.
+	Repetitions int
+	// NoWarmup skips the untimed warm-up pass (a short prefill, decode and verify) that first
+	// loads — on a GPU, JIT-compiles — every kernel the measured passes run.
+	NoWarmup bool
 }
 
 // WidthTime is one point of the verify cost curve.
@@ -34,18 +40,28 @@ type WidthTime struct {
 
 // Result is one benchmark row.
 type Result struct {
-	Model      string  `json:"model"`
-	Arch       string  `json:"arch"`
-	Backend    string  `json:"backend"`
-	Threads    int     `json:"threads"`
-	WeightMB   float64 `json:"weight_mb"`
-	PrefillTPS float64 `json:"prefill_tok_s"`
-	DecodeTPS  float64 `json:"decode_tok_s"`
-	DecodeMS   float64 `json:"decode_ms_per_tok"` // median over the decoded tokens
-	DecodeSD   float64 `json:"decode_ms_stddev"`  // standard deviation of the per-token times
-	VerifyMS   float64 `json:"verify_ms_per_tree"`
-	VerifyTPS  float64 `json:"verify_nodes_s"`
-	TreeNodes  int     `json:"tree_nodes"`
+	Model    string  `json:"model"`
+	Arch     string  `json:"arch"`
+	Backend  string  `json:"backend"`
+	Threads  int     `json:"threads"`
+	WeightMB float64 `json:"weight_mb"`
+	// Means over the repetitions, with standard deviations (SD) and every repetition's value.
+	PrefillTPS     float64   `json:"prefill_tok_s"`
+	PrefillSD      float64   `json:"prefill_tok_s_stddev"`
+	PrefillSamples []float64 `json:"prefill_tok_s_samples"`
+	DecodeTPS      float64   `json:"decode_tok_s"`
+	DecodeTPSSD    float64   `json:"decode_tok_s_stddev"`
+	DecodeSamples  []float64 `json:"decode_tok_s_samples"`
+	DecodeMS       float64   `json:"decode_ms_per_tok"` // median over every decoded token
+	DecodeSD       float64   `json:"decode_ms_stddev"`  // standard deviation of the per-token times
+	VerifyMS       float64   `json:"verify_ms_per_tree"`
+	VerifySD       float64   `json:"verify_ms_stddev"`
+	VerifySamples  []float64 `json:"verify_ms_samples"`
+	VerifyTPS      float64   `json:"verify_nodes_s"`
+	TreeNodes      int       `json:"tree_nodes"`
+	Repetitions    int       `json:"repetitions"`
+	Prompt         int       `json:"prompt_tokens"`
+	Decoded        int       `json:"decoded_tokens"`
 	// Bytes moved per decoded token (weights + KV cache + activations, from the cost model)
 	// at the mean decode context, the achieved rate and its fraction of the probe.
 	BytesPerToken float64 `json:"bytes_per_token"`
@@ -54,6 +70,7 @@ type Result struct {
 	Fraction      float64 `json:"bandwidth_fraction"`
 	// Curve is the verify cost curve (Options.Widths).
 	Curve []WidthTime `json:"verify_curve,omitempty"`
+	Host  Provenance  `json:"host"`
 }
 
 // Run measures prefill, decode and verify on engine e (which must have room for the prompt,
@@ -84,69 +101,128 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 			return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, w, e.Context())
 		}
 	}
+	if o.Repetitions == 0 {
+		o.Repetitions = 3
+	}
+	if o.Repetitions < 1 {
+		return Result{}, fmt.Errorf("bench: %d repetitions", o.Repetitions)
+	}
 	r := rand.New(rand.NewPCG(o.Seed, 1))
 	tok := func() int32 { return int32(r.IntN(c.NVocab)) }
-	prompt := make([]int32, o.Prompt)
-	for i := range prompt {
-		prompt[i] = tok()
-	}
 	res := Result{Model: name, Arch: c.Arch, Backend: e.Executor().Name(), TreeNodes: o.TreeNodes,
-		WeightMB: float64(p.WeightBytes()) / 1e6, ProbeGBs: probe / 1e9}
+		WeightMB: float64(p.WeightBytes()) / 1e6, ProbeGBs: probe / 1e9, Repetitions: o.Repetitions,
+		Prompt: o.Prompt, Decoded: o.Decode, Host: Host(e.Executor().Name())}
 
-	s := e.NewSession()
-	defer s.Close()
-	start := time.Now()
-	if _, err := s.Prefill(prompt, false); err != nil {
-		return res, err
+	if !o.NoWarmup {
+		if err := warmup(e, tok, o); err != nil {
+			return res, fmt.Errorf("bench: warm-up: %w", err)
+		}
 	}
-	res.PrefillTPS = float64(o.Prompt) / time.Since(start).Seconds()
-
-	times := make([]float64, o.Decode)
-	for i := range times {
+	var all []float64 // every decoded token's time, ms
+	for rep := 0; rep < o.Repetitions; rep++ {
+		prompt := make([]int32, o.Prompt)
+		for i := range prompt {
+			prompt[i] = tok()
+		}
+		s := e.NewSession()
 		start := time.Now()
-		if _, err := s.Decode(tok()); err != nil {
+		if _, err := s.Prefill(prompt, false); err != nil {
+			s.Close()
 			return res, err
 		}
-		times[i] = 1e3 * time.Since(start).Seconds()
+		res.PrefillSamples = append(res.PrefillSamples, float64(o.Prompt)/time.Since(start).Seconds())
+
+		start = time.Now()
+		for i := 0; i < o.Decode; i++ {
+			t0 := time.Now()
+			if _, err := s.Decode(tok()); err != nil {
+				s.Close()
+				return res, err
+			}
+			all = append(all, 1e3*time.Since(t0).Seconds())
+		}
+		res.DecodeSamples = append(res.DecodeSamples, float64(o.Decode)/time.Since(start).Seconds())
+
+		tree := draftTree(o.TreeNodes, tok)
+		start = time.Now()
+		for i := 0; i < o.Trees; i++ {
+			if _, err := s.Verify(tree); err != nil {
+				s.Close()
+				return res, err
+			}
+		}
+		res.VerifySamples = append(res.VerifySamples, 1e3*time.Since(start).Seconds()/float64(o.Trees))
+		if rep < o.Repetitions-1 {
+			s.Close()
+			continue
+		}
+		for _, w := range o.Widths { // the cost curve, once, after the last repetition
+			t := draftTree(w, tok)
+			ms := make([]float64, o.Trees)
+			for i := range ms {
+				start := time.Now()
+				if _, err := s.Verify(t); err != nil {
+					s.Close()
+					return res, err
+				}
+				ms[i] = 1e3 * time.Since(start).Seconds()
+			}
+			sort.Float64s(ms)
+			med := stat.Quantile(0.5, stat.Empirical, ms, nil)
+			res.Curve = append(res.Curve, WidthTime{Nodes: w, MS: med, MSPerNode: med / float64(w)})
+		}
+		s.Close()
 	}
-	sort.Float64s(times)
-	res.DecodeMS = stat.Quantile(0.5, stat.Empirical, times, nil)
-	if len(times) > 1 {
-		res.DecodeSD = math.Sqrt(stat.Variance(times, nil))
+	res.PrefillTPS, res.PrefillSD = meanSD(res.PrefillSamples)
+	res.DecodeTPS, res.DecodeTPSSD = meanSD(res.DecodeSamples)
+	res.VerifyMS, res.VerifySD = meanSD(res.VerifySamples)
+	res.VerifyTPS = float64(o.TreeNodes) / (res.VerifyMS / 1e3)
+	sort.Float64s(all)
+	res.DecodeMS = stat.Quantile(0.5, stat.Empirical, all, nil)
+	if len(all) > 1 {
+		res.DecodeSD = math.Sqrt(stat.Variance(all, nil))
 	}
-	res.DecodeTPS = 1e3 / res.DecodeMS
 	meanCtx := o.Prompt + o.Decode/2
 	res.BytesPerToken = float64(StepBytes(p, 1, meanCtx))
 	res.DecodeGBs = res.BytesPerToken * res.DecodeTPS / 1e9
 	if probe > 0 {
 		res.Fraction = res.DecodeGBs * 1e9 / probe
 	}
-
-	tree := draftTree(o.TreeNodes, tok)
-	start = time.Now()
-	for i := 0; i < o.Trees; i++ {
-		if _, err := s.Verify(tree); err != nil {
-			return res, err
-		}
-	}
-	vt := time.Since(start).Seconds() / float64(o.Trees)
-	res.VerifyMS = 1e3 * vt
-	res.VerifyTPS = float64(o.TreeNodes) / vt
-	for _, w := range o.Widths {
-		t := draftTree(w, tok)
-		ms := make([]float64, o.Trees)
-		for i := range ms {
-			start := time.Now()
-			if _, err := s.Verify(t); err != nil {
-				return res, err
-			}
-			ms[i] = 1e3 * time.Since(start).Seconds()
-		}
-		sort.Float64s(ms)
-		med := stat.Quantile(0.5, stat.Empirical, ms, nil)
-		res.Curve = append(res.Curve, WidthTime{Nodes: w, MS: med, MSPerNode: med / float64(w)})
-	}
 	return res, nil
+}
+
+// warmup runs every kind of step once, untimed: a short prefill, a decode step and a verify
+// of each tree size measured.
+func warmup(e *engine.Engine, tok func() int32, o Options) error {
+	s := e.NewSession()
+	defer s.Close()
+	prompt := make([]int32, min(o.Prompt, e.MaxRows()))
+	for i := range prompt {
+		prompt[i] = tok()
+	}
+	if _, err := s.Prefill(prompt, false); err != nil {
+		return err
+	}
+	if _, err := s.Decode(tok()); err != nil {
+		return err
+	}
+	for _, w := range append([]int{o.TreeNodes}, o.Widths...) {
+		if len(prompt)+1+w > e.Context() {
+			continue
+		}
+		if _, err := s.Verify(draftTree(w, tok)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// meanSD returns the mean and the sample standard deviation (0 for one sample).
+func meanSD(x []float64) (float64, float64) {
+	if len(x) < 2 {
+		return stat.Mean(x, nil), 0
+	}
+	return stat.MeanStdDev(x, nil)
 }
 
 // draftTree is a tree of n nodes in a typical draft shape: node i's parent is (i−1)/2 (a

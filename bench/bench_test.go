@@ -29,6 +29,12 @@ func TestRun(t *testing.T) {
 	if r.PrefillTPS <= 0 || r.DecodeTPS <= 0 || r.VerifyMS <= 0 || r.BytesPerToken <= 0 || r.Fraction <= 0 {
 		t.Errorf("result has empty measurements: %+v", r)
 	}
+	if r.Repetitions != 3 || len(r.PrefillSamples) != 3 || len(r.DecodeSamples) != 3 || len(r.VerifySamples) != 3 {
+		t.Errorf("3 repetitions by default, got %d with samples %v %v %v", r.Repetitions, r.PrefillSamples, r.DecodeSamples, r.VerifySamples)
+	}
+	if r.Host.Go == "" || r.Host.Time == "" || r.Host.Device != r.Backend {
+		t.Errorf("provenance %+v", r.Host)
+	}
 	// a decoded token reads every weight but the embedding table once, plus its KV history
 	if min := float64(m.Program().WeightBytes()) - float64(len(m.Program().Tensors["token_embd.weight"].Data)); r.BytesPerToken < min {
 		t.Errorf("bytes per token %.0f below the weight bytes %.0f", r.BytesPerToken, min)

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,6 +25,7 @@ const defaultBenchModel = "small-llama-q4_k_m"
 func newBenchCmd() *cobra.Command {
 	var models []string
 	var asJSON bool
+	var format string
 	var threads int
 	var backend string
 	var layers []int
@@ -39,6 +44,14 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(models) == 0 {
 				models = []string{defaultBenchModel}
+			}
+			if asJSON {
+				format = "json"
+			}
+			switch format {
+			case "table", "md", "csv", "json", "jsonl":
+			default:
+				return fmt.Errorf("--format %q: want table, md, csv, json or jsonl", format)
 			}
 			bes, err := openBackends(backend, threads)
 			if err != nil {
@@ -68,22 +81,45 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 				if c, ok := be.(*cpu.Backend); ok {
 					r.Threads = c.Workers()
 				}
+				r.Host.Command = strings.Join(os.Args, " ")
 				mdl.Close()
 				if err != nil {
 					return err
 				}
 				rows = append(rows, r)
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
+			w := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
+			case "jsonl":
+				enc := json.NewEncoder(w)
+				for _, r := range rows {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			case "csv":
+				return writeCSV(w, rows)
+			case "md":
+				fmt.Fprintln(w, "| model | backend | weights MB | prefill tok/s | decode tok/s | verify ms/tree | MB/tok | GB/s | of probe |")
+				fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|")
+				for _, r := range rows {
+					fmt.Fprintf(w, "| %s | %s | %.1f | %.1f ± %.1f | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.2f | %.0f%% |\n", r.Model, r.Backend, r.WeightMB,
+						r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.VerifyMS, r.VerifySD, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
+				}
+				_, err = fmt.Fprintf(w, "\n%d repetitions (mean ± sd); memory bandwidth probe %.2f GB/s (%s)\n", o.Repetitions, probe/1e9, probeWhat)
+				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "model\tbackend\tweights MB\tprefill tok/s\tdecode tok/s\tms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.2f\t%.1f (%.1f)\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.WeightMB,
-					r.PrefillTPS, r.DecodeTPS, r.DecodeMS, r.DecodeSD, r.VerifyMS, r.VerifyTPS, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
+				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f ± %.1f\t%.2f ± %.2f\t%.1f (%.1f)\t%.1f ± %.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.WeightMB,
+					r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.DecodeMS, r.DecodeSD, r.VerifyMS, r.VerifySD, r.VerifyTPS,
+					r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -102,12 +138,15 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 					return err
 				}
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "memory bandwidth probe: %.2f GB/s (%s); MB/tok and GB/s from the Program's cost model\n", probe/1e9, probeWhat)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d repetitions (mean ± sd); memory bandwidth probe: %.2f GB/s (%s); MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe/1e9, probeWhat)
 			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&models, "model", nil, "GGUF file or fixture name (repeatable)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (--format json)")
+	cmd.Flags().StringVar(&format, "format", "table", "output: table, md, csv, json or jsonl (json and jsonl hold every sample and the provenance)")
+	cmd.Flags().IntVarP(&o.Repetitions, "repetitions", "r", 3, "measure prefill, decode and verify this many times (mean ± sd)")
+	cmd.Flags().BoolVar(&o.NoWarmup, "no-warmup", false, "skip the untimed warm-up pass")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
@@ -132,4 +171,22 @@ func resolveModel(m string, cmd *cobra.Command) (string, string, error) {
 		return path, m, err
 	}
 	return m, filepath.Base(m), nil
+}
+
+// writeCSV writes one row per result with its provenance.
+func writeCSV(w io.Writer, rows []bench.Result) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"model", "arch", "backend", "threads", "weight_mb", "prompt_tokens", "decoded_tokens", "repetitions",
+		"prefill_tok_s", "prefill_tok_s_stddev", "decode_tok_s", "decode_tok_s_stddev", "decode_ms_per_tok", "decode_ms_stddev",
+		"verify_ms_per_tree", "verify_ms_stddev", "tree_nodes", "bytes_per_token", "decode_gb_s", "probe_gb_s", "bandwidth_fraction",
+		"verity", "go", "os", "cpu", "device", "time"})
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	for _, r := range rows {
+		cw.Write([]string{r.Model, r.Arch, r.Backend, strconv.Itoa(r.Threads), f(r.WeightMB), strconv.Itoa(r.Prompt), strconv.Itoa(r.Decoded),
+			strconv.Itoa(r.Repetitions), f(r.PrefillTPS), f(r.PrefillSD), f(r.DecodeTPS), f(r.DecodeTPSSD), f(r.DecodeMS), f(r.DecodeSD),
+			f(r.VerifyMS), f(r.VerifySD), strconv.Itoa(r.TreeNodes), f(r.BytesPerToken), f(r.DecodeGBs), f(r.ProbeGBs), f(r.Fraction),
+			r.Host.Verity, r.Host.Go, r.Host.OS, r.Host.CPU, r.Host.Device, r.Host.Time})
+	}
+	cw.Flush()
+	return cw.Error()
 }
