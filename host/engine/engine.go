@@ -9,13 +9,17 @@
 // logits of a tree node are bit-identical to decoding the path to it one token at a time.
 //
 // An Engine runs one step at a time; its methods and those of its sessions may be called
-// from several goroutines.
+// from several goroutines. A session runs one call at a time; a long prefill takes the
+// engine one chunk (step) at a time, so other sessions' steps run between its chunks.
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"verity/host/exec"
 	"verity/host/model"
@@ -31,6 +35,7 @@ type Engine struct {
 	recurrent  bool
 	chunk      int
 	ctx        int
+	sessions   atomic.Uint64 // sessions started: their ids
 }
 
 // MaxCheckpoints is how many earlier recurrent states a session keeps for rollback (besides
@@ -143,12 +148,16 @@ func (e *Engine) release(s []int32) {
 }
 
 // NewSession starts an empty session.
-func (e *Engine) NewSession() *Session { return &Session{e: e} }
+func (e *Engine) NewSession() *Session { return &Session{e: e, id: e.sessions.Add(1)} }
 
 // Session is one sequence: its committed tokens' cache slots and, after Verify, the slots of
 // the verified tree's nodes until Commit, Truncate or another step discards them.
 type Session struct {
-	e       *Engine
+	e *Engine
+	// mu makes the session's calls one at a time. Lock order: sessions (by increasing id),
+	// then the engine.
+	mu      sync.Mutex
+	id      uint64
 	slots   []int32 // logical position → physical slot
 	pending *pending
 	closed  bool
@@ -174,6 +183,8 @@ type pending struct {
 
 // Len is the number of committed positions.
 func (s *Session) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
 	return len(s.slots)
@@ -181,6 +192,8 @@ func (s *Session) Len() int {
 
 // Close releases the session's cache slots.
 func (s *Session) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
 	if s.closed {
@@ -257,27 +270,37 @@ func (s *Session) checkTokens(tokens []int32) error {
 // logits of every token when all is set, else of the last token only ([1][n_vocab]). On error
 // the session is unchanged.
 func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
-	s.e.mu.Lock()
-	defer s.e.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.e
+	e.mu.Lock()
 	if err := s.checkTokens(tokens); err != nil {
+		e.mu.Unlock()
 		return nil, err
 	}
 	if len(tokens) == 0 {
+		e.mu.Unlock()
 		return nil, errors.New("engine: prefill of no tokens")
 	}
-	if len(s.slots)+len(tokens) > s.e.ctx {
-		return nil, fmt.Errorf("%w: %d + %d tokens > %d", ErrContext, len(s.slots), len(tokens), s.e.ctx)
+	if len(s.slots)+len(tokens) > e.ctx {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d + %d tokens > %d", ErrContext, len(s.slots), len(tokens), e.ctx)
 	}
 	s.dropPending()
 	base := len(s.slots)
-	newSlots, err := s.e.alloc(len(tokens))
+	newSlots, err := e.alloc(len(tokens))
+	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	// the chunks take the engine one at a time (the new slots and state are this session's
+	// alone until it takes them on below)
 	table := append(s.slots[:base:base], newSlots...)
-	out, state, err := s.run(tokens, base, table, s.state, all)
+	out, state, err := s.run(tokens, base, table, s.state, all, true)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if err != nil {
-		s.e.release(newSlots)
+		e.release(newSlots)
 		return nil, err
 	}
 	s.slots = table
@@ -290,11 +313,22 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 
 // run computes tokens at positions base… whose K/V slots table[base…] holds, in chunks,
 // continuing recurrent state src; it returns the logits wanted and the new state's slot (a
-// fresh one; src is never written). On error any fresh state is released.
-func (s *Session) run(tokens []int32, base int, table []int32, src int32, all bool) ([][]float32, int32, error) {
+// fresh one; src is never written). On error any fresh state is released. With lock, run
+// takes the engine's lock for each chunk (and the state allocation) itself; else the caller
+// holds it.
+func (s *Session) run(tokens []int32, base int, table []int32, src int32, all, lock bool) ([][]float32, int32, error) {
+	locked := func(f func()) {
+		if lock {
+			s.e.mu.Lock()
+			defer s.e.mu.Unlock()
+		}
+		f()
+	}
 	dst := int32(-1)
 	if s.e.recurrent {
-		st, err := s.e.allocStates(1)
+		var st []int32
+		var err error
+		locked(func() { st, err = s.e.allocStates(1) })
 		if err != nil {
 			return nil, 0, err
 		}
@@ -322,9 +356,14 @@ func (s *Session) run(tokens []int32, base int, table []int32, src int32, all bo
 				st.StateDst = append(st.StateDst, dst)
 			}
 		}
-		logits, err := s.e.ex.Run(st)
+		var logits []float32
+		var err error
+		locked(func() {
+			if logits, err = s.e.ex.Run(st); err != nil {
+				s.e.releaseStates(dst)
+			}
+		})
 		if err != nil {
-			s.e.releaseStates(dst)
 			return nil, 0, err
 		}
 		for i := range st.OutRows {
@@ -390,17 +429,26 @@ func (s *Session) Verify(t Tree) ([][]float32, error) {
 // step size, and a session may appear once. Each session's previous unconfirmed tree is
 // dropped; on error the sessions' committed state is unchanged.
 func (e *Engine) VerifyBatch(ss []*Session, ts []Tree) ([][][]float32, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if len(ss) != len(ts) || len(ss) == 0 {
 		return nil, fmt.Errorf("engine: %d sessions and %d trees", len(ss), len(ts))
 	}
-	total := 0
-	seen := map[*Session]bool{}
 	for k, s := range ss {
 		if s.e != e {
 			return nil, fmt.Errorf("engine: session %d belongs to another engine", k)
 		}
+	}
+	order := slices.Clone(ss)
+	slices.SortFunc(order, func(a, b *Session) int { return cmp.Compare(a.id, b.id) })
+	order = slices.Compact(order) // a repeated session is refused below
+	for _, s := range order {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	total := 0
+	seen := map[*Session]bool{}
+	for k, s := range ss {
 		if s.closed {
 			return nil, fmt.Errorf("engine: session %d is closed", k)
 		}
@@ -538,6 +586,8 @@ func (s *Session) prepareVerify(t Tree) (*verifyRows, error) {
 // each next node a child of the previous): its tokens join the session, the other nodes are
 // dropped. An empty path drops the whole tree.
 func (s *Session) Commit(path []int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
 	if s.pending == nil {
@@ -596,6 +646,8 @@ func (s *Session) Commit(path []int) error {
 // bits, so the result equals the state the session had at n). On error the session is
 // unchanged.
 func (s *Session) Truncate(n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
 	if n < 0 || n > len(s.slots) {
@@ -612,7 +664,7 @@ func (s *Session) Truncate(n int) error {
 		state := from.slot
 		if n > from.pos {
 			var err error
-			if _, state, err = s.run(s.tokens[from.pos:n], from.pos, s.slots, from.slot, false); err != nil {
+			if _, state, err = s.run(s.tokens[from.pos:n], from.pos, s.slots, from.slot, false, false); err != nil {
 				return err
 			}
 		}
