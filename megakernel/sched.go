@@ -90,6 +90,7 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 	lastWrite := map[Resource]int{}
 	readers := map[Resource][]int{} // readers since the last write
 	finish := make([]int64, len(ops))
+	reach := make([]bits, len(ops)) // reach[i]: the instructions i waits for, transitively
 	clock := make([]int64, cfg.SMs)
 	for i, op := range ops {
 		id, ok := ids[op.Kernel.Entry()]
@@ -131,10 +132,26 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 				dep[rd] = true
 			}
 		}
+		// keep only the direct ones: a dependency that another dependency already waited for
+		// (transitively) costs a counter read and orders nothing more
 		for d := range dep {
-			in.Deps = append(in.Deps, d)
+			covered := false
+			for e := range dep {
+				if e != d && reach[e].has(d) {
+					covered = true
+					break
+				}
+			}
+			if !covered {
+				in.Deps = append(in.Deps, d)
+			}
 		}
 		sort.Ints(in.Deps)
+		reach[i] = newBits(len(ops))
+		for _, d := range in.Deps {
+			reach[i].set(d)
+			reach[i].or(reach[d])
+		}
 		for _, r := range op.Reads {
 			readers[r] = append(readers[r], i)
 		}
@@ -174,4 +191,16 @@ func (s *Schedule) Items() int {
 		n += len(q)
 	}
 	return n
+}
+
+// bits is a set of instruction indices.
+type bits []uint64
+
+func newBits(n int) bits      { return make(bits, (n+63)/64) }
+func (b bits) set(i int)      { b[i/64] |= 1 << (i % 64) }
+func (b bits) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
+func (b bits) or(c bits) {
+	for i := range c {
+		b[i] |= c[i]
+	}
 }

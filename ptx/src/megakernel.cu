@@ -3,9 +3,9 @@
 // stream.go for the layout), one thread block of MK_THREADS threads per queue.
 //
 // Block k runs queue k's items in order. For each item (part p of instruction i):
-//   - thread 0 waits until done[d] equals the part count of every dependency d of i (polling
-//     with an atomic read, then a fence: the acquire half of the hand-off), and the block meets
-//     at a barrier;
+//   - the first warp waits until done[d] equals the part count of every dependency d of i, lane
+//     l polling dependencies l, l+32, … (with an atomic read, then a fence: the acquire half of
+//     the hand-off), and the block meets at a barrier;
 //   - the part's virtual blocks — blocks ⌊p·B/P⌋ … ⌊(p+1)·B/P⌋−1 of the instruction's grid of B
 //     blocks in P parts, block v at (v mod grid x, v div grid x) — run the kernel's body
 //     (megakernel_table.cuh) with the hardware grid replaced by the instruction's: a thread
@@ -71,8 +71,8 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32
 		uint32_t i = items[2 * it], part = items[2 * it + 1];
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
 		uint32_t k = in[0], gx = in[3], gy = in[4], threads = in[5], parts = in[6];
-		if (threadIdx.x == 0) {
-			for (uint32_t j = in[7]; j < in[7] + in[8]; j++) {
+		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
+			for (uint32_t j = in[7] + threadIdx.x; j < in[7] + in[8]; j += 32) {
 				uint32_t d = deps[j], need = instrs[(uint64_t)MK_INSTR * d + 6];
 				while (atomicAdd(&done[d], 0u) < need) __nanosleep(32);
 			}
