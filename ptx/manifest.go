@@ -19,21 +19,21 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "bc6541a3e12dac0035ccb57ca839d7193ea2b08c4617e9ed3f100b083495a84c",
-	"src/argmax.cu":            "ee6f65c42a5d6837cb8cc16c64624283c722a318ac53d7ee1d0be0226be9da9c",
-	"src/attention.cu":         "77922db6193cd2ffde2571e939b9c491f7ae2f81ccfada1631e5f94a15c21328",
-	"src/elementwise.cu":       "c4dfb19e440235be678060956eab9ca8d7e14de8ae94ddd1186c71af5b60d50b",
-	"src/embed.cu":             "eb2f1aecbc21e0c1b0b20f9d22c82336d40665d43f77a9c1daa8c9c9b2f08f14",
-	"src/gate.cu":              "a0269b5cd94dadbb2bdb1036767c092d7aa0aa6f22bb6742a82cc123b629fc4c",
-	"src/gdn.cu":               "8490db3599a5ae68b9e7f1f393a34ebff62eed1c9814fdba3600123784515f62",
-	"src/matvec.cu":            "e79742cc982f2416ceff586dca1911eda893b860f1f4f03c41397e5bbe6f27f2",
+	"src/act.cu":               "2f5d33a3c92f496bdf49764c45c3e449251e105d1ec023833e56ce37c2e9dee6",
+	"src/argmax.cu":            "f833170769323dd5081f02570b4e0bda3e1cb5a2c87c7735c9cd719de208bad3",
+	"src/attention.cu":         "efbf89ad7e12ff2af33af2a3b1afd915c360a55bd6f31354d04d5de094265a79",
+	"src/elementwise.cu":       "b706ec27c944bf605ec9a425c1760284a75a10d79b6f529a38bbff468c815807",
+	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
+	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
+	"src/gdn.cu":               "a2bdccd847d8c31aa5330994bdfb2b64dbdf971302f2e9c05261552a809c0fde",
+	"src/matvec.cu":            "3f48050dfea77c1334d9eba410e285b3fdd95717bc6eb7bd94ff0abb3911b0ff",
 	"src/megakernel.cu":        "fb396a41190c91b396cfaa4314807b93b2b42b06ae3fdf69bc0b52dc92723deb",
-	"src/moe.cu":               "6d39f5e8fc6b7037516f09e7749d52b8ed2b8dba9293405ca66493dfbc8f1cad",
-	"src/norm.cu":              "976dd75c007984d29d17afe63d85f7cbe68be2baf2c3264934309eec2ccd44fc",
-	"src/rope.cu":              "0cef15047d5d8581d99a2b676b165876dde3276ef07e1fd7396ee45b63c758d3",
-	"src/routing.cu":           "3b6d81882eb9c5361e75df74666db50fb806413bd8ffa7106e9235ab394ac5b8",
+	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
+	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
+	"src/rope.cu":              "6a1d8ef28b046943ebe88302edc8bb9e7dbcec4b7db94e42793758c695569dfd",
+	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
-	"src/grid.cuh":             "46646577e953bf05a0d82e48dc3c8f3a026b53c35ce0084fa83946091055047f",
+	"src/grid.cuh":             "ea5b54c36b6bb54cf1ff3ef2352becefdc3a1e5b35e2983c37cc1992157b3f67",
 	"src/megakernel_table.cuh": "e3aa954f699f815d0ffa44837dc05070475a30bf96ed22f9bd27843f8c2b7fa8",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
@@ -42,15 +42,15 @@ var sources = map[string]string{
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "66a33ae56ce77dddf467648b1632ac16344d1abb45b2ec9add29703585cf0887",
-	"argmax.ptx":      "1b80ae0f68f91897de75f453bf35b4a3ed53c39932899c5fb541ff94cb4113fc",
+	"act.ptx":         "0639dc315b0eb72f21ecf00c752cb33cfa5dc573008f73d48c506cbf3a15177e",
+	"argmax.ptx":      "95e05149cc1ba32a4f6735c9d2fa6db45a09fd9129955671596ce336883e6bc6",
 	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
 	"elementwise.ptx": "b9f6662f2b7721ebd6a9b01e1507873e29d6e29c1d63181b9a770a5b1923657b",
 	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
-	"gdn.ptx":         "069a52e6e1b11f201b7d8b0cfb9d8a1fd1b1e7ad088e267dac335eda2d70872f",
+	"gdn.ptx":         "79741e253f115d3eff6beee5925b594f6b5516fe41ce17c0c3e58b34a992edd2",
 	"matvec.ptx":      "03745d02554b778a16f15939e08bf34c9db53853b5374b486c77c68bda25f429",
-	"megakernel.ptx":  "d47dca0549ec4797c8557eb2c67b425d193829a5063ef870ba862d7c34b2414b",
+	"megakernel.ptx":  "ecf281fc94b60ca5e7fbe3be35d9d99f6a60c6f5f06339573400066c60566294",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "f9ab01648ff9975c73e53a48987157933bdde2ed4d293cbe5072f33d2aada41f",
@@ -60,11 +60,11 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "64675d3316905d7880fa95476e5969e767e87793a5be327b270303ff31928281",
+		sha256:  "fb3cbc0ffe05122abd9e12354afc7d78b4aa1b47eff0aa1146fd30ff599d4fc7",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
-		sha256:  "ccb7f912ead11d0ff29a3df1b6cd924a3a2f25f2863993644bf1b8da381746a9",
+		sha256:  "41a085482218a3b5d09595e93bc6c3f4adb5373a28a9746e65a23590dbe0f962",
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
@@ -84,7 +84,7 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gdn.sm_37.cubin": {
-		sha256:  "956a377863970029e9d265fb317c8c0343170aee827477a59c2b0c57153c8a4a",
+		sha256:  "650b2a3ea19b07d08233182602b5be00a3897f2cd24f0909ba5a930a00d85050",
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {

@@ -15,7 +15,7 @@
 #include "grid.cuh"
 
 // act_f16 mirrors ConvertRow(ActF16): num.F32ToF16 of every value.
-static __device__ __forceinline__ void act_f16_body(const Grid &gr, const float *x, uint16_t *out, int32_t cols, int32_t n) {
+__device__ __forceinline__ void act_f16_body(const Grid &gr, const float *x, uint16_t *out, int32_t cols, int32_t n) {
 	int64_t total = (int64_t)cols * n;
 	for (int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid; i < total; i += (int64_t)gr.nbx * gr.ntid)
 		out[i] = f32_to_f16(x[i]);
@@ -23,7 +23,7 @@ static __device__ __forceinline__ void act_f16_body(const Grid &gr, const float 
 ENTRY(act_f16, (const float *x, uint16_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 // act_bf16 mirrors ConvertRow(ActBF16): num.F32ToBF16 of every value.
-static __device__ __forceinline__ void act_bf16_body(const Grid &gr, const float *x, uint16_t *out, int32_t cols, int32_t n) {
+__device__ __forceinline__ void act_bf16_body(const Grid &gr, const float *x, uint16_t *out, int32_t cols, int32_t n) {
 	int64_t total = (int64_t)cols * n;
 	for (int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid; i < total; i += (int64_t)gr.nbx * gr.ntid)
 		out[i] = f32_to_bf16(x[i]);
@@ -64,7 +64,7 @@ static __device__ __forceinline__ void q8_block(const float *x, uint8_t *out, bo
 }
 
 // act_q8_0 mirrors ConvertRow(ActQ8_0): block_q8_0 (34 bytes per 32 values).
-static __device__ __forceinline__ void act_q8_0_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
+__device__ __forceinline__ void act_q8_0_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	int64_t blocks = (int64_t)cols / 32 * n;
 	int64_t warps = (int64_t)gr.nbx * (gr.ntid / 32);
 	for (int64_t b = (int64_t)gr.bx * (gr.ntid / 32) + gr.tid / 32; b < blocks; b += warps)
@@ -73,7 +73,7 @@ static __device__ __forceinline__ void act_q8_0_body(const Grid &gr, const float
 ENTRY(act_q8_0, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 // act_q8_1 mirrors ConvertRow(ActQ8_1): block_q8_1 (36 bytes per 32 values).
-static __device__ __forceinline__ void act_q8_1_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
+__device__ __forceinline__ void act_q8_1_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	int64_t blocks = (int64_t)cols / 32 * n;
 	int64_t warps = (int64_t)gr.nbx * (gr.ntid / 32);
 	for (int64_t b = (int64_t)gr.bx * (gr.ntid / 32) + gr.tid / 32; b < blocks; b += warps)
@@ -96,7 +96,7 @@ static __device__ __forceinline__ bool q8k_better(float a, int32_t i, float ba, 
 // (round to nearest even), capped at 127 (an infinite max makes iscale ±0 and the infinite
 // inputs' products the canonical NaN, whose bits give 127); d = 1/iscale as float32 bits at [0:4]; quants at
 // [4:260]; the 16 exact sums of 16 quants as int16 at [260:292].
-static __device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
+__device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	__shared__ float sa[Q8K_VALUES / 32];
 	__shared__ int32_t si[Q8K_VALUES / 32];
 	__shared__ float smax;

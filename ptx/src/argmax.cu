@@ -19,7 +19,7 @@ static __device__ __forceinline__ bool better(float v, int32_t i, float bv, int3
 }
 
 // argmax_f32 mirrors kernels.Argmax (ArgmaxRow).
-static __device__ __forceinline__ void argmax_f32_body(const Grid &gr, const float *x, int32_t *out, int32_t rows, int32_t cols) {
+__device__ __forceinline__ void argmax_f32_body(const Grid &gr, const float *x, int32_t *out, int32_t rows, int32_t cols) {
 	__shared__ float sv[ARGMAX_MAX_WARPS];
 	__shared__ int32_t si[ARGMAX_MAX_WARPS];
 	int32_t r = gr.bx;

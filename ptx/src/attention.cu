@@ -24,7 +24,7 @@
 #include "grid.cuh"
 
 // kv_store_f32 mirrors kernels.KVStore.
-static __device__ __forceinline__ void kv_store_f32_body(const Grid &gr, const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
+__device__ __forceinline__ void kv_store_f32_body(const Grid &gr, const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
                                         uint32_t *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots) {
 	int32_t r = gr.bx;
 	if (r >= rows) return;
@@ -49,7 +49,7 @@ static __device__ __forceinline__ float score(const float *q, const float *kp, i
 }
 
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendHead).
-static __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *q, const float *k_cache, const float *v_cache,
+__device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *q, const float *k_cache, const float *v_cache,
                                          const int32_t *keys, const int32_t *key_off, float *out, int32_t rows,
                                          int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
                                          float scale) {

@@ -10,28 +10,28 @@
 #include "grid.cuh"
 
 // add_f32 mirrors kernels.Add: Y = A + B, rounded once.
-static __device__ __forceinline__ void add_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+__device__ __forceinline__ void add_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
 	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (i < n) y[i] = __fadd_rn(a[i], b[i]);
 }
 ENTRY(add_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
 
 // swiglu_f32 mirrors kernels.SwiGLU: Y = SiLU32(A) · B.
-static __device__ __forceinline__ void swiglu_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+__device__ __forceinline__ void swiglu_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
 	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (i < n) y[i] = __fmul_rn(silu32(a[i]), b[i]);
 }
 ENTRY(swiglu_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
 
 // sigmoid_mul_f32 mirrors kernels.SigmoidMul: Y = A · Sigmoid32(B).
-static __device__ __forceinline__ void sigmoid_mul_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+__device__ __forceinline__ void sigmoid_mul_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
 	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
 	if (i < n) y[i] = __fmul_rn(a[i], sigmoid32(b[i]));
 }
 ENTRY(sigmoid_mul_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
 
 // gather_f32 mirrors kernels.Gather: Out[r] = X[Idx[r]], rows of Width values.
-static __device__ __forceinline__ void gather_f32_body(const Grid &gr, const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
+__device__ __forceinline__ void gather_f32_body(const Grid &gr, const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
                                       int32_t width, int32_t src_rows) {
 	int32_t r = gr.bx;
 	if (r >= rows) return;

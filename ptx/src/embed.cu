@@ -21,7 +21,7 @@ static __device__ __forceinline__ void embed(const Grid &gr, const uint8_t *tabl
 }
 
 #define EMBED(name, F)                                                                                       \
-	static __device__ __forceinline__ void name##_body(const Grid &gr, const uint8_t *table, const int32_t *tokens, \
+	__device__ __forceinline__ void name##_body(const Grid &gr, const uint8_t *table, const int32_t *tokens, \
 	                                                   float *out, int32_t rows, int32_t cols, int32_t vocab) {   \
 		embed<F>(gr, table, tokens, out, rows, cols, vocab);                                                  \
 	}                                                                                                        \

@@ -12,7 +12,7 @@
 #include "grid.cuh"
 
 // gated_rmsnorm_f32 mirrors kernels.GatedNorm (twinGatedNorm).
-static __device__ __forceinline__ void gated_rmsnorm_f32_body(const Grid &gr, const float *x, const float *z, const float *w, float *y, int32_t rows,
+__device__ __forceinline__ void gated_rmsnorm_f32_body(const Grid &gr, const float *x, const float *z, const float *w, float *y, int32_t rows,
                                              int32_t heads, int32_t d, float eps) {
 	if ((int32_t)gr.bx >= rows || (int32_t)gr.by >= heads) return;
 	int64_t g = (int64_t)gr.bx * heads + gr.by;
@@ -30,7 +30,7 @@ ENTRY(gated_rmsnorm_f32, (const float *x, const float *z, const float *w, float 
                                              int32_t heads, int32_t d, float eps), x, z, w, y, rows, heads, d, eps)
 
 // split_gate_f32 mirrors kernels.SplitGate (twinSplitGate).
-static __device__ __forceinline__ void split_gate_f32_body(const Grid &gr, const uint32_t *x, uint32_t *q, uint32_t *g, int32_t rows, int32_t heads,
+__device__ __forceinline__ void split_gate_f32_body(const Grid &gr, const uint32_t *x, uint32_t *q, uint32_t *g, int32_t rows, int32_t heads,
                                           int32_t d) {
 	if ((int32_t)gr.bx >= rows || (int32_t)gr.by >= heads) return;
 	int64_t i = (int64_t)gr.bx * heads + gr.by;

@@ -22,7 +22,7 @@
 #define GDN_MAX_D 1024
 
 // gdn_conv_f32 mirrors kernels.GDNConv (twinGDNConv).
-static __device__ __forceinline__ void gdn_conv_f32_body(const Grid &gr, const float *x, const float *w, float *state, const int32_t *src,
+__device__ __forceinline__ void gdn_conv_f32_body(const Grid &gr, const float *x, const float *w, float *state, const int32_t *src,
                                         const int32_t *dst, float *y, int32_t rows, int32_t c, int32_t k,
                                         int32_t nstates) {
 	int64_t ch = (int64_t)gr.bx * gr.ntid + gr.tid;
@@ -56,7 +56,7 @@ static __device__ __forceinline__ float l2_scale(const float *x, int32_t d, floa
 }
 
 // gdn_scan_f32 mirrors kernels.GDNScan (twinGDNScan, l2Normalize, deltaRule).
-static __device__ __forceinline__ void gdn_scan_f32_body(const Grid &gr, const float *qkv, const float *beta, const float *alpha, const float *a,
+__device__ __forceinline__ void gdn_scan_f32_body(const Grid &gr, const float *qkv, const float *beta, const float *alpha, const float *a,
                                         const float *dt_bias, float *state, const int32_t *src, const int32_t *dst,
                                         float *out, int32_t rows, int32_t nk, int32_t nv, int32_t d, int32_t nstates,
                                         float eps) {

@@ -3,7 +3,9 @@
 // hardware's indices. The megakernel (megakernel.cu) calls the same bodies for the blocks of an
 // instruction's part, with virtual indices: several virtual blocks to a thread block when they
 // are small, each in its own group of warps. A body therefore reads its block and thread
-// indices only from its Grid, and synchronises its block only with grid_sync.
+// indices only from its Grid, and synchronises its block only with grid_sync. Bodies are not
+// static: a static function's local __shared__ variables get names that hash the source
+// file's path, which would make the PTX depend on where the repository is checked out.
 #pragma once
 
 #include <stdint.h>

@@ -52,13 +52,13 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 }
 
 #define MATVEC(suffix, P, F)                                                                                    \
-	static __device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
+	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
 	                                                              int32_t cols, int32_t n) {                      \
 		matvec<P, F, 1>(gr, w, x, y, rows, cols, n);                                                             \
 	}                                                                                                           \
-	static __device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
+	__device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n) {                     \

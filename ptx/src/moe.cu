@@ -68,12 +68,12 @@ static __device__ __forceinline__ void moe_down(const Grid &gr, const uint8_t *w
 }
 
 #define MOE(suffix, P, F)                                                                                          \
-	static __device__ __forceinline__ void moe_gate_up_##suffix##_body(                                             \
+	__device__ __forceinline__ void moe_gate_up_##suffix##_body(                                             \
 	    const Grid &gr, const uint8_t *wg, const uint8_t *wu, const uint8_t *x, const int32_t *ids, float *y,         \
 	    int32_t n, int32_t k, int32_t out, int32_t cols, int32_t ne) {                                               \
 		moe_gate_up<P, F>(gr, wg, wu, x, ids, y, n, k, out, cols, ne);                                              \
 	}                                                                                                              \
-	static __device__ __forceinline__ void moe_down_##suffix##_body(                                                \
+	__device__ __forceinline__ void moe_down_##suffix##_body(                                                \
 	    const Grid &gr, const uint8_t *w, const uint8_t *x, const int32_t *ids, const float *weights,                 \
 	    const float *shared, const float *gate, float *out, int32_t n, int32_t k, int32_t rows, int32_t cols,        \
 	    int32_t ne) {                                                                                                \

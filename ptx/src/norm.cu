@@ -9,7 +9,7 @@
 #include "grid.cuh"
 
 // rmsnorm_f32 mirrors kernels.RMSNorm (rmsnormRow).
-static __device__ __forceinline__ void rmsnorm_f32_body(const Grid &gr, const float *x, const float *w, float *y, int32_t groups, int32_t width,
+__device__ __forceinline__ void rmsnorm_f32_body(const Grid &gr, const float *x, const float *w, float *y, int32_t groups, int32_t width,
                                        float eps) {
 	int32_t g = gr.bx;
 	int lane = gr.tid & 31;

@@ -12,7 +12,7 @@
 #define ROPE_NEOX 2
 
 // rope_f32 mirrors kernels.Rope (ropeHead).
-static __device__ __forceinline__ void rope_f32_body(const Grid &gr, float *x, const float *cos_sin, int32_t rows, int32_t heads, int32_t head_dim,
+__device__ __forceinline__ void rope_f32_body(const Grid &gr, float *x, const float *cos_sin, int32_t rows, int32_t heads, int32_t head_dim,
                                     int32_t n_rot, int32_t mode) {
 	int32_t r = gr.bx, h = gr.by;
 	if (r >= rows || h >= heads) return;

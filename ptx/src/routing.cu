@@ -31,7 +31,7 @@ static __device__ __forceinline__ bool ranks_before(float a, int32_t i, float b,
 }
 
 // moe_router_f32 mirrors kernels.Router (routeRow).
-static __device__ __forceinline__ void moe_router_f32_body(const Grid &gr, const float *logits, int32_t *ids, float *weights, int32_t rows,
+__device__ __forceinline__ void moe_router_f32_body(const Grid &gr, const float *logits, int32_t *ids, float *weights, int32_t rows,
                                           int32_t ne, int32_t k) {
 	int32_t r = gr.bx;
 	if (r >= rows) return; // the whole warp leaves together
@@ -101,7 +101,7 @@ static __device__ __forceinline__ void moe_matvec(const Grid &gr, const uint8_t 
 }
 
 #define MOE_MATVEC(name, P, F)                                                                                \
-	static __device__ __forceinline__ void name##_body(const Grid &gr, const uint8_t *w, const uint8_t *x,         \
+	__device__ __forceinline__ void name##_body(const Grid &gr, const uint8_t *w, const uint8_t *x,         \
 	                                                   const int32_t *ids, float *y, int32_t n, int32_t k,        \
 	                                                   int32_t out, int32_t cols, int32_t ne, int32_t per_slot) { \
 		moe_matvec<P, F>(gr, w, x, ids, y, n, k, out, cols, ne, per_slot);                                     \
@@ -126,7 +126,7 @@ MOE_MATVEC(moe_matvec_q5_K_q8_K, PkQ5_K, FmtQ5_K)
 MOE_MATVEC(moe_matvec_q6_K_q8_K, PkQ6_K, FmtQ6_K)
 
 // moe_combine_f32 mirrors kernels.MoECombine.
-static __device__ __forceinline__ void moe_combine_f32_body(const Grid &gr, const float *y, const float *weights, const float *shared,
+__device__ __forceinline__ void moe_combine_f32_body(const Grid &gr, const float *y, const float *weights, const float *shared,
                                            const float *gate, float *out, int32_t n, int32_t k, int32_t width) {
 	int32_t t = gr.by;
 	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
