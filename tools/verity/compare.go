@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"verity/bench"
+)
+
+func newCompareCmd() *cobra.Command {
+	var alpha, minChange, failSlower float64
+	cmd := &cobra.Command{
+		Use:   "compare BASE NEW",
+		Short: "Compare two benchmark result files: changes, and whether they are more than noise",
+		Long: `Compare the rows of two result files written by verity bench --format json or jsonl
+(say, before and after a change, or two machines) measured on the same model, backend and
+workload: prefill and decode tokens per second and verify time per tree, the relative change of
+each mean, and the p-value of Welch's t-test over the repetitions' samples. A change is called
+significant when p < --alpha and it is at least --min-change. With --fail-slower P, the exit
+status is 1 if any significant change is a slowdown of more than P percent.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rows [2][]bench.Result
+			for i, path := range args {
+				f, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				rows[i], err = bench.ReadResults(f)
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+			}
+			cs := bench.Compare(rows[0], rows[1])
+			if len(cs) == 0 {
+				return fmt.Errorf("no row of %s matches a row of %s (same model, backend, prompt, decode and tree size)", args[1], args[0])
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "model\tbackend\tmetric\tbase\tnew\tchange\tp\tverdict")
+			slower := 0
+			for _, c := range cs {
+				verdict := "same"
+				if c.Significant(alpha, minChange) {
+					verdict = "better"
+					if !c.Better {
+						verdict = "worse"
+						if failSlower > 0 && math.Abs(c.Change)*100 > failSlower {
+							slower++
+						}
+					}
+				}
+				p := "n/a"
+				if !math.IsNaN(c.P) {
+					p = fmt.Sprintf("%.3g", c.P)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f ± %.2f\t%.2f ± %.2f\t%+.1f%%\t%s\t%s\n", c.Model, c.Backend, c.Metric,
+					c.Base, c.BaseSD, c.New, c.NewSD, 100*c.Change, p, verdict)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if slower > 0 {
+				return fmt.Errorf("%d significant slowdowns of more than %g %%", slower, failSlower)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Float64Var(&alpha, "alpha", 0.05, "significance level of the t-test")
+	cmd.Flags().Float64Var(&minChange, "min-change", 0.02, "smallest relative change worth reporting as a change")
+	cmd.Flags().Float64Var(&failSlower, "fail-slower", 0, "exit with status 1 on a significant slowdown of more than this many percent (0: never)")
+	return cmd
+}
