@@ -50,6 +50,10 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 #define MK_VERSION 1u
 #define MK_HEADER 8
 #define MK_INSTR 10
+// MK_SPIN_LIMIT bounds one dependency wait (2^26 polls: tens of seconds on a GPU), so that a
+// stream that cannot finish — blocks that are not all resident, say — ends the launch with an
+// error instead of hanging it.
+#define MK_SPIN_LIMIT (1u << 26)
 
 // The megakernel needs sm_70 (independent thread scheduling for the polling thread, nanosleep);
 // the K80's cubin leaves it out.
@@ -74,7 +78,10 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
 			for (uint32_t j = in[7] + threadIdx.x; j < in[7] + in[8]; j += 32) {
 				uint32_t d = deps[j], need = instrs[(uint64_t)MK_INSTR * d + 6];
-				while (atomicAdd(&done[d], 0u) < need) __nanosleep(32);
+				for (uint32_t spins = 0; atomicAdd(&done[d], 0u) < need; spins++) {
+					if (spins == MK_SPIN_LIMIT) __trap(); // a block that never comes: fail, do not hang
+					__nanosleep(32);
+				}
 			}
 			__threadfence();
 		}
