@@ -33,7 +33,7 @@ var sources = map[string]string{
 	"src/rope.cu":              "6a1d8ef28b046943ebe88302edc8bb9e7dbcec4b7db94e42793758c695569dfd",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
-	"src/grid.cuh":             "ea5b54c36b6bb54cf1ff3ef2352becefdc3a1e5b35e2983c37cc1992157b3f67",
+	"src/grid.cuh":             "71f23347df3c572573a9d493875fe85ee8c57f7a3876b764fab930092ba9a55d",
 	"src/megakernel_table.cuh": "e3aa954f699f815d0ffa44837dc05070475a30bf96ed22f9bd27843f8c2b7fa8",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",

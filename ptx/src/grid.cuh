@@ -20,12 +20,16 @@ struct Grid {
 
 #define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0})
 
-// grid_sync is __syncthreads for the threads of the body's block.
+// grid_sync is __syncthreads for the threads of the body's block. (Host builds of the sources,
+// which run only whole thread blocks, have no named barriers.)
 static __device__ __forceinline__ void grid_sync(const Grid &g) {
-	if (g.bar == 0)
-		__syncthreads();
-	else
+#ifdef __CUDA_ARCH__
+	if (g.bar != 0) {
 		asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.ntid) : "memory");
+		return;
+	}
+#endif
+	__syncthreads();
 }
 
 // RESTRICT marks a kernel's pointers as unaliased, which lets the compiler read inputs through
