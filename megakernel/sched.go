@@ -204,3 +204,35 @@ func (b bits) or(c bits) {
 		b[i] |= c[i]
 	}
 }
+
+// Stats summarise a schedule.
+type Stats struct {
+	Instrs int   `json:"instructions"`
+	Parts  int   `json:"parts"`
+	Deps   int   `json:"dependencies"` // direct dependencies, all instructions
+	Levels int   `json:"levels"`       // the longest chain of dependent instructions
+	Bytes  int64 `json:"bytes"`        // moved by all instructions
+	// Estimate is Schedule.Estimate; Balanced is what it would be with every SM as busy as
+	// the average and no waiting (bytes over SMs, plus the parts' fixed costs).
+	Estimate int64 `json:"estimate_bytes"`
+	Balanced int64 `json:"balanced_bytes"`
+}
+
+// Stats returns the schedule's summary; cfg must be the one it was built with.
+func (s *Schedule) Stats(cfg Config) Stats {
+	cfg, _ = cfg.withDefaults()
+	st := Stats{Instrs: len(s.Instrs), Estimate: s.Estimate}
+	level := make([]int, len(s.Instrs))
+	for i, in := range s.Instrs {
+		st.Parts += in.Parts
+		st.Deps += len(in.Deps)
+		st.Bytes += in.Bytes
+		level[i] = 1
+		for _, d := range in.Deps {
+			level[i] = max(level[i], level[d]+1)
+		}
+		st.Levels = max(st.Levels, level[i])
+	}
+	st.Balanced = (st.Bytes + int64(st.Parts)*cfg.PartCost) / int64(len(s.Queues))
+	return st
+}

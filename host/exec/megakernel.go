@@ -187,19 +187,38 @@ func (m *Megakernel) Close() error {
 
 // LaunchStep builds the step's schedule and runs its stream.
 func (m *Megakernel) LaunchStep(ls []Launch) error {
-	if len(ls) == 0 {
-		return errors.New("megakernel: a step with no launches")
-	}
-	ops := make([]megakernel.Op, len(ls))
-	for i, l := range ls {
-		reads, writes := Access(l.Op)
-		ops[i] = megakernel.Op{Name: l.Op.Name, Kernel: l.Kernel, Args: l.Args, Reads: reads, Writes: writes,
-			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(m.e.stepKeys)*l.Op.BytesPerKey}
-	}
-	s, err := megakernel.Build(ops, m.cfg)
+	s, err := schedule(ls, m.e.stepKeys, m.cfg)
 	if err != nil {
 		return err
 	}
 	m.Last = s
 	return m.r.Run(s.Encode())
+}
+
+// schedule compiles a step's launches, whose rows attend to keys keys in all, for the
+// megakernel.
+func schedule(ls []Launch, keys int, cfg megakernel.Config) (*megakernel.Schedule, error) {
+	if len(ls) == 0 {
+		return nil, errors.New("megakernel: a step with no launches")
+	}
+	ops := make([]megakernel.Op, len(ls))
+	for i, l := range ls {
+		reads, writes := Access(l.Op)
+		ops[i] = megakernel.Op{Name: l.Op.Name, Kernel: l.Kernel, Args: l.Args, Reads: reads, Writes: writes,
+			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(keys)*l.Op.BytesPerKey}
+	}
+	return megakernel.Build(ops, cfg)
+}
+
+// Schedule compiles a step of rows rows (outs of them wanting logits) whose rows attend to
+// keys keys in all into a megakernel schedule, without running it (for planning and reports).
+func (e *Executor) Schedule(rows, outs, keys int, cfg megakernel.Config) (*megakernel.Schedule, error) {
+	if rows < 1 || rows > e.opt.MaxRows || outs < 0 || outs > rows || keys < rows {
+		return nil, fmt.Errorf("exec: a step of %d rows, %d output rows and %d keys (1 … %d rows)", rows, outs, keys, e.opt.MaxRows)
+	}
+	ls, err := e.Lower(rows, outs)
+	if err != nil {
+		return nil, err
+	}
+	return schedule(ls, keys, cfg)
 }
