@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -62,8 +63,23 @@ plan, not a measurement: verity bench --megakernel measures.`,
 			fmt.Fprintf(out, "  %d instructions in %d parts, %d dependencies, %d levels\n", st.Instrs, st.Parts, st.Deps, st.Levels)
 			fmt.Fprintf(out, "  %.1f MB moved; the busiest SM %.2f MB with waits and part costs (%.2f MB if perfectly balanced)\n",
 				float64(st.Bytes)/1e6, float64(st.Estimate)/1e6, float64(st.Balanced)/1e6)
-			_, err = fmt.Fprintf(out, "  modelled: %.0f µs of data at %.0f GB/s + %.0f µs of waits at %.2f µs per level = %.0f µs\n",
+			fmt.Fprintf(out, "  modelled: %.0f µs on the busiest SM at %.0f GB/s + %.0f µs of waits at %.2f µs per level = %.0f µs\n",
 				data, bandwidth, waits, syncUS, data+waits)
+			// where the bytes go, by kernel module
+			by := map[string]int64{}
+			for _, in := range s.Instrs {
+				by[megakernel.Kernels()[in.Kernel].Module()] += in.Bytes
+			}
+			mods := make([]string, 0, len(by))
+			for m := range by {
+				mods = append(mods, m)
+			}
+			sort.Slice(mods, func(i, j int) bool { return by[mods[i]] > by[mods[j]] })
+			fmt.Fprint(out, "  bytes by kernel module:")
+			for _, m := range mods {
+				fmt.Fprintf(out, " %s %.1f MB (%.0f%%)", m, float64(by[m])/1e6, 100*float64(by[m])/float64(st.Bytes))
+			}
+			_, err = fmt.Fprintln(out)
 			return err
 		},
 	}
