@@ -58,16 +58,18 @@ func plain(t *testing.T, m *engine.Model, prompt []int32, s serve.Sampler, n int
 // the drafts: right continuations, wrong ones, siblings hiding the right token, empty drafts.
 func TestVerifiedSessionIsLossless(t *testing.T) {
 	for _, c := range []struct {
-		fixture string
-		sampler serve.Sampler
+		fixture    string
+		sampler    serve.Sampler
+		megakernel bool
 	}{
-		{"small-llama-q4_k_m", serve.Sampler{}},
-		{"tiny-q35moe-q4_0", serve.Sampler{}},
-		{"small-q35moe-q4_k_m", serve.Sampler{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 5}},
-		{"small-llama-q4_k_m", serve.Sampler{Temperature: 1.2, Seed: 9}},
+		{"small-llama-q4_k_m", serve.Sampler{}, false},
+		{"tiny-q35moe-q4_0", serve.Sampler{}, false},
+		{"small-q35moe-q4_k_m", serve.Sampler{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 5}, false},
+		{"small-llama-q4_k_m", serve.Sampler{Temperature: 1.2, Seed: 9}, false},
+		{"tiny-q35moe-q4_0", serve.Sampler{Temperature: 0.7, Seed: 2}, true}, // every step a megakernel stream
 	} {
-		t.Run(fmt.Sprintf("%s/T=%v", c.fixture, c.sampler.Temperature), func(t *testing.T) {
-			m := load(t, c.fixture, engine.LoadOptions{MaxRows: 16, Context: 128})
+		t.Run(fmt.Sprintf("%s/T=%v/megakernel=%v", c.fixture, c.sampler.Temperature, c.megakernel), func(t *testing.T) {
+			m := load(t, c.fixture, engine.LoadOptions{MaxRows: 16, Context: 128, Megakernel: c.megakernel, MegakernelSMs: 3})
 			nv := m.Program().Config.NVocab
 			r := rand.New(rand.NewPCG(3, 4))
 			prompt := make([]int32, 11)
