@@ -386,11 +386,12 @@ func matvecCases(t dtype.Type) []Case {
 	}
 	shapes = append(shapes, shape{2, 256 * 41, 17})
 	var out []Case
-	for _, sh := range shapes {
+	for i, sh := range shapes {
 		rows, cols, n := sh.rows, sh.cols, sh.n
 		if cols%f.Unit != 0 || cols%t.BlockSize() != 0 {
 			continue
 		}
+		acc := int32(i % 2) // every other shape adds to Y (a fused residual), NaN and ±Inf included
 		r := rng(uint64(cols*100+rows) + uint64(t))
 		x := make([]float32, n*cols)
 		for i := range x {
@@ -401,12 +402,16 @@ func matvecCases(t dtype.Type) []Case {
 		for c := 0; c < n; c++ {
 			kernels.ConvertRow(f.Act, xa[c*xb:(c+1)*xb], x[c*cols:(c+1)*cols])
 		}
+		y := make([]byte, 4*n*rows)
+		if acc != 0 {
+			y = special(f32s(r, n*rows, 1))
+		}
 		out = append(out, Case{
-			Name: fmt.Sprintf("rows=%d/cols=%d/n=%d", rows, cols, n),
+			Name: fmt.Sprintf("rows=%d/cols=%d/n=%d/acc=%d", rows, cols, n, acc),
 			Buffers: []Buffer{{"W", packedWeights(r, t, rows, cols, 1), false}, {"X", xa, false},
-				{"Y", make([]byte, 4*n*rows), true}},
+				{"Y", y, true}},
 			Args: func(p []device.Ptr) any {
-				return kernels.MatVecArgs{W: p[0], X: p[1], Y: p[2], Rows: int32(rows), Cols: int32(cols), N: int32(n)}
+				return kernels.MatVecArgs{W: p[0], X: p[1], Y: p[2], Rows: int32(rows), Cols: int32(cols), N: int32(n), Acc: acc}
 			},
 		})
 	}

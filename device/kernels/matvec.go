@@ -156,6 +156,9 @@ type MatVecArgs struct {
 	Rows int32
 	Cols int32
 	N    int32
+	// Acc 1 adds the products to Y (y = y + dot, one rounded add: a residual connection
+	// fused into its matvec, with the bits of the separate add); 0 stores them.
+	Acc int32
 }
 
 // MaxColumns is the number of activation rows a matvec applies each weight unit to in one
@@ -243,7 +246,11 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 		for r := lo; r < hi; r++ {
 			rd.load(w[int64(r)*l.RowStride:])
 			for c := 0; c < n; c++ {
-				y[c*rows+r] = rd.dot(xs[c*xb : (c+1)*xb])
+				v := rd.dot(xs[c*xb : (c+1)*xb])
+				if a.Acc != 0 {
+					v = num.Canon(y[c*rows+r] + v) // the GPU's NaN, as the add kernel gives
+				}
+				y[c*rows+r] = v
 			}
 		}
 	})

@@ -602,8 +602,12 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 		if err != nil {
 			return nil, nil, err
 		}
+		acc := int32(0)
+		if op.Acc {
+			acc = 1
+		}
 		return k, kernels.MatVecArgs{W: e.packed[op.Weight], X: in(0), Y: out,
-			Rows: int32(op.Rows), Cols: int32(op.Cols), N: int32(n)}, nil
+			Rows: int32(op.Rows), Cols: int32(op.Cols), N: int32(n), Acc: acc}, nil
 	case model.OpRope:
 		return kernels.Rope, kernels.RopeArgs{X: in(0), CosSin: in(1), Rows: int32(n),
 			Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode}, nil

@@ -38,6 +38,10 @@ func Access(op *model.Op) (reads, writes []megakernel.Resource) {
 		reads, writes = append(reads, resSSM|l), append(writes, resSSM|l)
 	case model.OpSplitGate, model.OpRouter:
 		writes = append(writes, resBuf|megakernel.Resource(op.Out2))
+	case model.OpMatVec:
+		if op.Acc { // Out += W·x reads Out first
+			reads = append(reads, resBuf|megakernel.Resource(op.Out))
+		}
 	}
 	return reads, append(writes, resBuf|megakernel.Resource(op.Out))
 }

@@ -41,5 +41,10 @@ func Build(f *gguf.File) (*Program, error) {
 	if !ok {
 		return nil, fmt.Errorf("model: architecture %q is not supported (supported: %s)", name, strings.Join(Architectures(), ", "))
 	}
-	return a(f)
+	p, err := a(f)
+	if err != nil {
+		return nil, err
+	}
+	fuseResiduals(p)
+	return p, nil
 }

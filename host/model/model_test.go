@@ -178,3 +178,37 @@ func TestBindErrors(t *testing.T) {
 		w.AddTensor("blk.0.attn_q.bias", dtype.F32, []int64{64}, make([]byte, 256))
 	}), "blk.0.attn_q.bias")
 }
+
+// Residual adds fold into the matvec whose output they add (Op.Acc): llama keeps no add at
+// all, qwen35moe keeps only the one after its MoE block (not a matvec's output), and every
+// fused matvec writes the residual stream its add wrote. The goldens check the bits.
+func TestResidualAddsFuse(t *testing.T) {
+	for _, c := range []struct {
+		fixture string
+		adds    int // per layer, left
+	}{{"tiny-llama-q8_0", 0}, {"tiny-qwen3-q8_0", 0}, {"tiny-q35moe-q8_0", 1}} {
+		f, err := fixtures.Parse(c.fixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := model.Build(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adds, accs := 0, 0
+		for _, op := range p.Ops {
+			switch {
+			case op.Kind == model.OpAdd:
+				adds++
+			case op.Kind == model.OpMatVec && op.Acc:
+				accs++
+				if p.Buffers[op.Out].Name != "x" {
+					t.Errorf("%s: fused matvec %s writes %s, not the residual stream", c.fixture, op.Name, p.Buffers[op.Out].Name)
+				}
+			}
+		}
+		if adds != c.adds*p.Config.NLayer || accs != (2-c.adds)*p.Config.NLayer {
+			t.Errorf("%s: %d adds and %d fused matvecs over %d layers", c.fixture, adds, accs, p.Config.NLayer)
+		}
+	}
+}

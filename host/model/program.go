@@ -49,7 +49,7 @@ const (
 	OpEmbed     OpKind = iota // Out = Weight[tokens]
 	OpRMSNorm                 // Out = rmsnorm(In[0]) · Weight, Groups groups of Width per row
 	OpConvert                 // Out (ActBuf) = In[0] converted to Out's Act format
-	OpMatVec                  // Out = Weight · In[0] (In[0] an F32Buf for F32 weights, else an ActBuf)
+	OpMatVec                  // Out = Weight · In[0] (In[0] an F32Buf for F32 weights, else an ActBuf); with Acc, Out += Weight · In[0]
 	OpRope                    // In[0] rotated in place; In[1] is the rope table buffer
 	OpKVStore                 // cache[Layer][slots] = (In[0], In[1])
 	OpAttention               // Out = attention(In[0]) over the Layer's cache
@@ -98,7 +98,10 @@ type Op struct {
 	Scale          float32 // attention
 	Experts, Used  int     // router, moe_matvec: experts and experts per token
 	PerSlot        bool    // moe_matvec: one input row per (token, expert) slot, else per token
-	GDN            GDNShape
+	// Acc makes a matvec add its products to Out (Out += W·In[0]: a residual add fused into
+	// it, see fuseResiduals) instead of storing them.
+	Acc bool
+	GDN GDNShape
 
 	// Cost model: bytes of weights read once per step, bytes and flops per row, and (for
 	// attention) bytes and flops per key of each row.

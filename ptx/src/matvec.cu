@@ -7,6 +7,7 @@
 // format's own); lane l folds units l, l+32, l+64, … in increasing order into its float32
 // accumulator, starting at +0, with the format's unit step; then the xor butterfly
 // 16, 8, 4, 2, 1 (num.WarpSum) combines the 32 accumulators and lane 0 writes the result.
+// With add_y (MatVecArgs.Acc) lane 0 adds the result to y's value instead of storing it.
 // Columns go in passes of C: a lane loads each of its weight units once per pass and folds it
 // into the accumulator of every column of the pass, each with the one-column arithmetic, so a
 // launch with N columns gives each column the bits of a one-column launch while reading the
@@ -19,7 +20,8 @@
 
 template <typename P, typename F, int C>
 static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
-                                              float *RESTRICT y, int32_t rows, int32_t cols, int32_t n) {
+                                              float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
+                                              int32_t add_y) {
 	int32_t r = gr.bx * (gr.ntid / 32) + gr.tid / 32;
 	int lane = gr.tid & 31;
 	if (r >= rows) return; // the whole warp leaves together
@@ -45,7 +47,10 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 		for (int j = 0; j < C; j++) {
 			if (j < nc) {
 				float v = warp_sum(acc[j]);
-				if (lane == 0) y[(int64_t)(c0 + j) * rows + r] = v;
+				if (lane == 0) {
+					float *yp = y + (int64_t)(c0 + j) * rows + r;
+					*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
+				}
 			}
 		}
 	}
@@ -55,23 +60,23 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
-	                                                              int32_t cols, int32_t n) {                      \
-		matvec<P, F, 1>(gr, w, x, y, rows, cols, n);                                                             \
+	                                                              int32_t cols, int32_t n, int32_t add_y) {       \
+		matvec<P, F, 1>(gr, w, x, y, rows, cols, n, add_y);                                                             \
 	}                                                                                                           \
 	__device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
-	                                                               int32_t cols, int32_t n) {                     \
-		matvec<P, F, 8>(gr, w, x, y, rows, cols, n);                                                             \
+	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
+		matvec<P, F, 8>(gr, w, x, y, rows, cols, n, add_y);                                                             \
 	}                                                                                                           \
 	ENTRY(matvec_##suffix,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
-	       int32_t cols, int32_t n),                                                                            \
-	      w, x, y, rows, cols, n)                                                                               \
+	       int32_t cols, int32_t n, int32_t add_y),                                                               \
+	      w, x, y, rows, cols, n, add_y)                                                                               \
 	ENTRY(matvec8_##suffix,                                                                                     \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
-	       int32_t cols, int32_t n),                                                                            \
-	      w, x, y, rows, cols, n)
+	       int32_t cols, int32_t n, int32_t add_y),                                                               \
+	      w, x, y, rows, cols, n, add_y)
 
 MATVEC(f32_f32, PkF32, FmtF32)
 MATVEC(f16_f16, PkF16, FmtF16)

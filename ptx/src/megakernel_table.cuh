@@ -88,82 +88,82 @@ static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const 
 		kv_store_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), (int32_t)p[5], (int32_t)p[6], (int32_t)p[7]);
 		break;
 	case 26:
-		matvec8_bf16_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_bf16_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 27:
-		matvec8_f16_f16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_f16_f16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 28:
-		matvec8_f32_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_f32_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 29:
-		matvec8_q2_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q2_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 30:
-		matvec8_q3_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q3_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 31:
-		matvec8_q4_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q4_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 32:
-		matvec8_q4_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q4_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 33:
-		matvec8_q4_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q4_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 34:
-		matvec8_q5_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q5_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 35:
-		matvec8_q5_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q5_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 36:
-		matvec8_q5_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q5_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 37:
-		matvec8_q6_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q6_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 38:
-		matvec8_q8_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec8_q8_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 39:
-		matvec_bf16_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_bf16_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 40:
-		matvec_f16_f16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_f16_f16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 41:
-		matvec_f32_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_f32_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 42:
-		matvec_q2_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q2_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 43:
-		matvec_q3_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q3_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 44:
-		matvec_q4_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q4_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 45:
-		matvec_q4_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q4_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 46:
-		matvec_q4_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q4_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 47:
-		matvec_q5_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q5_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 48:
-		matvec_q5_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q5_1_q8_1_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 49:
-		matvec_q5_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q5_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 50:
-		matvec_q6_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q6_K_q8_K_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 51:
-		matvec_q8_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
+		matvec_q8_0_q8_0_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 52:
 		moe_combine_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), (int32_t)p[5], (int32_t)p[6], (int32_t)p[7]);

@@ -1,0 +1,72 @@
+package model
+
+// fuseResiduals folds each residual add whose second input is a matvec's output, read by
+// nothing else, into that matvec (Op.Acc: Out += W·In[0]): a launch and a pass over the
+// activations fewer, and one dependency level fewer in a megakernel step, with the same bits
+// (the matvec adds exactly as the add kernel does, the same operands in the same order).
+func fuseResiduals(p *Program) {
+	reads := map[Buf]int{}
+	for _, op := range p.Ops {
+		for _, b := range op.In {
+			reads[b]++
+		}
+	}
+	drop := map[int]bool{}
+	for i := range p.Ops {
+		add := &p.Ops[i]
+		if add.Kind != OpAdd || len(add.In) != 2 || add.Out != add.In[0] {
+			continue
+		}
+		x, y := add.In[0], add.In[1]
+		j := i - 1
+		for j >= 0 && !writes(&p.Ops[j], y) {
+			j--
+		}
+		if j < 0 || reads[y] != 1 || y == p.Logits {
+			continue
+		}
+		mv := &p.Ops[j]
+		if mv.Kind != OpMatVec || mv.Acc || mv.Out != y || mv.In[0] == x ||
+			p.Buffers[x].Rows != p.Buffers[y].Rows || p.Buffers[x].Width != p.Buffers[y].Width {
+			continue
+		}
+		used := false // the fused op writes x at j: nothing in between may use x
+		for k := j + 1; k < i; k++ {
+			used = used || (!drop[k] && touches(&p.Ops[k], x))
+		}
+		if used {
+			continue
+		}
+		mv.Acc, mv.Out = true, x
+		mv.BytesPerRow += 4 * int64(mv.Rows) // the residual is read before it is written
+		drop[i] = true
+	}
+	if len(drop) == 0 {
+		return
+	}
+	ops := p.Ops[:0]
+	for i, op := range p.Ops {
+		if !drop[i] {
+			ops = append(ops, op)
+		}
+	}
+	p.Ops = ops
+}
+
+// writes reports whether op writes buffer b.
+func writes(op *Op, b Buf) bool {
+	if op.Out == b {
+		return op.Kind != OpKVStore // kv_store's Out names its K input; it writes the cache
+	}
+	return op.Out2 == b && (op.Kind == OpSplitGate || op.Kind == OpRouter)
+}
+
+// touches reports whether op reads or writes buffer b.
+func touches(op *Op, b Buf) bool {
+	for _, in := range op.In {
+		if in == b {
+			return true
+		}
+	}
+	return writes(op, b)
+}
