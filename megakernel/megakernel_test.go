@@ -278,9 +278,11 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		{1, 2, "version"},
 		{2, 0, "kernel table"},
 		{4, 0, "SMs"},
-		{8, 1 << 20, "outside the table"}, // instruction 0's kernel
-		{8 + 5, 0, "threads"},             // instruction 0's threads per block
-		{8 + 6, 0, "parts"},               // instruction 0's parts
+		{8, 1 << 20, "outside the table"},       // instruction 0's kernel
+		{8 + 5, 0, "threads"},                   // instruction 0's threads per block
+		{8 + 5, 16, "the kernel launches"},      // threads per block not the kernel's
+		{8 + 3, 1 << 20, "the kernel launches"}, // grid not the kernel's
+		{8 + 6, 0, "parts"},                     // instruction 0's parts
 		{8 + 9, 1, "reserved"},
 	}
 	for _, b := range bad {

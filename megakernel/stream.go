@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"verity/device"
 )
 
 // The stream: what the interpreters read, little-endian throughout.
@@ -31,8 +33,8 @@ const (
 	// MaxThreads is the size of the megakernel's thread blocks: no instruction's blocks may
 	// be larger.
 	MaxThreads = 256
-	// maxStream bounds a stream's size (1 GiB).
-	maxStream = 1 << 30
+	// maxStream bounds a stream's size (64 MiB; a step of a large model needs well under 1).
+	maxStream = 64 << 20
 )
 
 // Encode lays the schedule out as a stream.
@@ -224,7 +226,25 @@ func Decode(b []byte) (*Schedule, error) {
 		return nil, r.err
 	}
 	for i := range s.Instrs {
-		s.Instrs[i].Params = paramWords[params[i].off : params[i].off+params[i].n]
+		in := &s.Instrs[i]
+		in.Params = paramWords[params[i].off : params[i].off+params[i].n]
+		// the grid and block must be the kernel's own for these parameters: a body run with
+		// fewer threads than it was written for would shuffle with absent lanes or wait at a
+		// barrier for threads that never come
+		k := kernels[in.Kernel]
+		args, err := device.Unflatten(k.ArgsType(), in.Params)
+		if err != nil {
+			return nil, fmt.Errorf("megakernel: instruction %d: %w", i, err)
+		}
+		g, err := k.Geometry(args)
+		if err != nil {
+			return nil, fmt.Errorf("megakernel: instruction %d (%s): %w", i, k.Entry(), err)
+		}
+		if int(g.Grid.X) != in.GridX || int(g.Grid.Y) != in.GridY || g.Grid.Z != 1 ||
+			int(g.Block.X) != in.Threads || g.Block.Y != 1 || g.Block.Z != 1 {
+			return nil, fmt.Errorf("megakernel: instruction %d (%s): grid %d × %d of %d threads, the kernel launches %v of %v",
+				i, k.Entry(), in.GridX, in.GridY, in.Threads, g.Grid, g.Block)
+		}
 	}
 	return s, nil
 }

@@ -458,6 +458,32 @@ func (b *Backend) Multiprocessors() (int, error) {
 	return in.SMs, err
 }
 
+// ResidentBlocks is how many thread blocks of kernel k, launched with args, the device can
+// hold at once (the occupancy calculator's blocks per SM, times the SMs): a persistent kernel
+// whose blocks wait for each other must not launch more. (Other work on the device — another
+// process, MPS limits — can still leave fewer resident.)
+func (b *Backend) ResidentBlocks(k device.Spec, args any) (int, error) {
+	g, err := k.Geometry(args)
+	if err != nil {
+		return 0, err
+	}
+	fn, err := b.function(k.Module(), k.Entry())
+	if err != nil {
+		return 0, err
+	}
+	sms, err := b.Multiprocessors()
+	if err != nil {
+		return 0, err
+	}
+	var per int
+	err = b.do("occupancy", k.Entry(), func() error {
+		var err error
+		per, err = fn.MaxActiveBlocksPerMultiProcessor(int(g.Block.X*g.Block.Y*g.Block.Z), int64(g.Shared))
+		return err
+	})
+	return per * sms, err
+}
+
 // TotalMemory is the device's memory in bytes (what pipeline planning divides a model by).
 func (b *Backend) TotalMemory() (int64, error) {
 	in, err := b.Info()

@@ -8,8 +8,8 @@ import (
 	"verity/fixtures"
 )
 
-// The megakernel's PTX, interpreted, reproduces the goldens of tiny dense and qwen35moe
-// fixtures bit for bit: every step — prefill, tree verify, decode — one launch of the
+// The megakernel's PTX, interpreted, reproduces the goldens of dense and qwen35moe fixtures
+// bit for bit: every step — prefill, tree verify, decode — one launch of the
 // persistent kernel, its SMs waiting on each other's completion counters.
 func TestMegakernelGoldens(t *testing.T) {
 	want, err := fixtures.Goldens()
@@ -19,7 +19,7 @@ func TestMegakernelGoldens(t *testing.T) {
 	for _, c := range []struct {
 		fixture string
 		sms     int
-	}{{"tiny-llama-q8_0", 3}, {"tiny-q35moe-q4_0", 2}} {
+	}{{"tiny-llama-q8_0", 3}, {"tiny-q35moe-q4_0", 2}, {"small-llama-q4_k_m", 2}} { // the last: q8_K activations, a body that has its block to itself
 		t.Run(c.fixture, func(t *testing.T) {
 			file, err := fixtures.Bytes(c.fixture)
 			if err != nil {

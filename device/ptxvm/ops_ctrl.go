@@ -1,15 +1,19 @@
 package ptxvm
 
-import "math/bits"
+import (
+	"math/bits"
+	"runtime"
+)
 
 // Control flow: bra (.uni), ret and exit (both end the thread: device functions are not
-// supported, so ret only appears in entries), trap and brkpt (a fault), nanosleep (nothing).
+// supported, so ret only appears in entries), trap and brkpt (a fault), nanosleep (yields the
+// block's goroutine: a block polling for another's progress lets it run).
 
 func init() {
 	register(bra, "bra")
 	register(exit, "ret", "exit")
 	register(trap, "trap", "brkpt")
-	register(nop, "nanosleep")
+	register(nanosleep, "nanosleep")
 	register(call, "call")
 }
 
@@ -55,4 +59,17 @@ func call(o *opcode, ins *inst) error {
 		}
 	}
 	return o.c.errf("call %s: calls are not supported (device functions must be inlined)", name)
+}
+
+// nanosleep t: the duration is not kept; the goroutine yields.
+func nanosleep(o *opcode, ins *inst) error {
+	o.ignore("u32")
+	if err := o.nargs(1); err != nil {
+		return err
+	}
+	if _, err := o.src(0, kU32); err != nil {
+		return err
+	}
+	ins.fn = func(*warp, uint32) { runtime.Gosched() }
+	return nil
 }

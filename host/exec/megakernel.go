@@ -68,6 +68,11 @@ type multiprocessors interface {
 	Multiprocessors() (int, error)
 }
 
+// residentBlocks is a backend that can say how many blocks of a kernel it holds at once.
+type residentBlocks interface {
+	ResidentBlocks(k device.Spec, args any) (int, error)
+}
+
 // NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: the
 // backend's multiprocessors, or one per CPU for the Go VM). The CPU backend runs the Go VM;
 // a backend with multiprocessors runs the megakernel entry, one thread block per queue (there
@@ -95,6 +100,15 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	}
 	if sms > n {
 		return nil, fmt.Errorf("exec: a megakernel of %d SMs on %s, which runs %d blocks at once", sms, b.Name(), n)
+	}
+	if r, ok := b.(residentBlocks); ok { // a GPU: can every block be resident at once?
+		got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms)})
+		if err != nil {
+			return nil, fmt.Errorf("exec: megakernel on %s: %w", b.Name(), err)
+		}
+		if got < sms {
+			return nil, fmt.Errorf("exec: a megakernel of %d blocks on %s, which holds only %d of them at once", sms, b.Name(), got)
+		}
 	}
 	return &deviceRunner{b: b, sms: sms}, nil
 }

@@ -49,8 +49,13 @@ func (s Sampler) Choose(logits []float32, pos int) int32 {
 	return d.sample(s.rng(pos).Float64())
 }
 
-// rng is the generator of position pos: every random choice at a position draws from it.
+// rng is Choose's generator at position pos.
 func (s Sampler) rng(pos int) *rand.Rand { return rand.New(rand.NewPCG(s.Seed, uint64(pos))) }
+
+// acceptRNG is speculative sampling's generator at position pos: a stream apart from Choose's.
+func (s Sampler) acceptRNG(pos int) *rand.Rand {
+	return rand.New(rand.NewPCG(s.Seed^0x9e3779b97f4a7c15, uint64(pos)))
+}
 
 // Dist is a sparse distribution over tokens: Probs[i] is the probability of Tokens[i].
 type Dist struct {

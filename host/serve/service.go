@@ -313,7 +313,7 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 				kids[i] = t.Tokens[ch]
 			}
 			var j int
-			if j, tok = speculate(ss.sampler.Dist(logits[cur]), dists[cur], kids, ss.sampler.rng(pos)); j >= 0 {
+			if j, tok = speculate(ss.sampler.Dist(logits[cur]), dists[cur], kids, ss.sampler.acceptRNG(pos)); j >= 0 {
 				c = children[cur][j]
 			}
 		} else {

@@ -19,68 +19,109 @@ import (
 // target sampler's distribution exactly — whatever the drafter — while a good drafter's tokens
 // are accepted with probability min(1, p/q) instead of only when the target's own sample
 // happens to equal them (sample-and-match). At temperature 0 the rule accepts exactly the
-// greedy token. Every uniform draw at a position comes from the sampler's generator for that
-// position, so a round is reproducible.
+// greedy token. The uniform draws at a position come from a generator seeded by the
+// session's seed and the position — a stream of its own, apart from the one Choose samples
+// with — so a round is reproducible. The drafter's own draws must be independent of them: a
+// drafter that samples with the target's seed correlates its tokens with the acceptance
+// draws, and the emitted tokens are then no longer the target's distribution.
 
 // speculate judges the children of one node: p is the target's distribution, q the drafter's
 // (normalised) and children their tokens in draft order (distinct, each with q > 0). It returns
 // the index of the accepted child, or −1 and the token to emit instead.
 func speculate(p, q Dist, children []int32, r *rand.Rand) (int, int32) {
-	accept, res := judge(p, q, children)
-	for j, a := range accept {
-		if r.Float64() < a {
-			return j, children[j]
+	j := newJudgement(p, q)
+	for i, x := range children {
+		if r.Float64() < j.accept(x) {
+			return i, x
 		}
+		j.refuse(x)
 	}
-	return -1, res.sample(r.Float64())
+	return -1, j.residual().sample(r.Float64())
 }
 
-// judge is speculate's arithmetic: the probability accept[j] that child j is accepted if it is
-// reached (every earlier child refused), and the residual the emitted token is drawn from if
-// every child is refused.
-func judge(p, q Dist, children []int32) (accept []float64, residual Dist) {
-	at := make(map[int32]int, len(p.Tokens))
-	for i, t := range p.Tokens {
-		at[t] = i
+// judgement is the state of speculative sampling at one node: the residual target
+// distribution and the drafter's distribution over the children not yet tried, dense over
+// token ids (built on the first refusal; until then the residual is p and q the drafter's).
+type judgement struct {
+	p, q Dist
+	res  []float64 // the residual, by token id; nil while it is p
+	qd   []float64 // q over the untried tokens, by token id; nil while it is q
+}
+
+func newJudgement(p, q Dist) *judgement { return &judgement{p: p, q: q} }
+
+// accept is the probability of accepting child x now: min(1, res(x)/q(x)).
+func (j *judgement) accept(x int32) float64 {
+	var rx, qx float64
+	if j.res == nil {
+		rx, qx = j.p.prob(x), j.q.prob(x)
+	} else if int(x) < len(j.res) {
+		rx, qx = j.res[x], j.qd[x]
 	}
-	res := append([]float64(nil), p.Probs...) // the residual, over p's tokens
-	qm := make(map[int32]float64, len(q.Tokens))
-	for i, t := range q.Tokens {
-		qm[t] += q.Probs[i]
+	if qx <= 0 {
+		return 0
 	}
-	accept = make([]float64, len(children))
-	for j, x := range children {
-		qx := qm[x]
-		var rx float64
-		if i, ok := at[x]; ok {
-			rx = res[i]
+	return min(1, rx/qx)
+}
+
+// refuse updates the state after child x is refused: the residual becomes max(0, res − q),
+// renormalised, and q loses x, renormalised. A residual with nothing left (which exact
+// arithmetic allows only where refusal had probability 0) keeps its other tokens.
+func (j *judgement) refuse(x int32) {
+	if j.res == nil {
+		n := int32(0)
+		for _, t := range j.p.Tokens {
+			n = max(n, t+1)
 		}
-		if qx > 0 {
-			accept[j] = min(1, rx/qx)
+		for _, t := range j.q.Tokens {
+			n = max(n, t+1)
 		}
-		// if refused: residual max(0, res − q), renormalised (left as it is if nothing
-		// remains, which exact arithmetic allows only where refusal had probability 0)
-		next := make([]float64, len(res))
-		var sum float64
-		for i, t := range p.Tokens {
-			next[i] = max(0, res[i]-qm[t])
-			sum += next[i]
+		j.res, j.qd = make([]float64, n), make([]float64, n)
+		for i, t := range j.p.Tokens {
+			j.res[t] = j.p.Probs[i]
 		}
-		if sum > 0 {
-			for i := range next {
-				next[i] /= sum
-			}
-			res = next
-		}
-		// and q without x
-		delete(qm, x)
-		if rest := 1 - qx; rest > 0 {
-			for t := range qm {
-				qm[t] /= rest
-			}
+		for i, t := range j.q.Tokens {
+			j.qd[t] += j.q.Probs[i]
 		}
 	}
-	return accept, Dist{Tokens: p.Tokens, Probs: res}
+	next := make([]float64, len(j.res))
+	var sum float64
+	for _, t := range j.p.Tokens { // the residual's support is within p's
+		next[t] = max(0, j.res[t]-j.qd[t])
+		sum += next[t]
+	}
+	if sum > 0 {
+		for _, t := range j.p.Tokens {
+			next[t] /= sum
+		}
+		j.res = next
+	} else if int(x) < len(j.res) && j.res[x] < 1 {
+		rest := 1 - j.res[x]
+		j.res[x] = 0
+		for _, t := range j.p.Tokens {
+			j.res[t] /= rest
+		}
+	}
+	qx := j.qd[x]
+	j.qd[x] = 0
+	if rest := 1 - qx; rest > 0 {
+		for i := range j.qd {
+			j.qd[i] /= rest
+		}
+	}
+}
+
+// residual is the distribution the emitted token is drawn from after every child is
+// refused, over p's tokens in p's order.
+func (j *judgement) residual() Dist {
+	if j.res == nil {
+		return j.p
+	}
+	d := Dist{Tokens: j.p.Tokens, Probs: make([]float64, len(j.p.Tokens))}
+	for i, t := range j.p.Tokens {
+		d.Probs[i] = j.res[t]
+	}
+	return d
 }
 
 // normalise checks a drafter distribution and returns it scaled to sum 1: tokens in the

@@ -156,12 +156,15 @@ func TestJudgeIsExactlyLossless(t *testing.T) {
 			var walk func(left Dist, kids []int32, pr float64)
 			walk = func(left Dist, kids []int32, pr float64) {
 				if len(kids) == k || len(left.Tokens) == 0 {
-					accept, res := judge(p, q, kids)
+					jd := newJudgement(p, q)
 					reach := pr
-					for j, a := range accept {
-						emitted[kids[j]] += reach * a
+					for _, x := range kids {
+						a := jd.accept(x)
+						emitted[x] += reach * a
 						reach *= 1 - a
+						jd.refuse(x)
 					}
+					res := jd.residual()
 					for i, tok := range res.Tokens {
 						emitted[tok] += reach * res.Probs[i]
 					}

@@ -60,10 +60,11 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
 extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32_t *stream, uint32_t *done, int32_t sms) {
 	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7];
-	// A stream for another kernel table or shape does nothing (the host checks before launching).
+	// A stream for another kernel table or shape is an error (the host checks before launching;
+	// a PTX built from other kernels than the host's would otherwise leave stale results).
 	if (stream[0] != MK_MAGIC || stream[1] != MK_VERSION || stream[2] != MK_TABLE_HASH || nsm != (uint32_t)sms ||
 	    gridDim.x != nsm || blockDim.x != MK_THREADS)
-		return;
+		__trap();
 	const uint32_t *instrs = stream + MK_HEADER;
 	const uint32_t *deps = instrs + (uint64_t)MK_INSTR * ninstr;
 	const uint32_t *queues = deps + ndeps;
@@ -99,6 +100,9 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32
 				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u};
 				mk_run(k, gr, params + in[1]);
 			}
+			// a body that has the block to itself may read its shared memory after its last
+			// barrier: the next virtual block must not overwrite it before then
+			if (own) __syncthreads();
 		}
 
 		__syncthreads();
