@@ -59,6 +59,9 @@ func special(b []byte) []byte {
 func init() {
 	elementwiseCases()
 	Register("rmsnorm_f32", rmsnormCases)
+	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
+		Register("rmsnorm_act_"+a.String(), func() []Case { return normActCases(a) })
+	}
 	Register("gated_rmsnorm_f32", gatedNormCases)
 	Register("split_gate_f32", splitGateCases)
 	Register("rope_f32", ropeCases)
@@ -142,6 +145,38 @@ func rmsnormCases() []Case {
 			return kernels.RMSNormArgs{X: p[0], W: p[1], Y: p[0], Groups: 2, Width: 64, Eps: 1e-5}
 		},
 	})
+	return out
+}
+
+// normActCases: whole blocks of the format, one row and several, the widest row, special
+// values (a zero row, an infinite value, NaN) in the input.
+func normActCases(a kernels.Act) []Case {
+	bv := map[kernels.Act]int{kernels.ActQ8_0: 32, kernels.ActQ8_1: 32, kernels.ActQ8_K: 256}[a]
+	if bv == 0 {
+		bv = 1
+	}
+	var out []Case
+	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxNormActWidth}, {2, 768}} {
+		rows, w := sh[0], sh[1]
+		if w%bv != 0 {
+			continue
+		}
+		r := rng(uint64(w*10+rows) + uint64(a)*1000)
+		x := f32s(r, rows*w, 1.5)
+		switch i {
+		case 1:
+			x = special(x)
+		case 4:
+			copy(x[:4*w], make([]byte, 4*w)) // an all-zero row: scale 1/sqrt(eps)
+		}
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/width=%d", rows, w),
+			Buffers: []Buffer{{"X", x, false}, {"W", f32s(r, w, 1), false}, {"Out", make([]byte, rows*a.RowBytes(w)), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.RMSNormActArgs{X: p[0], W: p[1], Out: p[2], Rows: int32(rows), Width: int32(w), Eps: 1e-6}
+			},
+		})
+	}
 	return out
 }
 

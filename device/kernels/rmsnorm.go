@@ -69,3 +69,69 @@ func rmsScale(x []float32, eps float32) float32 {
 	mean := num.WarpTotal(&acc) / float32(len(x))
 	return 1 / num.Sqrt32(mean+eps)
 }
+
+// MaxNormActWidth is the widest row RMSNormAct takes (the row is staged in shared memory).
+const MaxNormActWidth = 8192
+
+// RMSNormActArgs: for each of the Rows rows of Width values in X, the rmsnorm of RMSNorm (one
+// group per row, weights W) converted into an activation format, as a Convert of it would:
+// Out holds Rows rows of the format. A norm and the conversion for the matvecs that read it,
+// fused: the same bytes, one launch, and no float32 row written and read back.
+type RMSNormActArgs struct {
+	X     device.Ptr // float32 [Rows][Width]
+	W     device.Ptr // float32 [Width]
+	Out   device.Ptr // [Rows] rows of the format, Act.RowBytes(Width) bytes each
+	Rows  int32
+	Width int32
+	Eps   float32
+}
+
+var normActKernels = map[Act]*device.Kernel[RMSNormActArgs]{}
+
+// RMSNormAct returns the fused norm and conversion into activation format a.
+func RMSNormAct(a Act) (*device.Kernel[RMSNormActArgs], error) {
+	if k, ok := normActKernels[a]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("kernels: no fused rmsnorm for activation format %s: %w", a, device.ErrUnsupported)
+}
+
+func init() {
+	for _, a := range []Act{ActF16, ActBF16, ActQ8_0, ActQ8_1, ActQ8_K} {
+		a := a
+		normActKernels[a] = device.Register(&device.Kernel[RMSNormActArgs]{
+			EntryName: "rmsnorm_act_" + a.String(), ModuleName: "act",
+			Shape: func(c RMSNormActArgs) (device.Geometry, error) {
+				bv, _ := a.block()
+				if c.Rows <= 0 || c.Width <= 0 || c.Width > MaxNormActWidth || int(c.Width)%bv != 0 {
+					return device.Geometry{}, fmt.Errorf("cannot norm and convert %d rows of %d values to %s (1…%d values, blocks of %d)", c.Rows, c.Width, a, MaxNormActWidth, bv)
+				}
+				return device.Geometry{Grid: device.Dim3{X: uint32(c.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+			},
+			Twin: func(x *device.Exec, c RMSNormActArgs) error {
+				rows, n := int(c.Rows), int(c.Width)
+				in, err := x.F32(c.X, rows*n)
+				if err != nil {
+					return err
+				}
+				w, err := x.F32(c.W, n)
+				if err != nil {
+					return err
+				}
+				rb := a.RowBytes(n)
+				out, err := x.U8(c.Out, int64(rows*rb))
+				if err != nil {
+					return err
+				}
+				x.For(rows, func(lo, hi int) {
+					y := make([]float32, n)
+					for r := lo; r < hi; r++ {
+						rmsnormRow(y, in[r*n:(r+1)*n], w, c.Eps)
+						ConvertRow(a, out[r*rb:(r+1)*rb], y)
+					}
+				})
+				return nil
+			},
+		})
+	}
+}

@@ -591,6 +591,14 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 		return k, kernels.EmbedArgs{Table: e.weights[op.Weight], Tokens: in(0), Out: out,
 			Rows: int32(n), Cols: int32(op.Cols), Vocab: int32(t.Dims[1])}, nil
 	case model.OpRMSNorm:
+		if bs := p.Buffers[op.Out]; bs.Kind == model.ActBuf { // fused with the conversion
+			k, err := kernels.RMSNormAct(bs.Act)
+			if err != nil {
+				return nil, nil, err
+			}
+			return k, kernels.RMSNormActArgs{X: in(0), W: e.weights[op.Weight], Out: out,
+				Rows: int32(n), Width: int32(op.Width), Eps: op.Eps}, nil
+		}
 		return kernels.RMSNorm, kernels.RMSNormArgs{X: in(0), W: e.weights[op.Weight], Y: out,
 			Groups: int32(n * op.Groups), Width: int32(op.Width), Eps: op.Eps}, nil
 	case model.OpConvert:

@@ -46,5 +46,6 @@ func Build(f *gguf.File) (*Program, error) {
 		return nil, err
 	}
 	fuseResiduals(p)
+	fuseNormConvert(p)
 	return p, nil
 }

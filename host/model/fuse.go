@@ -1,5 +1,52 @@
 package model
 
+import "verity/device/kernels"
+
+// fuseNormConvert folds each whole-row rmsnorm whose output only a conversion reads into that
+// conversion (kernels.RMSNormAct): the norm op then writes the converted activations itself
+// — a launch, a float32 row written and read back, and a dependency level fewer, the same
+// bytes.
+func fuseNormConvert(p *Program) {
+	reads := map[Buf]int{}
+	for _, op := range p.Ops {
+		for _, b := range op.In {
+			reads[b]++
+		}
+	}
+	drop := map[int]bool{}
+	for i := 0; i+1 < len(p.Ops); i++ {
+		norm, conv := &p.Ops[i], &p.Ops[i+1]
+		if norm.Kind != OpRMSNorm || conv.Kind != OpConvert || conv.In[0] != norm.Out || reads[norm.Out] != 1 ||
+			norm.Groups != 1 || norm.Width > kernels.MaxNormActWidth || norm.In[0] == norm.Out {
+			continue
+		}
+		if _, err := kernels.RMSNormAct(p.Buffers[conv.Out].Act); err != nil {
+			continue
+		}
+		w := int64(norm.Width)
+		norm.Out = conv.Out
+		norm.BytesPerRow += conv.BytesPerRow - 8*w // no float32 row written and read back
+		norm.FlopsPerRow += conv.FlopsPerRow
+		drop[i+1] = true
+		i++
+	}
+	p.Ops = without(p.Ops, drop)
+}
+
+// without returns ops less the indices in drop.
+func without(ops []Op, drop map[int]bool) []Op {
+	if len(drop) == 0 {
+		return ops
+	}
+	out := ops[:0]
+	for i, op := range ops {
+		if !drop[i] {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
 // fuseResiduals folds each residual add whose second input is a matvec's output, read by
 // nothing else, into that matvec (Op.Acc: Out += W·In[0]): a launch and a pass over the
 // activations fewer, and one dependency level fewer in a megakernel step, with the same bits
@@ -41,16 +88,7 @@ func fuseResiduals(p *Program) {
 		mv.BytesPerRow += 4 * int64(mv.Rows) // the residual is read before it is written
 		drop[i] = true
 	}
-	if len(drop) == 0 {
-		return
-	}
-	ops := p.Ops[:0]
-	for i, op := range p.Ops {
-		if !drop[i] {
-			ops = append(ops, op)
-		}
-	}
-	p.Ops = ops
+	p.Ops = without(p.Ops, drop)
 }
 
 // writes reports whether op writes buffer b.

@@ -181,7 +181,8 @@ func TestBindErrors(t *testing.T) {
 
 // Residual adds fold into the matvec whose output they add (Op.Acc): llama keeps no add at
 // all, qwen35moe keeps only the one after its MoE block (not a matvec's output), and every
-// fused matvec writes the residual stream its add wrote. The goldens check the bits.
+// fused matvec writes the residual stream its add wrote; norms convert their own output. The
+// goldens check the bits.
 func TestResidualAddsFuse(t *testing.T) {
 	for _, c := range []struct {
 		fixture string
@@ -209,6 +210,22 @@ func TestResidualAddsFuse(t *testing.T) {
 		}
 		if adds != c.adds*p.Config.NLayer || accs != (2-c.adds)*p.Config.NLayer {
 			t.Errorf("%s: %d adds and %d fused matvecs over %d layers", c.fixture, adds, accs, p.Config.NLayer)
+		}
+		// and every whole-row norm whose output only a conversion reads converts it itself
+		// (fuseNormConvert)
+		normOut, reads := map[model.Buf]bool{}, map[model.Buf]int{}
+		for _, op := range p.Ops {
+			for _, b := range op.In {
+				reads[b]++
+			}
+		}
+		for _, op := range p.Ops {
+			if op.Kind == model.OpRMSNorm && op.Groups == 1 {
+				normOut[op.Out] = true
+			}
+			if op.Kind == model.OpConvert && normOut[op.In[0]] && reads[op.In[0]] == 1 {
+				t.Errorf("%s: %s converts a norm's output that nothing else reads", c.fixture, op.Name)
+			}
 		}
 	}
 }

@@ -47,7 +47,7 @@ type OpKind uint8
 
 const (
 	OpEmbed     OpKind = iota // Out = Weight[tokens]
-	OpRMSNorm                 // Out = rmsnorm(In[0]) · Weight, Groups groups of Width per row
+	OpRMSNorm                 // Out = rmsnorm(In[0]) · Weight, Groups groups of Width per row (an ActBuf Out: converted, one group per row)
 	OpConvert                 // Out (ActBuf) = In[0] converted to Out's Act format
 	OpMatVec                  // Out = Weight · In[0] (In[0] an F32Buf for F32 weights, else an ActBuf); with Acc, Out += Weight · In[0]
 	OpRope                    // In[0] rotated in place; In[1] is the rope table buffer

@@ -12,6 +12,7 @@
 // Every block is computed from its own values only, and every reduction in it is exact (a
 // maximum, or an integer sum), so the bits do not depend on the order of its steps.
 #include "num.cuh"
+#include "norm.cuh"
 #include "grid.cuh"
 
 // act_f16 mirrors ConvertRow(ActF16): num.F32ToF16 of every value.
@@ -89,65 +90,130 @@ static __device__ __forceinline__ bool q8k_better(float a, int32_t i, float ba, 
 	return a > ba || (a == ba && i < bi);
 }
 
-// act_q8_K mirrors ConvertRow(ActQ8_K) (kernels' q8KBlock), one 256-thread block per 256-value
-// block, thread t holding x_t. The value of largest magnitude (the first such, NaN never chosen)
-// is max = x_k; if its magnitude is 0 the block is all zero bytes. Otherwise
-// iscale = −127/max; q_t = the low mantissa bits of float32(iscale·x_t) + 12582912 less 0x400000
-// (round to nearest even), capped at 127 (an infinite max makes iscale ±0 and the infinite
-// inputs' products the canonical NaN, whose bits give 127); d = 1/iscale as float32 bits at [0:4]; quants at
-// [4:260]; the 16 exact sums of 16 quants as int16 at [260:292].
-__device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
+// q8k_convert_block converts the 256 values at xb into the block_q8_K at ob, thread t of a
+// 256-thread block holding x_t (kernels' q8KBlock). The value of largest magnitude (the first
+// such, NaN never chosen) is max = x_k; if its magnitude is 0 the block is all zero bytes.
+// Otherwise iscale = −127/max; q_t = the low mantissa bits of float32(iscale·x_t) + 12582912
+// less 0x400000 (round to nearest even), capped at 127 (an infinite max makes iscale ±0 and the
+// infinite inputs' products the canonical NaN, whose bits give 127); d = 1/iscale as float32
+// bits at [0:4]; quants at [4:260]; the 16 exact sums of 16 quants as int16 at [260:292]. It
+// ends with a barrier: its shared values may then be rewritten.
+__device__ __forceinline__ void q8k_convert_block(const Grid &gr, const float *xb, uint8_t *ob) {
 	__shared__ float sa[Q8K_VALUES / 32];
 	__shared__ int32_t si[Q8K_VALUES / 32];
 	__shared__ float smax;
 	__shared__ bool szero;
 	int t = gr.tid, lane = t & 31, warp = t >> 5;
-	int64_t blocks = (int64_t)cols / Q8K_VALUES * n;
-	for (int64_t b = gr.bx; b < blocks; b += gr.nbx) {
-		const float *xb = x + Q8K_VALUES * b;
-		uint8_t *ob = out + Q8K_BYTES * b;
-		float v = xb[t];
-		float a = fabsf(v);
-		float ba = a > 0.0f ? a : 0.0f; // NaN and zero are never chosen
-		int32_t bi = t;
-		for (int off = 16; off > 0; off >>= 1) {
-			float oa = __shfl_xor_sync(NUM_FULL_MASK, ba, off);
-			int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, bi, off);
-			if (q8k_better(oa, oi, ba, bi)) {
-				ba = oa;
-				bi = oi;
-			}
+	float v = xb[t];
+	float a = fabsf(v);
+	float ba = a > 0.0f ? a : 0.0f; // NaN and zero are never chosen
+	int32_t bi = t;
+	for (int off = 16; off > 0; off >>= 1) {
+		float oa = __shfl_xor_sync(NUM_FULL_MASK, ba, off);
+		int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, bi, off);
+		if (q8k_better(oa, oi, ba, bi)) {
+			ba = oa;
+			bi = oi;
 		}
-		if (lane == 0) {
-			sa[warp] = ba;
-			si[warp] = bi;
-		}
-		grid_sync(gr);
-		if (t == 0) {
-			for (int w = 1; w < Q8K_VALUES / 32; w++) {
-				if (q8k_better(sa[w], si[w], ba, bi)) {
-					ba = sa[w];
-					bi = si[w];
-				}
-			}
-			szero = !(ba > 0.0f);
-			smax = xb[bi];
-		}
-		grid_sync(gr);
-		if (szero) {
-			for (int i = t; i < Q8K_BYTES; i += Q8K_VALUES) ob[i] = 0;
-		} else {
-			float iscale = __fdiv_rn(-127.0f, smax);
-			float f = __fmul_rn(iscale, v);
-			int32_t q = (int32_t)(__float_as_uint(__fadd_rn(f, 12582912.0f)) & 0x007fffffu) - 0x00400000;
-			if (q > 127) q = 127;
-			ob[4 + t] = (uint8_t)(int8_t)q;
-			int32_t s = (int8_t)q; // the stored quant, summed over threads 16g … 16g+15 (exact)
-			for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync(NUM_FULL_MASK, s, off);
-			if ((t & 15) == 0) ((int16_t *)(ob + 260))[t >> 4] = (int16_t)s;
-			if (t == 0) *(uint32_t *)ob = __float_as_uint(__fdiv_rn(1.0f, iscale));
-		}
-		grid_sync(gr); // the shared values are rewritten for the next block
 	}
+	if (lane == 0) {
+		sa[warp] = ba;
+		si[warp] = bi;
+	}
+	grid_sync(gr);
+	if (t == 0) {
+		for (int w = 1; w < Q8K_VALUES / 32; w++) {
+			if (q8k_better(sa[w], si[w], ba, bi)) {
+				ba = sa[w];
+				bi = si[w];
+			}
+		}
+		szero = !(ba > 0.0f);
+		smax = xb[bi];
+	}
+	grid_sync(gr);
+	if (szero) {
+		for (int i = t; i < Q8K_BYTES; i += Q8K_VALUES) ob[i] = 0;
+	} else {
+		float iscale = __fdiv_rn(-127.0f, smax);
+		float f = __fmul_rn(iscale, v);
+		int32_t q = (int32_t)(__float_as_uint(__fadd_rn(f, 12582912.0f)) & 0x007fffffu) - 0x00400000;
+		if (q > 127) q = 127;
+		ob[4 + t] = (uint8_t)(int8_t)q;
+		int32_t s = (int8_t)q; // the stored quant, summed over threads 16g … 16g+15 (exact)
+		for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync(NUM_FULL_MASK, s, off);
+		if ((t & 15) == 0) ((int16_t *)(ob + 260))[t >> 4] = (int16_t)s;
+		if (t == 0) *(uint32_t *)ob = __float_as_uint(__fdiv_rn(1.0f, iscale));
+	}
+	grid_sync(gr); // the shared values are rewritten for the next block
+}
+
+// act_q8_K mirrors ConvertRow(ActQ8_K) (kernels' q8KBlock), one 256-thread block per 256-value
+// block (q8k_convert_block).
+__device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
+	int64_t blocks = (int64_t)cols / Q8K_VALUES * n;
+	for (int64_t b = gr.bx; b < blocks; b += gr.nbx) q8k_convert_block(gr, x + Q8K_VALUES * b, out + Q8K_BYTES * b);
 }
 ENTRY(act_q8_K, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
+
+// NORM_ACT_MAX is the widest row rmsnorm_act_* stage in shared memory (kernels.MaxNormActWidth).
+#define NORM_ACT_MAX 8192
+
+enum { NA_F16, NA_BF16, NA_Q8_0, NA_Q8_1, NA_Q8_K };
+
+// rmsnorm_act_<fmt> mirrors kernels.RMSNormAct: rmsnorm_f32 of a row followed by act_<fmt> of
+// the result, one 256-thread block per row. The first warp computes the row's RMS scale
+// (rms_scale, the rmsnorm warp's order); every thread then forms y_i = float32(x_i·s)·w_i into
+// shared memory, and the block converts y as the act kernel converts a row in memory: the
+// same values, so the same bytes, without writing y out and reading it back.
+__device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float *x, const float *w, uint8_t *out,
+                                            int32_t rows, int32_t width, float eps) {
+	__shared__ float ys[NORM_ACT_MAX];
+	__shared__ float scale;
+	int32_t r = gr.bx;
+	if (r >= rows || width > NORM_ACT_MAX) return; // the whole block leaves together
+	const float *xs = x + (int64_t)r * width;
+	int t = gr.tid, lane = t & 31, warp = t >> 5, warps = gr.ntid >> 5;
+	if (warp == 0) {
+		float s = rms_scale(xs, width, eps, lane);
+		if (lane == 0) scale = s;
+	}
+	grid_sync(gr);
+	float s = scale;
+	for (int32_t i = t; i < width; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
+	grid_sync(gr);
+	switch (fmt) {
+	case NA_F16:
+	case NA_BF16: {
+		uint16_t *o = (uint16_t *)out + (int64_t)r * width;
+		for (int32_t i = t; i < width; i += gr.ntid) o[i] = fmt == NA_F16 ? f32_to_f16(ys[i]) : f32_to_bf16(ys[i]);
+		break;
+	}
+	case NA_Q8_0:
+	case NA_Q8_1: {
+		int bytes = fmt == NA_Q8_0 ? 34 : 36;
+		uint8_t *o = out + (int64_t)r * (width / 32) * bytes;
+		for (int32_t b = warp; b < width / 32; b += warps) q8_block(ys + 32 * b, o + bytes * b, fmt == NA_Q8_1, lane);
+		break;
+	}
+	default: {
+		uint8_t *o = out + (int64_t)r * (width / Q8K_VALUES) * Q8K_BYTES;
+		for (int32_t b = 0; b < width / Q8K_VALUES; b++) q8k_convert_block(gr, ys + Q8K_VALUES * b, o + Q8K_BYTES * b);
+	}
+	}
+	grid_sync(gr); // ys and scale are rewritten by the next row
+}
+
+#define RMSNORM_ACT(suffix, FMT)                                                                                    \
+	__device__ __forceinline__ void rmsnorm_act_##suffix##_body(const Grid &gr, const float *x, const float *w,      \
+	                                                            uint8_t *out, int32_t rows, int32_t width, float eps) { \
+		rmsnorm_act(gr, FMT, x, w, out, rows, width, eps);                                                           \
+	}                                                                                                                \
+	ENTRY(rmsnorm_act_##suffix, (const float *x, const float *w, uint8_t *out, int32_t rows, int32_t width, float eps), \
+	      x, w, out, rows, width, eps)
+
+RMSNORM_ACT(f16, NA_F16)
+RMSNORM_ACT(bf16, NA_BF16)
+RMSNORM_ACT(q8_0, NA_Q8_0)
+RMSNORM_ACT(q8_1, NA_Q8_1)
+RMSNORM_ACT(q8_K, NA_Q8_K)
