@@ -79,6 +79,19 @@ plan, not a measurement: verity bench --megakernel measures.`,
 			for _, m := range mods {
 				fmt.Fprintf(out, " %s %.1f MB (%.0f%%)", m, float64(by[m])/1e6, 100*float64(by[m])/float64(st.Bytes))
 			}
+			fmt.Fprintln(out)
+			// the largest parts: work one SM does alone, which no SM count shortens
+			idx := make([]int, len(s.Instrs))
+			for i := range idx {
+				idx[i] = i
+			}
+			per := func(i int) float64 { return float64(s.Instrs[i].Bytes) / float64(s.Instrs[i].Parts) }
+			sort.Slice(idx, func(a, b int) bool { return per(idx[a]) > per(idx[b]) })
+			fmt.Fprint(out, "  largest parts:")
+			for _, i := range idx[:min(5, len(idx))] {
+				in := s.Instrs[i]
+				fmt.Fprintf(out, " %s (%s) %.0f KB × %d;", in.Name, megakernel.Kernels()[in.Kernel].Entry(), per(i)/1e3, in.Parts)
+			}
 			_, err = fmt.Fprintln(out)
 			return err
 		},
