@@ -19,7 +19,7 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "63fb4ba8ef9bba2e22463f5ec2423ab40ed4bf2bb4ca577b9c3b3dd33c894fd2",
+	"src/act.cu":               "0d1508409baea634ff50ed543ae493b58fd8361beb403f5f4c68433a70e8225e",
 	"src/argmax.cu":            "f833170769323dd5081f02570b4e0bda3e1cb5a2c87c7735c9cd719de208bad3",
 	"src/attention.cu":         "efbf89ad7e12ff2af33af2a3b1afd915c360a55bd6f31354d04d5de094265a79",
 	"src/elementwise.cu":       "b706ec27c944bf605ec9a425c1760284a75a10d79b6f529a38bbff468c815807",
@@ -34,7 +34,7 @@ var sources = map[string]string{
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "71f23347df3c572573a9d493875fe85ee8c57f7a3876b764fab930092ba9a55d",
-	"src/megakernel_table.cuh": "252457fffc7c2212e84b1235a74aa7ac108de119130b5d3981ef03610a8ce0b7",
+	"src/megakernel_table.cuh": "19099845ce99f87410bde3eeb730f894324bc9d26e8269ae3074941149ab8226",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
 	"src/packed.cuh":           "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
@@ -42,7 +42,7 @@ var sources = map[string]string{
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "6a10aee4c7cab2b31d805aacfbedd3b7b04d5e6ab73d8d593326b77b3774a8f7",
+	"act.ptx":         "b097eeef6c274b282def0b89609e0a375a46beab00eda8c0d71eaa1125ca9a65",
 	"argmax.ptx":      "95e05149cc1ba32a4f6735c9d2fa6db45a09fd9129955671596ce336883e6bc6",
 	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
 	"elementwise.ptx": "b9f6662f2b7721ebd6a9b01e1507873e29d6e29c1d63181b9a770a5b1923657b",
@@ -50,7 +50,7 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "79741e253f115d3eff6beee5925b594f6b5516fe41ce17c0c3e58b34a992edd2",
 	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "898b7a0fcbaa84c38d264fdf9c5d5807563b0f8a5c4c9d3281443af1c98f69b2",
+	"megakernel.ptx":  "8f848ee6167e6685130e35efe3c21459676368d9e8c6f58748c7b82919fc266b",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "f9ab01648ff9975c73e53a48987157933bdde2ed4d293cbe5072f33d2aada41f",
@@ -60,8 +60,8 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "94e0b5ce351d1b71113cc8bf62022d6bf7000b6faef9ff66b2c117ab5fa2c6a0",
-		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K"},
+		sha256:  "79208e2e7d3dc59a54493e74bf00eafc0f756c9a158bb7951e0c3c2f7a88982e",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
 		sha256:  "41a085482218a3b5d09595e93bc6c3f4adb5373a28a9746e65a23590dbe0f962",
@@ -121,6 +121,16 @@ var entries = []Entry{
 	{Module: "act", Name: "rmsnorm_act_q8_0", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
 	{Module: "act", Name: "rmsnorm_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
 	{Module: "act", Name: "rmsnorm_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
+	{Module: "act", Name: "sigmoid_mul_act_bf16", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "sigmoid_mul_act_f16", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "sigmoid_mul_act_q8_0", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "sigmoid_mul_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "sigmoid_mul_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "swiglu_act_bf16", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "swiglu_act_f16", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "swiglu_act_q8_0", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "swiglu_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "swiglu_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "argmax", Name: "argmax_f32", Params: []string{"u64", "u64", "u32", "u32"}},
 	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "f32"}},
 	{Module: "attention", Name: "kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32"}},

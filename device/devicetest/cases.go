@@ -61,6 +61,9 @@ func init() {
 	Register("rmsnorm_f32", rmsnormCases)
 	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
 		Register("rmsnorm_act_"+a.String(), func() []Case { return normActCases(a) })
+		for _, op := range []string{"swiglu", "sigmoid_mul"} {
+			Register(op+"_act_"+a.String(), func() []Case { return binaryActCases(op, a) })
+		}
 	}
 	Register("gated_rmsnorm_f32", gatedNormCases)
 	Register("split_gate_f32", splitGateCases)
@@ -156,7 +159,7 @@ func normActCases(a kernels.Act) []Case {
 		bv = 1
 	}
 	var out []Case
-	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxNormActWidth}, {2, 768}} {
+	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxRowActWidth}, {2, 768}} {
 		rows, w := sh[0], sh[1]
 		if w%bv != 0 {
 			continue
@@ -174,6 +177,35 @@ func normActCases(a kernels.Act) []Case {
 			Buffers: []Buffer{{"X", x, false}, {"W", f32s(r, w, 1), false}, {"Out", make([]byte, rows*a.RowBytes(w)), true}},
 			Args: func(p []device.Ptr) any {
 				return kernels.RMSNormActArgs{X: p[0], W: p[1], Out: p[2], Rows: int32(rows), Width: int32(w), Eps: 1e-6}
+			},
+		})
+	}
+	return out
+}
+
+// binaryActCases: whole blocks of the format, one row and several, the widest row, special
+// values in both inputs.
+func binaryActCases(op string, a kernels.Act) []Case {
+	bv := map[kernels.Act]int{kernels.ActQ8_0: 32, kernels.ActQ8_1: 32, kernels.ActQ8_K: 256}[a]
+	if bv == 0 {
+		bv = 1
+	}
+	var out []Case
+	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxRowActWidth}} {
+		rows, w := sh[0], sh[1]
+		if w%bv != 0 {
+			continue
+		}
+		r := rng(uint64(w*10+rows) + uint64(a)*1000 + uint64(len(op)))
+		x, y := f32s(r, rows*w, 3), f32s(r, rows*w, 1)
+		if i == 1 {
+			x, y = special(x), special(y)
+		}
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/width=%d", rows, w),
+			Buffers: []Buffer{{"A", x, false}, {"B", y, false}, {"Out", make([]byte, rows*a.RowBytes(w)), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.BinaryActArgs{A: p[0], B: p[1], Out: p[2], Rows: int32(rows), Width: int32(w)}
 			},
 		})
 	}

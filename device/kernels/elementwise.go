@@ -48,12 +48,87 @@ func elementwise(entry string, op func(a, b float32) float32) *device.Kernel[Bin
 	})
 }
 
+func swiglu(a, b float32) float32     { return num.SiLU32(a) * b }
+func sigmoidMul(a, b float32) float32 { return a * num.Sigmoid32(b) }
+
 var (
 	// Add: Y = A + B (residual connections).
 	Add = elementwise("add_f32", func(a, b float32) float32 { return a + b })
 	// SwiGLU: Y = SiLU32(A) · B, with A the gate projection and B the up projection.
-	SwiGLU = elementwise("swiglu_f32", func(a, b float32) float32 { return num.SiLU32(a) * b })
+	SwiGLU = elementwise("swiglu_f32", swiglu)
 	// SigmoidMul: Y = A · Sigmoid32(B), the output gate of gated attention (B the gate half of
 	// the query projection).
-	SigmoidMul = elementwise("sigmoid_mul_f32", func(a, b float32) float32 { return a * num.Sigmoid32(b) })
+	SigmoidMul = elementwise("sigmoid_mul_f32", sigmoidMul)
 )
+
+// BinaryActArgs: for each of the Rows rows of Width values, an elementwise kernel's result
+// (SwiGLU or SigmoidMul of the rows of A and B) converted into an activation format, as a
+// Convert of it would: Out holds Rows rows of the format. The elementwise op and the conversion
+// for the matvec that reads it, fused: the same bytes, one launch, no float32 row written and
+// read back.
+type BinaryActArgs struct {
+	A, B  device.Ptr // float32 [Rows][Width]
+	Out   device.Ptr // [Rows] rows of the format
+	Rows  int32
+	Width int32
+}
+
+var binaryActKernels = map[string]map[Act]*device.Kernel[BinaryActArgs]{}
+
+// SwiGLUAct returns SwiGLU fused with the conversion into activation format a.
+func SwiGLUAct(a Act) (*device.Kernel[BinaryActArgs], error) { return binaryAct("swiglu", a) }
+
+// SigmoidMulAct returns SigmoidMul fused with the conversion into activation format a.
+func SigmoidMulAct(a Act) (*device.Kernel[BinaryActArgs], error) { return binaryAct("sigmoid_mul", a) }
+
+func binaryAct(name string, a Act) (*device.Kernel[BinaryActArgs], error) {
+	if k, ok := binaryActKernels[name][a]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("kernels: no fused %s for activation format %s: %w", name, a, device.ErrUnsupported)
+}
+
+func init() {
+	for name, op := range map[string]func(a, b float32) float32{"swiglu": swiglu, "sigmoid_mul": sigmoidMul} {
+		binaryActKernels[name] = map[Act]*device.Kernel[BinaryActArgs]{}
+		for _, a := range []Act{ActF16, ActBF16, ActQ8_0, ActQ8_1, ActQ8_K} {
+			a, op := a, op
+			binaryActKernels[name][a] = device.Register(&device.Kernel[BinaryActArgs]{
+				EntryName: name + "_act_" + a.String(), ModuleName: "act",
+				Shape: func(c BinaryActArgs) (device.Geometry, error) {
+					bv, _ := a.block()
+					if c.Rows <= 0 || c.Width <= 0 || c.Width > MaxRowActWidth || int(c.Width)%bv != 0 {
+						return device.Geometry{}, fmt.Errorf("cannot convert %d rows of %d values to %s (1…%d values, blocks of %d)", c.Rows, c.Width, a, MaxRowActWidth, bv)
+					}
+					return device.Geometry{Grid: device.Dim3{X: uint32(c.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+				},
+				Twin: func(x *device.Exec, c BinaryActArgs) error {
+					rows, n := int(c.Rows), int(c.Width)
+					av, err := x.F32(c.A, rows*n)
+					if err != nil {
+						return err
+					}
+					bv, err := x.F32(c.B, rows*n)
+					if err != nil {
+						return err
+					}
+					rb := a.RowBytes(n)
+					out, err := x.U8(c.Out, int64(rows*rb))
+					if err != nil {
+						return err
+					}
+					x.For(rows, func(lo, hi int) {
+						y := make([]float32, n)
+						for r := lo; r < hi; r++ {
+							for i := range y {
+								y[i] = num.Canon(op(av[r*n+i], bv[r*n+i]))
+							}
+							ConvertRow(a, out[r*rb:(r+1)*rb], y)
+						}
+					})
+					return nil
+				},
+			})
+		}
+	}
+}

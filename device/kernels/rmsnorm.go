@@ -70,8 +70,9 @@ func rmsScale(x []float32, eps float32) float32 {
 	return 1 / num.Sqrt32(mean+eps)
 }
 
-// MaxNormActWidth is the widest row RMSNormAct takes (the row is staged in shared memory).
-const MaxNormActWidth = 8192
+// MaxRowActWidth is the widest row the fused producer-and-conversion kernels take (RMSNormAct,
+// SwiGLUAct, SigmoidMulAct): the row is staged in shared memory.
+const MaxRowActWidth = 8192
 
 // RMSNormActArgs: for each of the Rows rows of Width values in X, the rmsnorm of RMSNorm (one
 // group per row, weights W) converted into an activation format, as a Convert of it would:
@@ -103,8 +104,8 @@ func init() {
 			EntryName: "rmsnorm_act_" + a.String(), ModuleName: "act",
 			Shape: func(c RMSNormActArgs) (device.Geometry, error) {
 				bv, _ := a.block()
-				if c.Rows <= 0 || c.Width <= 0 || c.Width > MaxNormActWidth || int(c.Width)%bv != 0 {
-					return device.Geometry{}, fmt.Errorf("cannot norm and convert %d rows of %d values to %s (1…%d values, blocks of %d)", c.Rows, c.Width, a, MaxNormActWidth, bv)
+				if c.Rows <= 0 || c.Width <= 0 || c.Width > MaxRowActWidth || int(c.Width)%bv != 0 {
+					return device.Geometry{}, fmt.Errorf("cannot norm and convert %d rows of %d values to %s (1…%d values, blocks of %d)", c.Rows, c.Width, a, MaxRowActWidth, bv)
 				}
 				return device.Geometry{Grid: device.Dim3{X: uint32(c.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
 			},

@@ -120,8 +120,8 @@ func declAlign(v *varDecl) int64 {
 
 // maxRegs bounds the register slots of a kernel (registers, constants and special
 // registers): each costs 256 bytes per warp. nvcc's kernels use about a thousand; the
-// megakernel, which inlines every kernel's body, about 57,000 (15 MB per warp).
-const maxRegs = 1 << 16
+// megakernel, which inlines every kernel's body, about 66,000 (17 MB per warp).
+const maxRegs = 1 << 17
 
 func (c *compiler) newSlot() int32 {
 	s := c.nslots

@@ -628,7 +628,21 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 			NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim), NSlots: int32(e.opt.NSlots), Scale: op.Scale}, nil
 	case model.OpAdd:
 		return kernels.Add, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
-	case model.OpSwiGLU:
+	case model.OpSwiGLU, model.OpSigmoidMul:
+		if bs := p.Buffers[op.Out]; bs.Kind == model.ActBuf { // fused with the conversion
+			fused := kernels.SwiGLUAct
+			if op.Kind == model.OpSigmoidMul {
+				fused = kernels.SigmoidMulAct
+			}
+			k, err := fused(bs.Act)
+			if err != nil {
+				return nil, nil, err
+			}
+			return k, kernels.BinaryActArgs{A: in(0), B: in(1), Out: out, Rows: int32(n), Width: int32(op.Width)}, nil
+		}
+		if op.Kind == model.OpSigmoidMul {
+			return kernels.SigmoidMul, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
+		}
 		return kernels.SwiGLU, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
 	case model.OpGather:
 		return kernels.Gather, kernels.GatherArgs{X: in(0), Idx: in(1), Out: out,
@@ -636,8 +650,6 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 	case model.OpSplitGate:
 		return kernels.SplitGate, kernels.SplitGateArgs{X: in(0), Q: out, G: e.bufs[op.Out2],
 			Rows: int32(n), Heads: int32(op.Heads), D: int32(op.HeadDim)}, nil
-	case model.OpSigmoidMul:
-		return kernels.SigmoidMul, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
 	case model.OpGDNConv:
 		g := op.GDN
 		return kernels.GDNConv, kernels.GDNConvArgs{X: in(0), W: e.weights[op.Weight], State: e.conv[op.Layer],

@@ -47,5 +47,6 @@ func Build(f *gguf.File) (*Program, error) {
 	}
 	fuseResiduals(p)
 	fuseNormConvert(p)
+	fuseBinaryConvert(p)
 	return p, nil
 }

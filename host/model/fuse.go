@@ -17,7 +17,7 @@ func fuseNormConvert(p *Program) {
 	for i := 0; i+1 < len(p.Ops); i++ {
 		norm, conv := &p.Ops[i], &p.Ops[i+1]
 		if norm.Kind != OpRMSNorm || conv.Kind != OpConvert || conv.In[0] != norm.Out || reads[norm.Out] != 1 ||
-			norm.Groups != 1 || norm.Width > kernels.MaxNormActWidth || norm.In[0] == norm.Out {
+			norm.Groups != 1 || norm.Width > kernels.MaxRowActWidth || norm.In[0] == norm.Out {
 			continue
 		}
 		if _, err := kernels.RMSNormAct(p.Buffers[conv.Out].Act); err != nil {
@@ -31,6 +31,50 @@ func fuseNormConvert(p *Program) {
 		i++
 	}
 	p.Ops = without(p.Ops, drop)
+}
+
+// fuseBinaryConvert folds each SwiGLU or sigmoid gate whose result only a conversion reads into
+// that conversion (kernels.SwiGLUAct, SigmoidMulAct): the op then writes the converted
+// activations, leaving its in-place float32 result unwritten — nothing reads it.
+func fuseBinaryConvert(p *Program) {
+	drop := map[int]bool{}
+	for i := 0; i+1 < len(p.Ops); i++ {
+		op, conv := &p.Ops[i], &p.Ops[i+1]
+		if (op.Kind != OpSwiGLU && op.Kind != OpSigmoidMul) || conv.Kind != OpConvert || conv.In[0] != op.Out {
+			continue
+		}
+		y := op.Out
+		w := p.Buffers[y].Width
+		if w > kernels.MaxRowActWidth || p.Buffers[op.In[1]].Width != w || laterReaders(p.Ops[i+2:], y) {
+			continue
+		}
+		act := p.Buffers[conv.Out].Act
+		if _, err := kernels.SwiGLUAct(act); err != nil {
+			continue
+		}
+		op.Out = conv.Out
+		op.Width = w
+		op.BytesPerRow += conv.BytesPerRow - 8*int64(w)
+		op.FlopsPerRow += conv.FlopsPerRow
+		drop[i+1] = true
+		i++
+	}
+	p.Ops = without(p.Ops, drop)
+}
+
+// laterReaders reports whether any of ops reads b before something writes it again.
+func laterReaders(ops []Op, b Buf) bool {
+	for k := range ops {
+		for _, in := range ops[k].In {
+			if in == b {
+				return true
+			}
+		}
+		if writes(&ops[k], b) {
+			return false
+		}
+	}
+	return false
 }
 
 // without returns ops less the indices in drop.

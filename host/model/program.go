@@ -54,12 +54,12 @@ const (
 	OpKVStore                 // cache[Layer][slots] = (In[0], In[1])
 	OpAttention               // Out = attention(In[0]) over the Layer's cache
 	OpAdd                     // Out = In[0] + In[1]
-	OpSwiGLU                  // Out = silu(In[0]) · In[1]
+	OpSwiGLU                  // Out = silu(In[0]) · In[1] (an ActBuf Out: converted, rows of Width)
 	OpGather                  // Out = the rows of In[0] listed in the out.rows input
 
 	// Hybrid recurrent / MoE architectures.
 	OpSplitGate  // In[0] per head [q | gate] → Out (q), Out2 (gate)
-	OpSigmoidMul // Out = In[0] ⊙ sigmoid(In[1])
+	OpSigmoidMul // Out = In[0] ⊙ sigmoid(In[1]) (an ActBuf Out: converted, rows of Width)
 	OpGDNConv    // Out = silu(causal conv of In[0]) with the Layer's conv state (Weight: taps)
 	OpGDNScan    // Out = gated delta rule over In[0] (q|k|v), In[1] (β input), In[2] (α input); Weight ssm_a, Weight2 dt bias
 	OpGatedNorm  // Out = rmsnorm(In[0])·Weight ⊙ silu(In[1]) per head

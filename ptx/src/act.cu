@@ -156,32 +156,24 @@ __device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, ui
 }
 ENTRY(act_q8_K, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
-// NORM_ACT_MAX is the widest row rmsnorm_act_* stage in shared memory (kernels.MaxNormActWidth).
-#define NORM_ACT_MAX 8192
+// ROW_ACT_MAX is the widest row the fused kernels below stage in shared memory
+// (kernels.MaxRowActWidth).
+#define ROW_ACT_MAX 8192
 
 enum { NA_F16, NA_BF16, NA_Q8_0, NA_Q8_1, NA_Q8_K };
 
-// rmsnorm_act_<fmt> mirrors kernels.RMSNormAct: rmsnorm_f32 of a row followed by act_<fmt> of
-// the result, one 256-thread block per row. The first warp computes the row's RMS scale
-// (rms_scale, the rmsnorm warp's order); every thread then forms y_i = float32(x_i·s)·w_i into
-// shared memory, and the block converts y as the act kernel converts a row in memory: the
-// same values, so the same bytes, without writing y out and reading it back.
-__device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float *x, const float *w, uint8_t *out,
-                                            int32_t rows, int32_t width, float eps) {
-	__shared__ float ys[NORM_ACT_MAX];
-	__shared__ float scale;
-	int32_t r = gr.bx;
-	if (r >= rows || width > NORM_ACT_MAX) return; // the whole block leaves together
-	const float *xs = x + (int64_t)r * width;
+// row_stage is the shared row every fused producer-and-conversion kernel stages its values in.
+__device__ __forceinline__ float *row_stage() {
+	__shared__ float ys[ROW_ACT_MAX];
+	return ys;
+}
+
+// convert_staged converts the width values staged at ys into row r of out, in format fmt, as
+// the act kernel converts a row in memory (the same values, so the same bytes); then the block
+// meets, so that ys may be rewritten.
+__device__ __forceinline__ void convert_staged(const Grid &gr, int fmt, const float *ys, uint8_t *out, int32_t r,
+                                               int32_t width) {
 	int t = gr.tid, lane = t & 31, warp = t >> 5, warps = gr.ntid >> 5;
-	if (warp == 0) {
-		float s = rms_scale(xs, width, eps, lane);
-		if (lane == 0) scale = s;
-	}
-	grid_sync(gr);
-	float s = scale;
-	for (int32_t i = t; i < width; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
-	grid_sync(gr);
 	switch (fmt) {
 	case NA_F16:
 	case NA_BF16: {
@@ -201,7 +193,30 @@ __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float
 		for (int32_t b = 0; b < width / Q8K_VALUES; b++) q8k_convert_block(gr, ys + Q8K_VALUES * b, o + Q8K_BYTES * b);
 	}
 	}
-	grid_sync(gr); // ys and scale are rewritten by the next row
+	grid_sync(gr);
+}
+
+// rmsnorm_act_<fmt> mirrors kernels.RMSNormAct: rmsnorm_f32 of a row followed by act_<fmt> of
+// the result, one 256-thread block per row. The first warp computes the row's RMS scale
+// (rms_scale, the rmsnorm warp's order); every thread then forms y_i = float32(x_i·s)·w_i into
+// the staged row, which the block converts: no float32 row written and read back.
+__device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float *x, const float *w, uint8_t *out,
+                                            int32_t rows, int32_t width, float eps) {
+	__shared__ float scale;
+	float *ys = row_stage();
+	int32_t r = gr.bx;
+	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
+	const float *xs = x + (int64_t)r * width;
+	int t = gr.tid, lane = t & 31, warp = t >> 5;
+	if (warp == 0) {
+		float s = rms_scale(xs, width, eps, lane);
+		if (lane == 0) scale = s;
+	}
+	grid_sync(gr);
+	float s = scale;
+	for (int32_t i = t; i < width; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
+	grid_sync(gr);
+	convert_staged(gr, fmt, ys, out, r, width); // ends with a barrier: scale and ys are free again
 }
 
 #define RMSNORM_ACT(suffix, FMT)                                                                                    \
@@ -217,3 +232,39 @@ RMSNORM_ACT(bf16, NA_BF16)
 RMSNORM_ACT(q8_0, NA_Q8_0)
 RMSNORM_ACT(q8_1, NA_Q8_1)
 RMSNORM_ACT(q8_K, NA_Q8_K)
+
+enum { BA_SWIGLU, BA_SIGMOID_MUL };
+
+// swiglu_act_<fmt> and sigmoid_mul_act_<fmt> mirror kernels.SwiGLUAct and SigmoidMulAct: the
+// elementwise kernel of elementwise.cu over a row (y_i = silu32(a_i)·b_i, or a_i·sigmoid32(b_i))
+// followed by act_<fmt> of the result, one 256-thread block per row, y staged in shared memory.
+__device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, const float *a, const float *b,
+                                           uint8_t *out, int32_t rows, int32_t width) {
+	float *ys = row_stage();
+	int32_t r = gr.bx;
+	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
+	const float *ar = a + (int64_t)r * width, *br = b + (int64_t)r * width;
+	for (int32_t i = gr.tid; i < width; i += gr.ntid)
+		ys[i] = op == BA_SWIGLU ? __fmul_rn(silu32(ar[i]), br[i]) : __fmul_rn(ar[i], sigmoid32(br[i]));
+	grid_sync(gr);
+	convert_staged(gr, fmt, ys, out, r, width);
+}
+
+#define BINARY_ACT(name, OP, suffix, FMT)                                                                      \
+	__device__ __forceinline__ void name##_act_##suffix##_body(const Grid &gr, const float *a, const float *b, \
+	                                                           uint8_t *out, int32_t rows, int32_t width) {    \
+		binary_act(gr, OP, FMT, a, b, out, rows, width);                                                       \
+	}                                                                                                          \
+	ENTRY(name##_act_##suffix, (const float *a, const float *b, uint8_t *out, int32_t rows, int32_t width), a, b, \
+	      out, rows, width)
+
+BINARY_ACT(swiglu, BA_SWIGLU, f16, NA_F16)
+BINARY_ACT(swiglu, BA_SWIGLU, bf16, NA_BF16)
+BINARY_ACT(swiglu, BA_SWIGLU, q8_0, NA_Q8_0)
+BINARY_ACT(swiglu, BA_SWIGLU, q8_1, NA_Q8_1)
+BINARY_ACT(swiglu, BA_SWIGLU, q8_K, NA_Q8_K)
+BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, f16, NA_F16)
+BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, bf16, NA_BF16)
+BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, q8_0, NA_Q8_0)
+BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, q8_1, NA_Q8_1)
+BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, q8_K, NA_Q8_K)
