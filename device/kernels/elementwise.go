@@ -95,13 +95,7 @@ func init() {
 			a, op := a, op
 			binaryActKernels[name][a] = device.Register(&device.Kernel[BinaryActArgs]{
 				EntryName: name + "_act_" + a.String(), ModuleName: "act",
-				Shape: func(c BinaryActArgs) (device.Geometry, error) {
-					bv, _ := a.block()
-					if c.Rows <= 0 || c.Width <= 0 || c.Width > MaxRowActWidth || int(c.Width)%bv != 0 {
-						return device.Geometry{}, fmt.Errorf("cannot convert %d rows of %d values to %s (1…%d values, blocks of %d)", c.Rows, c.Width, a, MaxRowActWidth, bv)
-					}
-					return device.Geometry{Grid: device.Dim3{X: uint32(c.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
-				},
+				Shape: func(c BinaryActArgs) (device.Geometry, error) { return rowActShape(a, c.Rows, c.Width) },
 				Twin: func(x *device.Exec, c BinaryActArgs) error {
 					rows, n := int(c.Rows), int(c.Width)
 					av, err := x.F32(c.A, rows*n)

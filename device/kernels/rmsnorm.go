@@ -87,6 +87,16 @@ type RMSNormActArgs struct {
 	Eps   float32
 }
 
+// rowActShape is the launch of a fused producer-and-conversion kernel: one 256-thread block
+// per row of width values, a whole number of the format's blocks, at most MaxRowActWidth.
+func rowActShape(a Act, rows, width int32) (device.Geometry, error) {
+	bv, _ := a.block()
+	if rows <= 0 || width <= 0 || width > MaxRowActWidth || int(width)%bv != 0 {
+		return device.Geometry{}, fmt.Errorf("cannot convert %d rows of %d values to %s (1…%d values, blocks of %d)", rows, width, a, MaxRowActWidth, bv)
+	}
+	return device.Geometry{Grid: device.Dim3{X: uint32(rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+}
+
 var normActKernels = map[Act]*device.Kernel[RMSNormActArgs]{}
 
 // RMSNormAct returns the fused norm and conversion into activation format a.
@@ -102,13 +112,7 @@ func init() {
 		a := a
 		normActKernels[a] = device.Register(&device.Kernel[RMSNormActArgs]{
 			EntryName: "rmsnorm_act_" + a.String(), ModuleName: "act",
-			Shape: func(c RMSNormActArgs) (device.Geometry, error) {
-				bv, _ := a.block()
-				if c.Rows <= 0 || c.Width <= 0 || c.Width > MaxRowActWidth || int(c.Width)%bv != 0 {
-					return device.Geometry{}, fmt.Errorf("cannot norm and convert %d rows of %d values to %s (1…%d values, blocks of %d)", c.Rows, c.Width, a, MaxRowActWidth, bv)
-				}
-				return device.Geometry{Grid: device.Dim3{X: uint32(c.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
-			},
+			Shape: func(c RMSNormActArgs) (device.Geometry, error) { return rowActShape(a, c.Rows, c.Width) },
 			Twin: func(x *device.Exec, c RMSNormActArgs) error {
 				rows, n := int(c.Rows), int(c.Width)
 				in, err := x.F32(c.X, rows*n)
