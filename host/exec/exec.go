@@ -7,6 +7,12 @@
 // state: which slots hold which positions is the caller's business (host/engine), passed in
 // each Step. A Pipeline chains Executors that each run a range of the ops on their own
 // backend (layers split across devices).
+//
+// Each op lowers to one kernel launch (Lower). By default they are launched one by one; with
+// UseMegakernel a step's launches become one megakernel stream (package megakernel), run by
+// the Go VM on the CPU backend and by the persistent megakernel entry on a GPU or the PTX
+// interpreter, with the same bits. Access says what each op reads and writes, which orders
+// the stream.
 package exec
 
 import (
