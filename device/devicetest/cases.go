@@ -70,6 +70,7 @@ func init() {
 	Register("rope_f32", ropeCases)
 	Register("argmax_f32", argmaxCases)
 	Register("kv_store_f32", kvStoreCases)
+	Register("rope_kv_store_f32", ropeKVStoreCases)
 	Register("attention_f32", attentionCases)
 	Register("gather_f32", gatherCases)
 	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
@@ -206,6 +207,39 @@ func binaryActCases(op string, a kernels.Act) []Case {
 			Buffers: []Buffer{{"A", x, false}, {"B", y, false}, {"Out", make([]byte, rows*a.RowBytes(w)), true}},
 			Args: func(p []device.Ptr) any {
 				return kernels.BinaryActArgs{A: p[0], B: p[1], Out: p[2], Rows: int32(rows), Width: int32(w)}
+			},
+		})
+	}
+	return out
+}
+
+// ropeKVStoreCases: both pair orders, full and partial rotation, head sizes around a warp,
+// rows stored to scattered slots, special values.
+func ropeKVStoreCases() []Case {
+	var out []Case
+	for _, c := range []struct {
+		rows, heads, hd, nrot int
+		mode                  int32
+	}{
+		{1, 1, 8, 8, kernels.RopeAdjacent}, {3, 2, 64, 64, kernels.RopeNeox}, {2, 4, 64, 32, kernels.RopeNeox},
+		{2, 2, 128, 64, kernels.RopeAdjacent}, {5, 8, 33 * 2, 66, kernels.RopeAdjacent}, {2, 3, 100, 24, kernels.RopeNeox},
+	} {
+		c := c
+		d, ns := c.heads*c.hd, 2*c.rows+3
+		r := rng(uint64(c.rows*1000+c.hd*10+int(c.mode)) + 77)
+		slots := make([]int32, c.rows)
+		for i := range slots {
+			slots[i] = int32(2*i + 1) // distinct, not in row order's first slots
+		}
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/heads=%d/head_dim=%d/n_rot=%d/mode=%d", c.rows, c.heads, c.hd, c.nrot, c.mode),
+			Buffers: []Buffer{{"K", special(f32s(r, c.rows*d, 1)), false}, {"V", f32s(r, c.rows*d, 1), false},
+				{"CosSin", f32s(r, c.rows*c.nrot, 1), false}, {"Slots", i32Bytes(slots), false},
+				{"KCache", f32s(r, ns*d, 1), true}, {"VCache", f32s(r, ns*d, 1), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.RopeKVStoreArgs{K: p[0], V: p[1], CosSin: p[2], Slots: p[3], KCache: p[4], VCache: p[5],
+					Rows: int32(c.rows), KVDim: int32(d), NSlots: int32(ns), Heads: int32(c.heads), HeadDim: int32(c.hd),
+					NRot: int32(c.nrot), Mode: c.mode}
 			},
 		})
 	}

@@ -72,3 +72,82 @@ func ropeHead(x, tab []float32, half int, mode int32) {
 		x[k] = num.Canon(float32(a*s) + float32(b*c))
 	}
 }
+
+// RopeKVStoreArgs: the K rows rotated as Rope rotates them (Heads heads of HeadDim, the first
+// NRot dims of each, tables in CosSin) and stored with V into each row's cache slot as KVStore
+// stores them — the rotation fused into the store: K itself is left as it was, the cache gets
+// the bits a Rope then a KVStore would give it.
+type RopeKVStoreArgs struct {
+	K       device.Ptr // float32 [Rows][KVDim], KVDim = Heads·HeadDim
+	V       device.Ptr // float32 [Rows][KVDim]
+	CosSin  device.Ptr // float32 [Rows][NRot/2][2]
+	Slots   device.Ptr // int32 [Rows], distinct
+	KCache  device.Ptr // float32 [NSlots][KVDim]
+	VCache  device.Ptr // float32 [NSlots][KVDim]
+	Rows    int32
+	KVDim   int32
+	NSlots  int32
+	Heads   int32
+	HeadDim int32
+	NRot    int32
+	Mode    int32
+}
+
+var RopeKVStore = device.Register(&device.Kernel[RopeKVStoreArgs]{
+	EntryName: "rope_kv_store_f32", ModuleName: "rope",
+	Shape: func(a RopeKVStoreArgs) (device.Geometry, error) {
+		if a.Rows <= 0 || a.NSlots <= 0 || a.Heads <= 0 || a.HeadDim <= 0 || a.KVDim != a.Heads*a.HeadDim ||
+			a.NRot <= 0 || a.NRot%2 != 0 || a.NRot > a.HeadDim {
+			return device.Geometry{}, fmt.Errorf("bad shape rows=%d kv_dim=%d heads=%d head_dim=%d n_rot=%d slots=%d", a.Rows, a.KVDim, a.Heads, a.HeadDim, a.NRot, a.NSlots)
+		}
+		if a.Mode != RopeAdjacent && a.Mode != RopeNeox {
+			return device.Geometry{}, fmt.Errorf("unknown rope mode %d", a.Mode)
+		}
+		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}, nil
+	},
+	Twin: func(x *device.Exec, a RopeKVStoreArgs) error {
+		rows, d, ns, hd, half := int(a.Rows), int(a.KVDim), int(a.NSlots), int(a.HeadDim), int(a.NRot/2)
+		k, err := x.F32(a.K, rows*d)
+		if err != nil {
+			return err
+		}
+		v, err := x.F32(a.V, rows*d)
+		if err != nil {
+			return err
+		}
+		cs, err := x.F32(a.CosSin, rows*half*2)
+		if err != nil {
+			return err
+		}
+		slots, err := x.I32(a.Slots, rows)
+		if err != nil {
+			return err
+		}
+		kc, err := x.F32(a.KCache, ns*d)
+		if err != nil {
+			return err
+		}
+		vc, err := x.F32(a.VCache, ns*d)
+		if err != nil {
+			return err
+		}
+		for r, s := range slots {
+			if s < 0 || int(s) >= ns {
+				return fmt.Errorf("row %d: slot %d outside cache of %d", r, s, ns)
+			}
+		}
+		x.For(rows, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				s := int(slots[r])
+				dst := kc[s*d : (s+1)*d]
+				copy(dst, k[r*d:(r+1)*d])
+				tab := cs[r*half*2 : (r+1)*half*2]
+				for h := 0; h < int(a.Heads); h++ {
+					ropeHead(dst[h*hd:(h+1)*hd], tab, half, a.Mode)
+				}
+				copy(vc[s*d:(s+1)*d], v[r*d:(r+1)*d])
+			}
+		})
+		return nil
+	},
+})

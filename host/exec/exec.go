@@ -626,6 +626,11 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 		return kernels.Rope, kernels.RopeArgs{X: in(0), CosSin: in(1), Rows: int32(n),
 			Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode}, nil
 	case model.OpKVStore:
+		if len(op.In) == 3 { // the keys' RoPE fused in
+			return kernels.RopeKVStore, kernels.RopeKVStoreArgs{K: in(0), V: in(1), CosSin: in(2), Slots: e.bufs[p.Slots],
+				KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots),
+				Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode}, nil
+		}
 		return kernels.KVStore, kernels.KVStoreArgs{K: in(0), V: in(1), Slots: e.bufs[p.Slots],
 			KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots)}, nil
 	case model.OpAttention:

@@ -48,5 +48,6 @@ func Build(f *gguf.File) (*Program, error) {
 	fuseResiduals(p)
 	fuseNormConvert(p)
 	fuseBinaryConvert(p)
+	fuseRopeStore(p)
 	return p, nil
 }

@@ -152,3 +152,24 @@ func touches(op *Op, b Buf) bool {
 	}
 	return writes(op, b)
 }
+
+// fuseRopeStore folds the RoPE of a layer's keys into the K/V store that follows it
+// (kernels.RopeKVStore): the store rotates K as it writes the cache, when nothing reads the
+// rotated K buffer afterwards (attention reads the cache).
+func fuseRopeStore(p *Program) {
+	drop := map[int]bool{}
+	for i := 0; i+1 < len(p.Ops); i++ {
+		rope, store := &p.Ops[i], &p.Ops[i+1]
+		if rope.Kind != OpRope || store.Kind != OpKVStore || len(store.In) != 2 || store.In[0] != rope.In[0] ||
+			rope.Heads*rope.HeadDim != p.Buffers[rope.In[0]].Width || laterReaders(p.Ops[i+2:], rope.In[0]) {
+			continue
+		}
+		store.In = append(store.In, rope.In[1])
+		store.Heads, store.HeadDim, store.NRot, store.RopeMode = rope.Heads, rope.HeadDim, rope.NRot, rope.RopeMode
+		store.BytesPerRow += rope.BytesPerRow
+		store.FlopsPerRow += rope.FlopsPerRow
+		drop[i] = true
+		i++
+	}
+	p.Ops = without(p.Ops, drop)
+}
