@@ -30,43 +30,50 @@ var KVStore = device.Register(&device.Kernel[KVStoreArgs]{
 		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}, nil
 	},
-	Twin: func(x *device.Exec, a KVStoreArgs) error {
-		rows, d, ns := int(a.Rows), int(a.KVDim), int(a.NSlots)
-		k, err := x.F32(a.K, rows*d)
-		if err != nil {
-			return err
-		}
-		v, err := x.F32(a.V, rows*d)
-		if err != nil {
-			return err
-		}
-		slots, err := x.I32(a.Slots, rows)
-		if err != nil {
-			return err
-		}
-		kc, err := x.F32(a.KCache, ns*d)
-		if err != nil {
-			return err
-		}
-		vc, err := x.F32(a.VCache, ns*d)
-		if err != nil {
-			return err
-		}
-		for r, s := range slots {
-			if s < 0 || int(s) >= ns {
-				return fmt.Errorf("row %d: slot %d outside cache of %d", r, s, ns)
-			}
-		}
-		x.For(rows, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				s := int(slots[r])
-				copy(kc[s*d:(s+1)*d], k[r*d:(r+1)*d])
-				copy(vc[s*d:(s+1)*d], v[r*d:(r+1)*d])
-			}
-		})
-		return nil
-	},
+	Twin: func(x *device.Exec, a KVStoreArgs) error { return storeKV(x, a, nil) },
 })
+
+// storeKV is the K/V store's twin: row r's K and V into cache slot Slots[r]; then, if set,
+// turn(key, r) changes the stored key in place (RopeKVStore rotates it).
+func storeKV(x *device.Exec, a KVStoreArgs, turn func(key []float32, r int)) error {
+	rows, d, ns := int(a.Rows), int(a.KVDim), int(a.NSlots)
+	k, err := x.F32(a.K, rows*d)
+	if err != nil {
+		return err
+	}
+	v, err := x.F32(a.V, rows*d)
+	if err != nil {
+		return err
+	}
+	slots, err := x.I32(a.Slots, rows)
+	if err != nil {
+		return err
+	}
+	kc, err := x.F32(a.KCache, ns*d)
+	if err != nil {
+		return err
+	}
+	vc, err := x.F32(a.VCache, ns*d)
+	if err != nil {
+		return err
+	}
+	for r, s := range slots {
+		if s < 0 || int(s) >= ns {
+			return fmt.Errorf("row %d: slot %d outside cache of %d", r, s, ns)
+		}
+	}
+	x.For(rows, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			s := int(slots[r])
+			copy(kc[s*d:(s+1)*d], k[r*d:(r+1)*d])
+			copy(vc[s*d:(s+1)*d], v[r*d:(r+1)*d])
+			if turn != nil {
+				turn(kc[s*d:(s+1)*d], r)
+			}
+		}
+	})
+	return nil
+}
 
 // AttentionArgs: scaled dot-product attention of each row's query heads over that row's own
 // key list — the cache slots Keys[KeyOff[r] : KeyOff[r+1]], in logical order (a session's

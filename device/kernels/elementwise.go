@@ -106,21 +106,11 @@ func init() {
 					if err != nil {
 						return err
 					}
-					rb := a.RowBytes(n)
-					out, err := x.U8(c.Out, int64(rows*rb))
-					if err != nil {
-						return err
-					}
-					x.For(rows, func(lo, hi int) {
-						y := make([]float32, n)
-						for r := lo; r < hi; r++ {
-							for i := range y {
-								y[i] = num.Canon(op(av[r*n+i], bv[r*n+i]))
-							}
-							ConvertRow(a, out[r*rb:(r+1)*rb], y)
+					return convertRows(x, a, c.Out, rows, n, func(y []float32, r int) {
+						for i := range y {
+							y[i] = num.Canon(op(av[r*n+i], bv[r*n+i]))
 						}
 					})
-					return nil
 				},
 			})
 		}

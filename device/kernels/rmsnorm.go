@@ -97,6 +97,24 @@ func rowActShape(a Act, rows, width int32) (device.Geometry, error) {
 	return device.Geometry{Grid: device.Dim3{X: uint32(rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
 }
 
+// convertRows is the fused kernels' twin after the producer: fill(y, r) forms row r's float32
+// values, which are converted into row r of out (format a) as Convert would.
+func convertRows(x *device.Exec, a Act, out device.Ptr, rows, n int, fill func(y []float32, r int)) error {
+	rb := a.RowBytes(n)
+	o, err := x.U8(out, int64(rows*rb))
+	if err != nil {
+		return err
+	}
+	x.For(rows, func(lo, hi int) {
+		y := make([]float32, n)
+		for r := lo; r < hi; r++ {
+			fill(y, r)
+			ConvertRow(a, o[r*rb:(r+1)*rb], y)
+		}
+	})
+	return nil
+}
+
 var normActKernels = map[Act]*device.Kernel[RMSNormActArgs]{}
 
 // RMSNormAct returns the fused norm and conversion into activation format a.
@@ -123,19 +141,9 @@ func init() {
 				if err != nil {
 					return err
 				}
-				rb := a.RowBytes(n)
-				out, err := x.U8(c.Out, int64(rows*rb))
-				if err != nil {
-					return err
-				}
-				x.For(rows, func(lo, hi int) {
-					y := make([]float32, n)
-					for r := lo; r < hi; r++ {
-						rmsnormRow(y, in[r*n:(r+1)*n], w, c.Eps)
-						ConvertRow(a, out[r*rb:(r+1)*rb], y)
-					}
+				return convertRows(x, a, c.Out, rows, n, func(y []float32, r int) {
+					rmsnormRow(y, in[r*n:(r+1)*n], w, c.Eps)
 				})
-				return nil
 			},
 		})
 	}

@@ -106,48 +106,17 @@ var RopeKVStore = device.Register(&device.Kernel[RopeKVStoreArgs]{
 		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}, nil
 	},
 	Twin: func(x *device.Exec, a RopeKVStoreArgs) error {
-		rows, d, ns, hd, half := int(a.Rows), int(a.KVDim), int(a.NSlots), int(a.HeadDim), int(a.NRot/2)
-		k, err := x.F32(a.K, rows*d)
+		hd, half := int(a.HeadDim), int(a.NRot/2)
+		cs, err := x.F32(a.CosSin, int(a.Rows)*half*2)
 		if err != nil {
 			return err
 		}
-		v, err := x.F32(a.V, rows*d)
-		if err != nil {
-			return err
-		}
-		cs, err := x.F32(a.CosSin, rows*half*2)
-		if err != nil {
-			return err
-		}
-		slots, err := x.I32(a.Slots, rows)
-		if err != nil {
-			return err
-		}
-		kc, err := x.F32(a.KCache, ns*d)
-		if err != nil {
-			return err
-		}
-		vc, err := x.F32(a.VCache, ns*d)
-		if err != nil {
-			return err
-		}
-		for r, s := range slots {
-			if s < 0 || int(s) >= ns {
-				return fmt.Errorf("row %d: slot %d outside cache of %d", r, s, ns)
-			}
-		}
-		x.For(rows, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				s := int(slots[r])
-				dst := kc[s*d : (s+1)*d]
-				copy(dst, k[r*d:(r+1)*d])
-				tab := cs[r*half*2 : (r+1)*half*2]
-				for h := 0; h < int(a.Heads); h++ {
-					ropeHead(dst[h*hd:(h+1)*hd], tab, half, a.Mode)
-				}
-				copy(vc[s*d:(s+1)*d], v[r*d:(r+1)*d])
+		store := KVStoreArgs{K: a.K, V: a.V, Slots: a.Slots, KCache: a.KCache, VCache: a.VCache, Rows: a.Rows, KVDim: a.KVDim, NSlots: a.NSlots}
+		return storeKV(x, store, func(key []float32, r int) {
+			tab := cs[r*half*2 : (r+1)*half*2]
+			for h := 0; h < int(a.Heads); h++ {
+				ropeHead(key[h*hd:(h+1)*hd], tab, half, a.Mode)
 			}
 		})
-		return nil
 	},
 })
