@@ -46,11 +46,12 @@ func Access(op *model.Op) (reads, writes []megakernel.Resource) {
 	return reads, append(writes, resBuf|megakernel.Resource(op.Out))
 }
 
-// MegakernelRunner runs a megakernel stream on a backend.
+// MegakernelRunner runs a megakernel schedule on a backend. Schedules come from
+// megakernel.Build, which lays out only valid streams, so runners do not decode them again.
 type MegakernelRunner interface {
-	// SMs is the number of queues a stream for this runner has.
+	// SMs is the number of queues a schedule for this runner has.
 	SMs() int
-	Run(stream []byte) error
+	Run(s *megakernel.Schedule) error
 }
 
 // vmRunner runs streams with the megakernel's Go VM over a CPU backend's memory.
@@ -59,8 +60,8 @@ type vmRunner struct {
 	sms int
 }
 
-func (r *vmRunner) SMs() int                { return r.sms }
-func (r *vmRunner) Run(stream []byte) error { return r.vm.Run(stream) }
+func (r *vmRunner) SMs() int                         { return r.sms }
+func (r *vmRunner) Run(s *megakernel.Schedule) error { return r.vm.RunSchedule(s) }
 
 // multiprocessors is a backend that runs thread blocks concurrently on a known number of
 // multiprocessors (a GPU; the PTX interpreter's workers).
@@ -125,11 +126,8 @@ type deviceRunner struct {
 
 func (r *deviceRunner) SMs() int { return r.sms }
 
-func (r *deviceRunner) Run(stream []byte) error {
-	s, err := megakernel.Decode(stream)
-	if err != nil {
-		return err
-	}
+func (r *deviceRunner) Run(s *megakernel.Schedule) error {
+	stream := s.Encode()
 	if err := r.grow(&r.stream, &r.streamCap, int64(len(stream))); err != nil {
 		return err
 	}
@@ -210,7 +208,7 @@ func (m *Megakernel) LaunchStep(ls []Launch) error {
 		return err
 	}
 	m.Last = s
-	return m.r.Run(s.Encode())
+	return m.r.Run(s)
 }
 
 // schedule compiles a step's launches, whose rows attend to keys keys in all, for the
