@@ -25,7 +25,13 @@ func init() {
 // dot16 is the lane-strided product of two rows of 16-bit floats decoded by dec.
 func dot16(row, x []byte, cols int, dec func(uint16) float32) float32 {
 	var acc [32]float32
-	for u := 0; u < cols/8; u++ {
+	dot16Units(&acc, row, x, 0, cols/8, dec)
+	return laneSum(&acc)
+}
+
+// dot16Units folds units from … to−1 into the lane accumulators.
+func dot16Units(acc *[32]float32, row, x []byte, from, to int, dec func(uint16) float32) {
+	for u := from; u < to; u++ {
 		l := u & 31
 		a := acc[l]
 		w, v := row[16*u:16*u+16], x[16*u:16*u+16]
@@ -34,5 +40,4 @@ func dot16(row, x []byte, cols int, dec func(uint16) float32) float32 {
 		}
 		acc[l] = a
 	}
-	return laneSum(&acc)
 }

@@ -66,6 +66,9 @@ type Format struct {
 	// same bits; a test checks them against Dot on the row's GGUF bytes). Formats without one
 	// are evaluated by restoring each row's GGUF bytes.
 	PackedDot func(l *repack.Layout, row, x []byte) float32
+
+	// portableDot is the Go PackedDot when a vector form (simd.go) replaced it.
+	portableDot func(l *repack.Layout, row, x []byte) float32
 }
 
 // rowDot evaluates a format's dot products on weight rows in device layout: directly with
@@ -112,6 +115,9 @@ func registerFormat(f *Format) {
 	if f.PackedDot == nil && f.Type.BlockSize() == 1 {
 		// float rows are their GGUF bytes followed by padding
 		f.PackedDot = func(l *repack.Layout, row, x []byte) float32 { return f.Dot(row[:l.RowBytes], x, int(l.RowValues)) }
+	}
+	if v := vectorDots[f.Type]; v != nil && f.PackedDot != nil {
+		f.portableDot, f.PackedDot = f.PackedDot, v
 	}
 	formats[f.Type] = f
 	matvecKernels[f.Type] = device.Register(newMatVec(f, "matvec_"))

@@ -1,0 +1,14 @@
+package kernels
+
+import "verity/repack"
+
+// PortablePackedDot is f's Go PackedDot: the vector form's reference where one is in use.
+func PortablePackedDot(f *Format) func(l *repack.Layout, row, x []byte) float32 {
+	if f.portableDot != nil {
+		return f.portableDot
+	}
+	return f.PackedDot
+}
+
+// HasVectorDot reports whether f's PackedDot is a vector form (simd.go).
+func HasVectorDot(f *Format) bool { return f.portableDot != nil }

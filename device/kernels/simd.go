@@ -1,0 +1,16 @@
+package kernels
+
+import "verity/repack"
+
+// dotFunc is the type of Format.PackedDot.
+type dotFunc = func(l *repack.Layout, row, x []byte) float32
+
+// vectorDots holds, by weight type, a faster form of the format's PackedDot with the same
+// bits (simd_amd64.go provides them where the CPU allows); registerFormat installs it and
+// keeps the portable Go function as Format.portableDot. vectorISA names their instruction
+// set ("" for none). Initialised with the package's variables, before any registration.
+var vectorDots, vectorISA = vectorForms()
+
+// VectorISA reports the instruction set the twin's matvec uses beyond portable Go, or "" when
+// every dot product is the portable Go one (other CPUs, or the purego build tag).
+func VectorISA() string { return vectorISA }

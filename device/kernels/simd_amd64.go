@@ -1,0 +1,117 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"github.com/klauspost/cpuid/v2"
+
+	"verity/device"
+	"verity/device/dtype"
+	"verity/device/num"
+	"verity/repack"
+)
+
+// The twin's vector forms of the hottest PackedDot functions (simd_amd64.s), used where the
+// CPU has AVX2, FMA and F16C. They compute the integer unit sums with vector instructions
+// (exact) and fold them with hardware fused multiply-adds (IEEE, round to nearest, subnormals
+// kept: Go never sets the flush-to-zero modes) into the same lane accumulators in the same
+// order, so their results are the scalar functions' bits; NaN payloads may differ inside the
+// lanes, and the lane sum makes every NaN the canonical one. A test compares both forms on
+// random and special rows.
+
+//go:noescape
+func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
+
+//go:noescape
+func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
+
+//go:noescape
+func dotF32AVX2(w, x *float32, chunks int, acc *[32]float32)
+
+//go:noescape
+func dotF16AVX2(w, x *byte, chunks int, acc *[32]float32)
+
+//go:noescape
+func dotBF16AVX2(w, x *byte, chunks int, acc *[32]float32)
+
+func vectorForms() (map[dtype.Type]dotFunc, string) {
+	if !cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C) {
+		return nil, ""
+	}
+	return map[dtype.Type]dotFunc{
+		dtype.Q4_K: packedDotQ4KAVX2,
+		dtype.Q6_K: packedDotQ6KAVX2,
+		dtype.F32:  packedDotF32AVX2,
+		dtype.F16:  packedDot16AVX2(dotF16AVX2, num.F16ToF32),
+		dtype.BF16: packedDot16AVX2(dotBF16AVX2, num.BF16ToF32),
+	}, "AVX2+FMA"
+}
+
+// checkRow panics, as a slice expression would, unless row and x hold a whole packed row and
+// its q8_K activations: the assembly reads them without bounds checks.
+func checkRow(l *repack.Layout, row, x []byte) {
+	_, _ = row[:l.RowStride], x[:l.Blocks*q8KBytes]
+}
+
+func packedDotQ4KAVX2(l *repack.Layout, row, x []byte) float32 {
+	checkRow(l, row, x)
+	var acc [32]float32
+	if l.Blocks > 0 {
+		q4KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
+	}
+	return laneSum(&acc)
+}
+
+func packedDotQ6KAVX2(l *repack.Layout, row, x []byte) float32 {
+	checkRow(l, row, x)
+	var acc [32]float32
+	if l.Blocks > 0 {
+		q6KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
+	}
+	return laneSum(&acc)
+}
+
+// chunkOrder is the lane order of the float formats' vector accumulators: accumulator k of
+// a chunk of eight lanes holds lane chunkOrder[k] (simd_amd64.s).
+var chunkOrder = [8]int{0, 2, 4, 6, 1, 3, 5, 7}
+
+// unchunk puts the float formats' accumulators back in lane order.
+func unchunk(v *[32]float32) (acc [32]float32) {
+	for c := 0; c < 32; c += 8 {
+		for k, l := range chunkOrder {
+			acc[c+l] = v[c+k]
+		}
+	}
+	return acc
+}
+
+// packedDotF32AVX2 folds whole chunks of 8 units (32 values) with the vector code and the
+// remaining units with the Go step.
+func packedDotF32AVX2(l *repack.Layout, row, x []byte) float32 {
+	cols := int(l.RowValues)
+	w, v := device.AsF32(row[:4*cols]), device.AsF32(x[:4*cols])
+	chunks := cols / 32
+	var vacc [32]float32
+	if chunks > 0 {
+		dotF32AVX2(&w[0], &v[0], chunks, &vacc)
+	}
+	acc := unchunk(&vacc)
+	dotF32Units(&acc, w, v, 8*chunks, cols/4)
+	return laneSum(&acc)
+}
+
+// packedDot16AVX2 is packedDotF32AVX2 for 16-bit floats: chunks of 8 units (64 values).
+func packedDot16AVX2(vec func(w, x *byte, chunks int, acc *[32]float32), dec func(uint16) float32) dotFunc {
+	return func(l *repack.Layout, row, x []byte) float32 {
+		cols := int(l.RowValues)
+		row, x = row[:2*cols], x[:2*cols]
+		chunks := cols / 64
+		var vacc [32]float32
+		if chunks > 0 {
+			vec(&row[0], &x[0], chunks, &vacc)
+		}
+		acc := unchunk(&vacc)
+		dot16Units(&acc, row, x, 8*chunks, cols/8, dec)
+		return laneSum(&acc)
+	}
+}

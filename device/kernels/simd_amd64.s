@@ -1,0 +1,383 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 + FMA + F16C forms of packedDotQ4K and packedDotQ6K (q4_k.go, q6_k.go): the same
+// integer unit sums (exact, so any summation order gives them) and the same two or one
+// fused multiply-adds per unit into the same lane accumulators, in the same order. A lane
+// accumulator is one float32 of acc; super-block i's eight units are lanes 8(i mod 4) … +7,
+// one ymm register's worth, so each super-block is one vector FMA step (two for q4_K).
+// Register use: Y4…Y11 the eight units' partial sums, Y0…Y3 temporaries, Y12 a permutation,
+// Y13…Y15 byte masks and int16 ones.
+
+// One q4_K unit: 16 plane bytes (byte j: value j low nibble, value j+16 high nibble) times
+// 32 int8 activations, as 8 int32 partial sums.
+#define Q4K_UNIT(qoff, aoff, dst) \
+	VMOVDQU      qoff(SI), X1        \
+	VPSRLW       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y15, Y1, Y1         \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+// One q6_K unit: 16 low-plane bytes as above and 8 high-plane bytes (byte j: values j, j+8,
+// j+16, j+24 in bits 0-1, 2-3, 4-5, 6-7) give the 32 unsigned quants 0…63 in value order;
+// times the activations, as 8 int32 partial sums (4 for values 0-15, then 4 for 16-31).
+#define Q6K_UNIT(qoff, hoff, aoff, dst) \
+	VMOVDQU      qoff(SI), X1        \
+	VPSRLW       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y15, Y1, Y1         \
+	VMOVQ        hoff(R12), X2       \
+	VPSRLQ       $2, X2, X3          \
+	VPUNPCKLQDQ  X3, X2, X2          \
+	VPSRLQ       $4, X2, X3          \
+	VINSERTI128  $1, X3, Y2, Y2      \
+	VPAND        Y13, Y2, Y2         \
+	VPSLLW       $4, Y2, Y2          \
+	VPOR         Y2, Y1, Y1          \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+// D = float32(fp16 at (base)(R10*2) · the q8_K block's float32 d), broadcast into dst.
+#define BLOCK_SCALE(base, x, dst) \
+	MOVWLZX       (base)(R10*2), AX  \
+	VMOVD         AX, x              \
+	VCVTPH2PS     x, x               \
+	VMULSS        (DI), x, x         \
+	VBROADCASTSS  x, dst
+
+// The constants: Y15 = 0x0f bytes, Y14 = int16 ones, Y13 = 0x03 bytes.
+#define CONSTANTS \
+	MOVL          $0x0f0f0f0f, AX    \
+	VMOVD         AX, X15            \
+	VPBROADCASTD  X15, Y15           \
+	MOVL          $0x00010001, AX    \
+	VMOVD         AX, X14            \
+	VPBROADCASTD  X14, Y14           \
+	MOVL          $0x03030303, AX    \
+	VMOVD         AX, X13            \
+	VPBROADCASTD  X13, Y13
+
+// func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
+TEXT ·q4KDotAVX2(SB), NOSPLIT, $0-48
+	MOVQ plane+0(FP), SI
+	MOVQ scales+8(FP), BX
+	MOVQ d+16(FP), DX
+	MOVQ x+24(FP), DI
+	MOVQ blocks+32(FP), CX
+	MOVQ acc+40(FP), R8
+	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
+	XORQ R10, R10
+	CONSTANTS
+	TESTQ CX, CX
+	JZ    q4kdone
+
+q4kloop:
+	Q4K_UNIT(0, 4, Y4)
+	Q4K_UNIT(16, 36, Y5)
+	Q4K_UNIT(32, 68, Y6)
+	Q4K_UNIT(48, 100, Y7)
+	Q4K_UNIT(64, 132, Y8)
+	Q4K_UNIT(80, 164, Y9)
+	Q4K_UNIT(96, 196, Y10)
+	Q4K_UNIT(112, 228, Y11)
+
+	// unit sums S_0 … S_7 in order
+	VPHADDD    Y5, Y4, Y0
+	VPHADDD    Y7, Y6, Y1
+	VPHADDD    Y1, Y0, Y0  // [S0 S1 S2 S3 | …] split over the two 128-bit halves
+	VPHADDD    Y9, Y8, Y1
+	VPHADDD    Y11, Y10, Y2
+	VPHADDD    Y2, Y1, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VPADDD     Y3, Y2, Y0
+
+	VPMOVZXBD (BX), Y1      // sc_0 … sc_7
+	VPMULLD   Y1, Y0, Y0
+	VCVTDQ2PS Y0, Y0        // float32(sc·Σ q·a), exact
+	VPMOVZXBD 8(BX), Y1     // m_0 … m_7
+	VPMADDWD  260(DI), Y14, Y2 // bsums[2s] + bsums[2s+1]
+	VPMULLD   Y2, Y1, Y1
+	VCVTDQ2PS Y1, Y1        // float32(m·B), exact
+
+	BLOCK_SCALE(DX, X2, Y2) // D
+	BLOCK_SCALE(R9, X3, Y3) // Dmin
+
+	MOVQ         R10, AX
+	ANDQ         $3, AX
+	SHLQ         $5, AX
+	VMOVUPS      (R8)(AX*1), Y12
+	VFMADD231PS  Y0, Y2, Y12 // acc = fma(D, S, acc)
+	VFNMADD231PS Y1, Y3, Y12 // acc = fma(−Dmin, M, acc)
+	VMOVUPS      Y12, (R8)(AX*1)
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q4kloop
+
+q4kdone:
+	VZEROUPPER
+	RET
+
+// vpermd indices: [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7] from [sc0 … sc7]
+DATA q6kPerm<>+0(SB)/4, $0
+DATA q6kPerm<>+4(SB)/4, $2
+DATA q6kPerm<>+8(SB)/4, $4
+DATA q6kPerm<>+12(SB)/4, $6
+DATA q6kPerm<>+16(SB)/4, $1
+DATA q6kPerm<>+20(SB)/4, $3
+DATA q6kPerm<>+24(SB)/4, $5
+DATA q6kPerm<>+28(SB)/4, $7
+GLOBL q6kPerm<>(SB), RODATA|NOPTR, $32
+
+// func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
+TEXT ·q6KDotAVX2(SB), NOSPLIT, $0-56
+	MOVQ low+0(FP), SI
+	MOVQ high+8(FP), R11
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ blocks+40(FP), CX
+	MOVQ acc+48(FP), R8
+	XORQ R10, R10
+	CONSTANTS
+	VMOVDQU q6kPerm<>(SB), Y12
+	TESTQ CX, CX
+	JZ    q6kdone
+
+q6kloop:
+	// The high plane (8 bytes per unit) interleaves two 32-unit groups in each 512-byte
+	// chunk: unit s of super-block i is at 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s.
+	MOVQ R10, AX
+	SHRQ $3, AX
+	SHLQ $9, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	MOVQ R10, R13
+	SHRQ $2, R13
+	ANDQ $1, R13
+	SHLQ $3, R13
+	ADDQ R13, AX
+	LEAQ (R11)(AX*1), R12
+
+	Q6K_UNIT(0, 0, 4, Y4)
+	Q6K_UNIT(16, 16, 36, Y5)
+	Q6K_UNIT(32, 32, 68, Y6)
+	Q6K_UNIT(48, 48, 100, Y7)
+	Q6K_UNIT(64, 64, 132, Y8)
+	Q6K_UNIT(80, 80, 164, Y9)
+	Q6K_UNIT(96, 96, 196, Y10)
+	Q6K_UNIT(112, 112, 228, Y11)
+
+	// group sums: Y0 = [A0 A1 A2 A3 | B0 B1 B2 B3], Y1 = [A4 … A7 | B4 … B7] (A: values
+	// 0-15 of unit s, scale sc_2s; B: values 16-31, scale sc_2s+1)
+	VPHADDD Y5, Y4, Y0
+	VPHADDD Y7, Y6, Y1
+	VPHADDD Y1, Y0, Y0
+	VPHADDD Y9, Y8, Y1
+	VPHADDD Y11, Y10, Y2
+	VPHADDD Y2, Y1, Y1
+
+	VPMOVSXBD  (BX), Y2     // sc_0 … sc_7
+	VPERMD     Y2, Y12, Y2  // [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7]
+	VPMULLD    Y2, Y0, Y0
+	VPMOVSXBD  8(BX), Y2    // sc_8 … sc_15
+	VPERMD     Y2, Y12, Y2
+	VPMULLD    Y2, Y1, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VPADDD     Y3, Y2, Y0   // Σ sc·Σ q·a per unit
+
+	VPMOVSXBW (BX), Y1      // the 16 scales as int16
+	VPMADDWD  260(DI), Y1, Y1 // sc_2s·bsums[2s] + sc_2s+1·bsums[2s+1]
+	VPSLLD    $5, Y1, Y1
+	VPSUBD    Y1, Y0, Y0    // Σ sc·Σ (q−32)·a
+	VCVTDQ2PS Y0, Y0
+
+	BLOCK_SCALE(DX, X2, Y2)
+
+	MOVQ        R10, AX
+	ANDQ        $3, AX
+	SHLQ        $5, AX
+	VMOVUPS     (R8)(AX*1), Y3
+	VFMADD231PS Y0, Y2, Y3
+	VMOVUPS     Y3, (R8)(AX*1)
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q6kloop
+
+q6kdone:
+	VZEROUPPER
+	RET
+
+// The float formats (f32.go, f16.go, bf16.go): a unit is 4 float32 or 8 16-bit values, folded
+// value by value into its lane, so a vector of lanes needs the units' values transposed.
+// A chunk of 8 units is loaded as four registers of two units each and transposed within
+// the 128-bit halves, which leaves each vector of one value position holding the units in
+// the order 0 2 4 6 1 3 5 7: the accumulators keep that order (the Go side undoes it).
+// Chunk c's lanes are 8(c mod 4) … +7.
+
+// Y0 … Y3 = the four value positions of the f32 chunk at P; clobbers Y4 … Y7.
+#define F32_CHUNK(P) \
+	VMOVUPS   0(P), Y0     \
+	VMOVUPS   32(P), Y1    \
+	VMOVUPS   64(P), Y2    \
+	VMOVUPS   96(P), Y3    \
+	VUNPCKLPS Y1, Y0, Y4   \
+	VUNPCKHPS Y1, Y0, Y5   \
+	VUNPCKLPS Y3, Y2, Y6   \
+	VUNPCKHPS Y3, Y2, Y7   \
+	VUNPCKLPD Y6, Y4, Y0   \
+	VUNPCKHPD Y6, Y4, Y1   \
+	VUNPCKLPD Y7, Y5, Y2   \
+	VUNPCKHPD Y7, Y5, Y3
+
+// func dotF32AVX2(w, x *float32, chunks int, acc *[32]float32)
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ chunks+16(FP), CX
+	MOVQ acc+24(FP), R8
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ   f32done
+
+f32loop:
+	F32_CHUNK(SI)
+	VMOVAPS Y0, Y8
+	VMOVAPS Y1, Y9
+	VMOVAPS Y2, Y10
+	VMOVAPS Y3, Y11
+	F32_CHUNK(DI)
+	MOVQ        R10, AX
+	ANDQ        $3, AX
+	SHLQ        $5, AX
+	VMOVUPS     (R8)(AX*1), Y12
+	VFMADD231PS Y0, Y8, Y12
+	VFMADD231PS Y1, Y9, Y12
+	VFMADD231PS Y2, Y10, Y12
+	VFMADD231PS Y3, Y11, Y12
+	VMOVUPS     Y12, (R8)(AX*1)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  f32loop
+
+f32done:
+	VZEROUPPER
+	RET
+
+// Y0 … Y3 = the 16-bit values of the chunk at P (8 units of 8), value positions 2k in the
+// low half of Yk and 2k+1 in the high half; clobbers Y4 … Y7.
+#define H16_CHUNK(P) \
+	VMOVDQU    0(P), Y0    \
+	VMOVDQU    32(P), Y1   \
+	VMOVDQU    64(P), Y2   \
+	VMOVDQU    96(P), Y3   \
+	VPUNPCKLWD Y1, Y0, Y4  \
+	VPUNPCKHWD Y1, Y0, Y5  \
+	VPUNPCKLWD Y3, Y2, Y6  \
+	VPUNPCKHWD Y3, Y2, Y7  \
+	VPUNPCKLDQ Y6, Y4, Y0  \
+	VPUNPCKHDQ Y6, Y4, Y1  \
+	VPUNPCKLDQ Y7, Y5, Y2  \
+	VPUNPCKHDQ Y7, Y5, Y3  \
+	VPERMQ     $0xd8, Y0, Y0 \
+	VPERMQ     $0xd8, Y1, Y1 \
+	VPERMQ     $0xd8, Y2, Y2 \
+	VPERMQ     $0xd8, Y3, Y3
+
+// f16 → float32 (exact)
+#define CVT_F16(x, y) VCVTPH2PS x, y
+// bf16 → float32: the bits shifted up 16 (exact)
+#define CVT_BF16(x, y) VPMOVZXWD x, y; VPSLLD $16, y, y
+
+// Fold value positions 2k (low halves of WY and VY) and 2k+1 (high halves) into Y0; WX and
+// VX name the low halves.
+#define H16_STEP(WX, WY, VX, VY, CVT) \
+	CVT(WX, Y1)                \
+	CVT(VX, Y2)                \
+	VFMADD231PS  Y2, Y1, Y0    \
+	VEXTRACTI128 $1, WY, X3    \
+	VEXTRACTI128 $1, VY, X4    \
+	CVT(X3, Y1)                \
+	CVT(X4, Y2)                \
+	VFMADD231PS  Y2, Y1, Y0
+
+// One chunk of a 16-bit dot product: SI the weights, DI the activations, R10 the chunk index.
+#define H16_DOT_CHUNK(CVT) \
+	H16_CHUNK(SI)             \
+	VMOVDQA Y0, Y8            \
+	VMOVDQA Y1, Y9            \
+	VMOVDQA Y2, Y10           \
+	VMOVDQA Y3, Y11           \
+	H16_CHUNK(DI)             \
+	VMOVDQA Y0, Y12           \
+	VMOVDQA Y1, Y13           \
+	VMOVDQA Y2, Y14           \
+	VMOVDQA Y3, Y15           \
+	MOVQ    R10, AX           \
+	ANDQ    $3, AX            \
+	SHLQ    $5, AX            \
+	VMOVUPS (R8)(AX*1), Y0    \
+	H16_STEP(X8, Y8, X12, Y12, CVT)   \
+	H16_STEP(X9, Y9, X13, Y13, CVT)   \
+	H16_STEP(X10, Y10, X14, Y14, CVT) \
+	H16_STEP(X11, Y11, X15, Y15, CVT) \
+	VMOVUPS Y0, (R8)(AX*1)
+
+// func dotF16AVX2(w, x *byte, chunks int, acc *[32]float32)
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ chunks+16(FP), CX
+	MOVQ acc+24(FP), R8
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ   f16done
+
+f16loop:
+	H16_DOT_CHUNK(CVT_F16)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  f16loop
+
+f16done:
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX2(w, x *byte, chunks int, acc *[32]float32)
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ chunks+16(FP), CX
+	MOVQ acc+24(FP), R8
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ   bf16done
+
+bf16loop:
+	H16_DOT_CHUNK(CVT_BF16)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  bf16loop
+
+bf16done:
+	VZEROUPPER
+	RET

@@ -1,0 +1,173 @@
+package kernels_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/device/num"
+	"verity/repack"
+)
+
+// The vector forms of PackedDot give the portable Go function's bits on arbitrary bytes:
+// random and extreme quants, activation quants and bsums that need not agree with each other,
+// fp16 and float32 scales from every class (zero, subnormal, normal, huge, ±Inf, NaN), rows
+// of 1 to 40 super-blocks (every position of a super-block in the interleaved planes); for
+// the float formats random bits (every class of value) and rows of any whole number of units.
+func TestVectorDotMatchesPortable(t *testing.T) {
+	f16s := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x3c00, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01}
+	f32s := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, 1e-40, 1, -3.5e-3, math.MaxFloat32,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	tested := 0
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		if !kernels.HasVectorDot(f) {
+			continue
+		}
+		tested++
+		portable := kernels.PortablePackedDot(f)
+		t.Run(wt.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(wt), 77))
+			for trial := 0; trial < 400; trial++ {
+				blocks := 1 + r.IntN(40)
+				cols := 256 * blocks
+				if wt.BlockSize() == 1 { // float rows: any whole number of units (tails)
+					cols = f.Unit * (1 + r.IntN(1200/f.Unit))
+					blocks = 0
+				}
+				l, err := repack.NewLayout(wt, []int64{int64(cols)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				row := make([]byte, l.RowStride)
+				x := make([]byte, f.Act.RowBytes(cols))
+				mode := trial % 4
+				fill := func(b []byte) {
+					for i := range b {
+						switch mode {
+						case 1: // extreme quants
+							b[i] = []byte{0x00, 0xff, 0x80, 0x7f}[r.IntN(4)]
+						default:
+							b[i] = byte(r.Uint32())
+						}
+					}
+				}
+				fill(row)
+				fill(x)
+				if wt.BlockSize() == 1 {
+					floatRow(r, wt, row[:l.RowBytes], mode)
+					floatRow(r, wt, x, mode)
+				}
+				for b := 0; b < int(l.Blocks*l.F16Fields); b++ { // fp16 scale fields
+					h := uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
+					if mode >= 2 && r.IntN(4) == 0 {
+						h = f16s[r.IntN(len(f16s))]
+					}
+					binary.LittleEndian.PutUint16(row[l.F16Off+2*int64(b):], h)
+				}
+				for b := 0; b < blocks; b++ { // the q8_K blocks' float32 d
+					d := float32(r.NormFloat64() * 1e-2)
+					if mode == 3 && r.IntN(3) == 0 {
+						d = f32s[r.IntN(len(f32s))]
+					}
+					binary.LittleEndian.PutUint32(x[292*b:], math.Float32bits(d))
+				}
+				got, want := f.PackedDot(&l, row, x), portable(&l, row, x)
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("trial %d (%d blocks, mode %d): vector %v (%#08x), portable %v (%#08x)",
+						trial, blocks, mode, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		})
+	}
+	if isa := kernels.VectorISA(); (isa == "") != (tested == 0) {
+		t.Errorf("VectorISA %q with %d vector forms", isa, tested)
+	}
+	t.Logf("vector forms: %d (%q)", tested, kernels.VectorISA())
+}
+
+// BenchmarkPackedDot: the matvec twin's inner loop, one packed row times one activation row,
+// for every weight type; vector forms against their portable Go functions.
+func BenchmarkPackedDot(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		if f.PackedDot == nil {
+			continue
+		}
+		forms := map[string]func(l *repack.Layout, row, x []byte) float32{"go": kernels.PortablePackedDot(f)}
+		if kernels.HasVectorDot(f) {
+			forms[kernels.VectorISA()] = f.PackedDot
+		}
+		for _, cols := range []int{2048, 8192} {
+			rb, _ := wt.RowBytes(int64(cols))
+			row := make([]byte, rb)
+			if wt.BlockSize() > 1 {
+				l, _ := repack.NewLayout(wt, []int64{int64(cols)})
+				p, _ := repack.Pack(wt, []int64{int64(cols)}, row)
+				for i := range p.Data {
+					p.Data[i] = byte(r.Uint32())
+				}
+				for i := 0; i < int(l.Blocks*l.F16Fields); i++ {
+					binary.LittleEndian.PutUint16(p.Data[l.F16Off+2*int64(i):], uint16(r.IntN(0x7800)))
+				}
+				row, _ = repack.Unpack(p)
+			} else {
+				row = f32Row(r, wt, cols)
+			}
+			p, err := repack.Pack(wt, []int64{int64(cols)}, row)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x := make([]byte, f.Act.RowBytes(cols))
+			kernels.ConvertRow(f.Act, x, randF32(r, cols, 1))
+			for name, dot := range forms {
+				b.Run(fmt.Sprintf("type=%s/cols=%d/%s", wt, cols, name), func(b *testing.B) {
+					b.SetBytes(rb)
+					var sink float32
+					for b.Loop() {
+						sink += dot(&p.Layout, p.Data, x)
+					}
+					_ = sink
+				})
+			}
+		}
+	}
+}
+
+// floatRow fills b with values of float type wt (f32, f16 or bf16): mode 0 normal values,
+// 1 magnitudes spread over the whole range (subnormals included, products may overflow),
+// 2 random finite bits, 3 normal values with some ±Inf, NaN, ±0 and subnormals.
+func floatRow(r *rand.Rand, wt dtype.Type, b []byte, mode int) {
+	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		0, float32(math.Copysign(0, -1)), 1e-40, -6e-8}
+	size := len(b) / wt.BlockBytes()
+	for i := 0; i < size; i++ {
+		v := float32(r.NormFloat64())
+		switch mode {
+		case 1:
+			v = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(300)-150)))
+		case 2:
+			v = math.Float32frombits(r.Uint32())
+			for math.IsInf(float64(v), 0) || v != v {
+				v = math.Float32frombits(r.Uint32())
+			}
+		case 3:
+			if r.IntN(64) == 0 {
+				v = specials[r.IntN(len(specials))]
+			}
+		}
+		switch wt {
+		case dtype.F32:
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		case dtype.F16:
+			binary.LittleEndian.PutUint16(b[2*i:], num.F32ToF16(v))
+		default:
+			binary.LittleEndian.PutUint16(b[2*i:], num.F32ToBF16(v))
+		}
+	}
+}
