@@ -12,3 +12,6 @@ func PortablePackedDot(f *Format) func(l *repack.Layout, row, x []byte) float32 
 
 // HasVectorDot reports whether f's PackedDot is a vector form (simd.go).
 func HasVectorDot(f *Format) bool { return f.portableDot != nil }
+
+// LaneSum is the matvec's lane fold (num.WarpTotal's bits).
+func LaneSum(acc *[32]float32) float32 { return laneSum(acc) }

@@ -263,5 +263,11 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	return nil
 }
 
-// laneSum folds the 32 lane accumulators with the warp butterfly.
-func laneSum(acc *[32]float32) float32 { return num.WarpTotal(acc) }
+// laneSum folds the 32 lane accumulators with the warp butterfly (num.WarpTotal; its vector
+// form where the dot products have one).
+func laneSum(acc *[32]float32) float32 {
+	if vectorCPU {
+		return vectorWarpTotal(acc)
+	}
+	return num.WarpTotal(acc)
+}

@@ -11,6 +11,9 @@ type dotFunc = func(l *repack.Layout, row, x []byte) float32
 // set ("" for none). Initialised with the package's variables, before any registration.
 var vectorDots, vectorISA = vectorForms()
 
+// vectorCPU: the CPU runs the vector forms (and laneSum uses its vector form).
+var vectorCPU = vectorSupported()
+
 // VectorISA reports the instruction set the twin's matvec uses beyond portable Go, or "" when
 // every dot product is the portable Go one (other CPUs, or the purego build tag).
 func VectorISA() string { return vectorISA }

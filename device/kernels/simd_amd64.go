@@ -26,6 +26,9 @@ func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func warpTotalAVX(v *[32]float32) float32
+
+//go:noescape
 func dotF32AVX2(w, x *float32, chunks int, acc *[32]float32)
 
 //go:noescape
@@ -34,8 +37,11 @@ func dotF16AVX2(w, x *byte, chunks int, acc *[32]float32)
 //go:noescape
 func dotBF16AVX2(w, x *byte, chunks int, acc *[32]float32)
 
+// vectorSupported reports whether the CPU runs the vector forms.
+func vectorSupported() bool { return cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C) }
+
 func vectorForms() (map[dtype.Type]dotFunc, string) {
-	if !cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C) {
+	if !vectorCPU {
 		return nil, ""
 	}
 	return map[dtype.Type]dotFunc{
@@ -46,6 +52,9 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 		dtype.BF16: packedDot16AVX2(dotBF16AVX2, num.BF16ToF32),
 	}, "AVX2+FMA"
 }
+
+// vectorWarpTotal is num.WarpTotal with vector adds (the same pairs, the same bits).
+func vectorWarpTotal(v *[32]float32) float32 { return num.Canon(warpTotalAVX(v)) }
 
 // checkRow panics, as a slice expression would, unless row and x hold a whole packed row and
 // its q8_K activations: the assembly reads them without bounds checks.

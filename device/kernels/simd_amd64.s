@@ -381,3 +381,23 @@ bf16loop:
 bf16done:
 	VZEROUPPER
 	RET
+
+// func warpTotalAVX(v *[32]float32) float32
+// num.WarpTotal's butterfly with vector adds (the same pairs): lanes l and l+16, then l+8,
+// l+4, l+2, l+1. The caller makes a NaN canonical.
+TEXT ·warpTotalAVX(SB), NOSPLIT, $0-12
+	MOVQ         v+0(FP), SI
+	VMOVUPS      0(SI), Y0
+	VMOVUPS      32(SI), Y1
+	VADDPS       64(SI), Y0, Y0
+	VADDPS       96(SI), Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+8(FP)
+	RET

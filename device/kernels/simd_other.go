@@ -2,7 +2,16 @@
 
 package kernels
 
-import "verity/device/dtype"
+import (
+	"verity/device/dtype"
+	"verity/device/num"
+)
+
+// vectorSupported: no vector forms here.
+func vectorSupported() bool { return false }
 
 // vectorForms: no vector forms on this platform or build; every PackedDot is portable Go.
 func vectorForms() (map[dtype.Type]dotFunc, string) { return nil, "" }
+
+// vectorWarpTotal is never called where vectorCPU is false.
+func vectorWarpTotal(v *[32]float32) float32 { return num.WarpTotal(v) }

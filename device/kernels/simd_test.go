@@ -171,3 +171,27 @@ func floatRow(r *rand.Rand, wt dtype.Type, b []byte, mode int) {
 		}
 	}
 }
+
+// The lane fold the dot products use has num.WarpTotal's bits: normal, spread and special
+// lanes (±0, ±Inf, NaN with any payload, subnormals, overflowing sums).
+func TestLaneSumMatchesWarpTotal(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 20000; trial++ {
+		var v [32]float32
+		b := make([]byte, 4*32)
+		floatRow(r, dtype.F32, b, trial%4)
+		for l := range v {
+			v[l] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*l:]))
+		}
+		if trial%7 == 0 {
+			v[r.IntN(32)] = math.Float32frombits(0xffc00000 | r.Uint32()&0x3fffff) // a CPU NaN
+		}
+		if trial%11 == 0 {
+			v[r.IntN(32)], v[r.IntN(32)] = math.MaxFloat32, math.MaxFloat32
+		}
+		want := num.WarpTotal(&v)
+		if got := kernels.LaneSum(&v); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("trial %d: %v (%#08x), WarpTotal %v (%#08x); lanes %v", trial, got, math.Float32bits(got), want, math.Float32bits(want), v)
+		}
+	}
+}

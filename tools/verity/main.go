@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -23,6 +24,27 @@ func newRoot() *cobra.Command {
 		Short:         "GPU-first LLM inference runtime with bit-exact CPU twins",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	var profile string
+	var profileFile *os.File
+	root.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if profile == "" {
+			return nil
+		}
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		profileFile = f
+		return pprof.StartCPUProfile(f)
+	}
+	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if profileFile == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		return profileFile.Close()
 	}
 	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd())
 	return root
