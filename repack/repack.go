@@ -98,6 +98,20 @@ func values8(unit []byte, b, g int) uint64 {
 	return (x>>(2*g))&0x01010101 | (x>>(2*g+1)&0x01010101)<<32
 }
 
+// setValues8 ors values 8g … 8g+7 (b bits each, one per byte of v) into a packed unit whose
+// bits for them are clear: values8's inverse.
+func setValues8(unit []byte, b, g int, v uint64) {
+	w := 4 * b
+	if w >= 8 {
+		at := unit[8*g%w:]
+		binary.LittleEndian.PutUint64(at, binary.LittleEndian.Uint64(at)|v<<(b*(8*g/w)))
+		return
+	}
+	x := binary.LittleEndian.Uint32(unit)
+	x |= uint32(v&0x01010101)<<(2*g) | uint32(v>>32&0x01010101)<<(2*g+1)
+	binary.LittleEndian.PutUint32(unit, x)
+}
+
 func copyBytes(dst, src []byte) { copy(dst, src) }
 
 // unpackQ2K splits the 16 scale bytes into 16 scales (low nibbles) then 16 mins (high).
@@ -359,9 +373,8 @@ func packRow(l *Layout, s *scheme, dst, src []byte) {
 				} else {
 					clear(unit)
 				}
-				for i, v := range q {
-					by, bit := valueAt(f.bits, int(pl.Width), i)
-					unit[by] |= (v >> sh & mask) << bit
+				for g := 0; g < len(q)/8; g++ {
+					setValues8(unit, f.bits, g, binary.LittleEndian.Uint64(q[8*g:])>>sh&(0x0101010101010101*uint64(mask)))
 				}
 				for i := int64(0); i < pl.Width; i += piece {
 					copy(dst[unitAt(pl, u, i):][:min(piece, pl.Width)], unit[i:])
