@@ -377,10 +377,23 @@ func packRow(l *Layout, s *scheme, dst, src []byte) {
 					setValues8(unit, f.bits, g, binary.LittleEndian.Uint64(q[8*g:])>>sh&(0x0101010101010101*uint64(mask)))
 				}
 				for i := int64(0); i < pl.Width; i += piece {
-					copy(dst[unitAt(pl, u, i):][:min(piece, pl.Width)], unit[i:])
+					putPiece(dst[unitAt(pl, u, i):], unit[i:min(i+piece, pl.Width)])
 				}
 			}
 		}
+	}
+}
+
+// putPiece copies a unit's piece (4, 8 or 16 bytes) with word moves, not a memmove call.
+func putPiece(dst, src []byte) {
+	switch len(src) {
+	case 16:
+		binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+		binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
+	case 8:
+		binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+	default:
+		copy(dst, src)
 	}
 }
 
