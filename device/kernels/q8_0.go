@@ -57,8 +57,14 @@ func dotQ8_0(row, x []byte, cols int) float32 {
 // its fp16 d at 2u.
 func packedDotQ8_0(l *repack.Layout, row, x []byte) float32 {
 	var acc [32]float32
+	q8_0Units(&acc, l, row, x, 0, int(l.Units))
+	return laneSum(&acc)
+}
+
+// q8_0Units folds units from … to−1 of a packed row into the lane accumulators.
+func q8_0Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	p := l.Planes[0]
-	for u := 0; u < int(l.Units); u++ {
+	for u := from; u < to; u++ {
 		lo, hi := unit32(row, p, u)
 		a := x[34*u : 34*u+34]
 		v := a[2:34]
@@ -68,5 +74,4 @@ func packedDotQ8_0(l *repack.Layout, row, x []byte) float32 {
 		}
 		acc[u&31] = num.FMA32(float32(s), float32(f16Field(l, row, 0, u)*f16le(a)), acc[u&31])
 	}
-	return laneSum(&acc)
 }

@@ -26,6 +26,9 @@ func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
+
+//go:noescape
 func warpTotalAVX(v *[32]float32) float32
 
 //go:noescape
@@ -47,6 +50,7 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 	return map[dtype.Type]dotFunc{
 		dtype.Q4_K: packedDotQ4KAVX2,
 		dtype.Q6_K: packedDotQ6KAVX2,
+		dtype.Q8_0: packedDotQ8_0AVX2,
 		dtype.F32:  packedDotF32AVX2,
 		dtype.F16:  packedDot16AVX2(dotF16AVX2, num.F16ToF32),
 		dtype.BF16: packedDot16AVX2(dotBF16AVX2, num.BF16ToF32),
@@ -123,4 +127,18 @@ func packedDot16AVX2(vec func(w, x *byte, chunks int, acc *[32]float32), dec fun
 		dot16Units(&acc, row, x, 8*chunks, cols/8, dec)
 		return laneSum(&acc)
 	}
+}
+
+// packedDotQ8_0AVX2 folds whole chunks of 8 units with the vector code and the rest with the
+// Go step.
+func packedDotQ8_0AVX2(l *repack.Layout, row, x []byte) float32 {
+	units := int(l.Units)
+	_, _ = row[:l.RowStride], x[:34*units]
+	chunks := units / 8
+	var acc [32]float32
+	if chunks > 0 {
+		q80DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &x[0], chunks, &acc)
+	}
+	q8_0Units(&acc, l, row, x, 8*chunks, units)
+	return laneSum(&acc)
 }

@@ -401,3 +401,89 @@ TEXT ·warpTotalAVX(SB), NOSPLIT, $0-12
 	VZEROUPPER
 	MOVSS        X0, ret+8(FP)
 	RET
+
+// One q8_0 unit (block): 16 + 16 plane bytes (the second half 512 bytes on) times the 32
+// activation quants at aoff, sign-extended to int16 (exact for every byte, −128 included),
+// as 8 int32 partial sums.
+#define Q8_0_UNIT(qoff, aoff, dst) \
+	VPMOVSXBW qoff(SI), Y1         \
+	VPMOVSXBW aoff(DI), Y2         \
+	VPMADDWD  Y2, Y1, Y1           \
+	VPMOVSXBW (qoff+512)(SI), Y2   \
+	VPMOVSXBW (aoff+16)(DI), Y3    \
+	VPMADDWD  Y3, Y2, Y2           \
+	VPADDD    Y2, Y1, dst
+
+// func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
+// Chunks of 8 units; unit u's activation block is 34 bytes at 34u (fp16 d, 32 int8).
+TEXT ·q80DotAVX2(SB), NOSPLIT, $0-40
+	MOVQ plane+0(FP), R11
+	MOVQ d+8(FP), DX
+	MOVQ x+16(FP), DI
+	MOVQ chunks+24(FP), CX
+	MOVQ acc+32(FP), R8
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ   q80done
+
+q80loop:
+	// the plane bytes of units 8c … 8c+7: 1024⌊c/4⌋ + 128(c mod 4) (first halves)
+	MOVQ R10, AX
+	SHRQ $2, AX
+	SHLQ $10, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	LEAQ (R11)(AX*1), SI
+
+	Q8_0_UNIT(0, 2, Y4)
+	Q8_0_UNIT(16, 36, Y5)
+	Q8_0_UNIT(32, 70, Y6)
+	Q8_0_UNIT(48, 104, Y7)
+	Q8_0_UNIT(64, 138, Y8)
+	Q8_0_UNIT(80, 172, Y9)
+	Q8_0_UNIT(96, 206, Y10)
+	Q8_0_UNIT(112, 240, Y11)
+
+	VPHADDD    Y5, Y4, Y0
+	VPHADDD    Y7, Y6, Y1
+	VPHADDD    Y1, Y0, Y0
+	VPHADDD    Y9, Y8, Y1
+	VPHADDD    Y11, Y10, Y2
+	VPHADDD    Y2, Y1, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VPADDD     Y3, Y2, Y0
+	VCVTDQ2PS  Y0, Y0       // float32(S_0 … S_7), exact
+
+	// d_w·d_x per unit, exact in float32
+	MOVWLZX   0(DI), AX
+	VMOVD     AX, X1
+	VPINSRW   $1, 34(DI), X1, X1
+	VPINSRW   $2, 68(DI), X1, X1
+	VPINSRW   $3, 102(DI), X1, X1
+	VPINSRW   $4, 136(DI), X1, X1
+	VPINSRW   $5, 170(DI), X1, X1
+	VPINSRW   $6, 204(DI), X1, X1
+	VPINSRW   $7, 238(DI), X1, X1
+	VCVTPH2PS X1, Y1
+	VCVTPH2PS (DX), Y2
+	VMULPS    Y2, Y1, Y1
+
+	MOVQ        R10, AX
+	ANDQ        $3, AX
+	SHLQ        $5, AX
+	VMOVUPS     (R8)(AX*1), Y3
+	VFMADD231PS Y1, Y0, Y3  // acc = fma(float32(S), d_w·d_x, acc)
+	VMOVUPS     Y3, (R8)(AX*1)
+
+	ADDQ $16, DX
+	ADDQ $272, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q80loop
+
+q80done:
+	VZEROUPPER
+	RET
