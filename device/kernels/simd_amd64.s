@@ -487,3 +487,110 @@ q80loop:
 q80done:
 	VZEROUPPER
 	RET
+
+// q5_K: one unit's 32 unsigned quants 0…31 are q4_K's nibbles plus a fifth bit from 4
+// high-plane bytes, value l's in byte l mod 4 at bit ⌊l/4⌋: broadcast the 4 bytes, keep bit
+// ⌊l/4⌋ in byte l (Y12 holds 1 << ⌊l/4⌋), and turn a set bit into 16 (Y13 = 0x10 bytes).
+DATA q5kBits<>+0(SB)/8, $0x0202020201010101
+DATA q5kBits<>+8(SB)/8, $0x0808080804040404
+DATA q5kBits<>+16(SB)/8, $0x2020202010101010
+DATA q5kBits<>+24(SB)/8, $0x8080808040404040
+GLOBL q5kBits<>(SB), RODATA|NOPTR, $32
+
+#define Q5K_UNIT(qoff, hoff, aoff, dst) \
+	VMOVDQU      qoff(SI), X1        \
+	VPSRLW       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y15, Y1, Y1         \
+	VPBROADCASTD hoff(R12), Y2       \
+	VPAND        Y12, Y2, Y2         \
+	VPCMPEQB     Y12, Y2, Y2         \
+	VPAND        Y13, Y2, Y2         \
+	VPOR         Y2, Y1, Y1          \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+// func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
+TEXT ·q5KDotAVX2(SB), NOSPLIT, $0-56
+	MOVQ low+0(FP), SI
+	MOVQ high+8(FP), R11
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ blocks+40(FP), CX
+	MOVQ acc+48(FP), R8
+	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
+	XORQ R10, R10
+	CONSTANTS
+	VMOVDQU q5kBits<>(SB), Y12
+	MOVL    $0x10101010, AX
+	VMOVD   AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JZ    q5kdone
+
+q5kloop:
+	// The high plane (4 bytes per unit) interleaves four 32-unit groups in each 512-byte
+	// chunk: unit s of super-block i is at 512⌊i/16⌋ + 128(i mod 4) + 4(⌊i/4⌋ mod 4) + 16s.
+	MOVQ R10, AX
+	SHRQ $4, AX
+	SHLQ $9, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	MOVQ R10, R13
+	SHRQ $2, R13
+	ANDQ $3, R13
+	SHLQ $2, R13
+	ADDQ R13, AX
+	LEAQ (R11)(AX*1), R12
+
+	Q5K_UNIT(0, 0, 4, Y4)
+	Q5K_UNIT(16, 16, 36, Y5)
+	Q5K_UNIT(32, 32, 68, Y6)
+	Q5K_UNIT(48, 48, 100, Y7)
+	Q5K_UNIT(64, 64, 132, Y8)
+	Q5K_UNIT(80, 80, 164, Y9)
+	Q5K_UNIT(96, 96, 196, Y10)
+	Q5K_UNIT(112, 112, 228, Y11)
+
+	VPHADDD    Y5, Y4, Y0
+	VPHADDD    Y7, Y6, Y1
+	VPHADDD    Y1, Y0, Y0
+	VPHADDD    Y9, Y8, Y1
+	VPHADDD    Y11, Y10, Y2
+	VPHADDD    Y2, Y1, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VPADDD     Y3, Y2, Y0
+
+	VPMOVZXBD (BX), Y1
+	VPMULLD   Y1, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VPMOVZXBD 8(BX), Y1
+	VPMADDWD  260(DI), Y14, Y2
+	VPMULLD   Y2, Y1, Y1
+	VCVTDQ2PS Y1, Y1
+
+	BLOCK_SCALE(DX, X2, Y2)
+	BLOCK_SCALE(R9, X3, Y3)
+
+	MOVQ         R10, AX
+	ANDQ         $3, AX
+	SHLQ         $5, AX
+	VMOVUPS      (R8)(AX*1), Y4
+	VFMADD231PS  Y0, Y2, Y4
+	VFNMADD231PS Y1, Y3, Y4
+	VMOVUPS      Y4, (R8)(AX*1)
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q5kloop
+
+q5kdone:
+	VZEROUPPER
+	RET
