@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/klauspost/cpuid/v2"
+
+	"verity/device/kernels"
 )
 
 // Provenance says what produced a result, so that rows from different builds and machines
@@ -18,6 +20,7 @@ type Provenance struct {
 	OS      string `json:"os"`
 	CPU     string `json:"cpu"`     // brand string, cores and threads
 	Device  string `json:"device"`  // where the kernels ran (the backend's name)
+	Twin    string `json:"twin"`    // the CPU twin's matvec path (vector instruction set or portable Go)
 	Time    string `json:"time"`    // RFC 3339, when the row was measured
 	Command string `json:"command"` // the command line, if the caller sets it
 }
@@ -26,7 +29,7 @@ type Provenance struct {
 func Host(device string) Provenance {
 	p := Provenance{Verity: "devel", Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
 		CPU:    fmt.Sprintf("%s (%d cores, %d threads)", cpuid.CPU.BrandName, cpuid.CPU.PhysicalCores, cpuid.CPU.LogicalCores),
-		Device: device, Time: time.Now().UTC().Format(time.RFC3339)}
+		Device: device, Twin: kernels.TwinPath(), Time: time.Now().UTC().Format(time.RFC3339)}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v := bi.Main.Version; v != "" && v != "(devel)" {
 			p.Verity = v

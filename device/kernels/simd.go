@@ -1,6 +1,11 @@
 package kernels
 
-import "verity/repack"
+import (
+	"strings"
+
+	"verity/device/dtype"
+	"verity/repack"
+)
 
 // dotFunc is the type of Format.PackedDot.
 type dotFunc = func(l *repack.Layout, row, x []byte) float32
@@ -17,3 +22,28 @@ var vectorCPU = vectorSupported()
 // VectorISA reports the instruction set the twin's matvec uses beyond portable Go, or "" when
 // every dot product is the portable Go one (other CPUs, or the purego build tag).
 func VectorISA() string { return vectorISA }
+
+// VectorTypes lists the weight types whose twin dot product uses the vector forms, in id
+// order (none where VectorISA is "").
+func VectorTypes() []dtype.Type {
+	var out []dtype.Type
+	for _, t := range WeightTypes() {
+		if formats[t].portableDot != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// TwinPath describes the twin's matvec arithmetic path: the vector instruction set and the
+// weight types it covers, or "portable Go".
+func TwinPath() string {
+	if vectorISA == "" {
+		return "portable Go"
+	}
+	names := make([]string, 0, 8)
+	for _, t := range VectorTypes() {
+		names = append(names, t.String())
+	}
+	return vectorISA + " (" + strings.Join(names, " ") + ")"
+}

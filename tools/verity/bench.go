@@ -179,13 +179,13 @@ func writeCSV(w io.Writer, rows []bench.Result) error {
 	cw.Write([]string{"model", "arch", "backend", "threads", "weight_mb", "prompt_tokens", "decoded_tokens", "repetitions",
 		"prefill_tok_s", "prefill_tok_s_stddev", "decode_tok_s", "decode_tok_s_stddev", "decode_ms_per_tok", "decode_ms_stddev",
 		"verify_ms_per_tree", "verify_ms_stddev", "tree_nodes", "bytes_per_token", "decode_gb_s", "probe_gb_s", "bandwidth_fraction",
-		"verity", "go", "os", "cpu", "device", "time"})
+		"verity", "go", "os", "cpu", "device", "twin", "time"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, r := range rows {
 		cw.Write([]string{r.Model, r.Arch, r.Backend, strconv.Itoa(r.Threads), f(r.WeightMB), strconv.Itoa(r.Prompt), strconv.Itoa(r.Decoded),
 			strconv.Itoa(r.Repetitions), f(r.PrefillTPS), f(r.PrefillSD), f(r.DecodeTPS), f(r.DecodeTPSSD), f(r.DecodeMS), f(r.DecodeSD),
 			f(r.VerifyMS), f(r.VerifySD), strconv.Itoa(r.TreeNodes), f(r.BytesPerToken), f(r.DecodeGBs), f(r.ProbeGBs), f(r.Fraction),
-			r.Host.Verity, r.Host.Go, r.Host.OS, r.Host.CPU, r.Host.Device, r.Host.Time})
+			r.Host.Verity, r.Host.Go, r.Host.OS, r.Host.CPU, r.Host.Device, r.Host.Twin, r.Host.Time})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -9,6 +9,8 @@ import (
 	"github.com/klauspost/cpuid/v2"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"verity/device/kernels"
 )
 
 func newInfoCmd() *cobra.Command {
@@ -76,7 +78,7 @@ func printInfo(w io.Writer) error {
 	if feats == "" {
 		feats = "(none detected)"
 	}
-	_, err := fmt.Fprintf(w, "cpu         %s\nvendor      %s\ncores       %s physical, %d logical (GOMAXPROCS %d)\nfeatures    %s\nmemory      %.1f GiB\narch        %s/%s\n",
-		cpu, m.Vendor, phys, m.LogicalCores, m.GoMaxProcs, feats, float64(m.RAMBytes)/(1<<30), runtime.GOOS, runtime.GOARCH)
+	_, err := fmt.Fprintf(w, "cpu         %s\nvendor      %s\ncores       %s physical, %d logical (GOMAXPROCS %d)\nfeatures    %s\ntwin        %s\nmemory      %.1f GiB\narch        %s/%s\n",
+		cpu, m.Vendor, phys, m.LogicalCores, m.GoMaxProcs, feats, kernels.TwinPath(), float64(m.RAMBytes)/(1<<30), runtime.GOOS, runtime.GOARCH)
 	return err
 }
