@@ -106,9 +106,10 @@ func init() {
 					if err != nil {
 						return err
 					}
-					return convertRows(x, a, c.Out, rows, n, func(y []float32, r int) {
+					return convertRows(x, a, c.Out, rows, n, actSegment, func(y []float32, r, off int) {
+						at := r*n + off
 						for i := range y {
-							y[i] = num.Canon(op(av[r*n+i], bv[r*n+i]))
+							y[i] = num.Canon(op(av[at+i], bv[at+i]))
 						}
 					})
 				},

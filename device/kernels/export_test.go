@@ -15,3 +15,6 @@ func HasVectorDot(f *Format) bool { return f.portableDot != nil }
 
 // LaneSum is the matvec's lane fold (num.WarpTotal's bits).
 func LaneSum(acc *[32]float32) float32 { return laneSum(acc) }
+
+// Prefetch is the matvec's cache hint.
+func Prefetch(b []byte) { prefetch(b) }

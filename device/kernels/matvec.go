@@ -89,9 +89,14 @@ func newRowDot(f *Format, l *repack.Layout) *rowDot {
 	return d
 }
 
-// load makes the packed row at row[0:RowStride] current.
+// load makes the packed row at row[0:RowStride] current, and asks the caches for the row
+// after it (where row extends that far), which the twins' loops read next: streaming a
+// matrix without it runs at a third to a half of the rate on some CPUs.
 func (d *rowDot) load(row []byte) {
 	d.row = row[:d.l.RowStride]
+	if next := row[d.l.RowStride:]; len(next) > 0 {
+		prefetch(next[:min(int64(len(next)), d.l.RowStride)])
+	}
 	if d.buf != nil {
 		d.l.UnpackRow(d.buf, d.row)
 	}

@@ -97,23 +97,35 @@ func rowActShape(a Act, rows, width int32) (device.Geometry, error) {
 	return device.Geometry{Grid: device.Dim3{X: uint32(rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
 }
 
-// convertRows is the fused kernels' twin after the producer: fill(y, r) forms row r's float32
-// values, which are converted into row r of out (format a) as Convert would.
-func convertRows(x *device.Exec, a Act, out device.Ptr, rows, n int, fill func(y []float32, r int)) error {
+// convertRows is the fused kernels' twin after the producer: fill(y, r, off) forms values
+// off … off+len(y)−1 of row r, which are converted into row r of out (format a) as Convert
+// would. Rows are formed in pieces of seg values where seg divides n (else whole): a piece is
+// a whole number of the format's blocks, whose bytes depend on that block's values only.
+func convertRows(x *device.Exec, a Act, out device.Ptr, rows, n, seg int, fill func(y []float32, r, off int)) error {
 	rb := a.RowBytes(n)
 	o, err := x.U8(out, int64(rows*rb))
 	if err != nil {
 		return err
 	}
-	x.For(rows, func(lo, hi int) {
-		y := make([]float32, n)
-		for r := lo; r < hi; r++ {
-			fill(y, r)
-			ConvertRow(a, o[r*rb:(r+1)*rb], y)
+	if seg <= 0 || n%seg != 0 {
+		seg = n
+	}
+	segs, sb := n/seg, a.RowBytes(seg)
+	x.For(rows*segs, func(lo, hi int) {
+		y := make([]float32, seg)
+		for i := lo; i < hi; i++ {
+			r, s := i/segs, i%segs
+			fill(y, r, s*seg)
+			ConvertRow(a, o[r*rb+s*sb:r*rb+(s+1)*sb], y)
 		}
 	})
 	return nil
 }
+
+// actSegment is the piece of a row an elementwise op with a fused conversion converts at a
+// time: a whole number of every activation format's blocks, so that pieces of one row (a
+// decoded token's) can run in parallel with the bytes of the whole row's conversion.
+const actSegment = 1024
 
 var normActKernels = map[Act]*device.Kernel[RMSNormActArgs]{}
 
@@ -141,7 +153,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return convertRows(x, a, c.Out, rows, n, func(y []float32, r int) {
+				return convertRows(x, a, c.Out, rows, n, n, func(y []float32, r, _ int) {
 					rmsnormRow(y, in[r*n:(r+1)*n], w, c.Eps)
 				})
 			},

@@ -32,6 +32,16 @@ func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
 
 //go:noescape
+func prefetchAVX(p *byte, n int)
+
+// prefetch asks the caches for b (a hint: no fault, no effect on results).
+func prefetch(b []byte) {
+	if len(b) > 0 {
+		prefetchAVX(&b[0], len(b))
+	}
+}
+
+//go:noescape
 func warpTotalAVX(v *[32]float32) float32
 
 //go:noescape

@@ -594,3 +594,18 @@ q5kloop:
 q5kdone:
 	VZEROUPPER
 	RET
+
+// func prefetchAVX(p *byte, n int)
+// Asks the caches for the n bytes at p (one PREFETCHT0 per 64-byte line).
+TEXT ·prefetchAVX(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	LEAQ (SI)(CX*1), CX
+pfloop:
+	CMPQ SI, CX
+	JGE  pfdone
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	JMP  pfloop
+pfdone:
+	RET

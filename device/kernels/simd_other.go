@@ -15,3 +15,6 @@ func vectorForms() (map[dtype.Type]dotFunc, string) { return nil, "" }
 
 // vectorWarpTotal is never called where vectorCPU is false.
 func vectorWarpTotal(v *[32]float32) float32 { return num.WarpTotal(v) }
+
+// prefetch is a no-op here.
+func prefetch([]byte) {}

@@ -209,3 +209,46 @@ func TestLaneSumMatchesWarpTotal(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPackedDotMatrix: PackedDot over every row of a 64 MiB-class matrix (out of cache),
+// one thread: the twin's matvec streaming rate per weight type.
+func BenchmarkPackedDotMatrix(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		if f.PackedDot == nil || wt.BlockSize() == 1 {
+			continue
+		}
+		for _, cols := range []int{2048, 8192} {
+			rb, _ := wt.RowBytes(int64(cols))
+			rows := int((96 << 20) / rb)
+			l, _ := repack.NewLayout(wt, []int64{int64(cols), int64(rows)})
+			data := make([]byte, l.Size())
+			for i := range data {
+				data[i] = byte(r.Uint32())
+			}
+			for row := 0; row < rows; row++ { // finite fp16 scales
+				for i := 0; i < int(l.Blocks*l.F16Fields); i++ {
+					binary.LittleEndian.PutUint16(data[int64(row)*l.RowStride+l.F16Off+2*int64(i):], uint16(r.IntN(0x7800)))
+				}
+			}
+			x := make([]byte, f.Act.RowBytes(cols))
+			kernels.ConvertRow(f.Act, x, randF32(r, cols, 1))
+			for _, ahead := range []int{0, 1, 2, 4} {
+				b.Run(fmt.Sprintf("type=%s/cols=%d/prefetch=%d", wt, cols, ahead), func(b *testing.B) {
+					b.SetBytes(int64(rows) * rb)
+					var sink float32
+					for b.Loop() {
+						for row := 0; row < rows; row++ {
+							if ahead > 0 && row+ahead < rows {
+								kernels.Prefetch(data[int64(row+ahead)*l.RowStride:][:l.RowStride])
+							}
+							sink += f.PackedDot(&l, data[int64(row)*l.RowStride:], x)
+						}
+					}
+					_ = sink
+				})
+			}
+		}
+	}
+}
