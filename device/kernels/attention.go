@@ -154,33 +154,41 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 	group := nh / nkv
 	x.For(rows*nh, func(lo, hi int) {
 		var e []float32
+		var offs []int64
 		for i := lo; i < hi; i++ {
 			r, h := i/nh, i%nh
 			ks := keys[off[r]:off[r+1]]
 			if cap(e) < len(ks) {
-				e = make([]float32, len(ks))
+				e, offs = make([]float32, len(ks)), make([]int64, len(ks))
 			}
-			e = e[:len(ks)]
+			e, offs = e[:len(ks)], offs[:len(ks)]
 			kvh := h / group
-			attendHead(out[i*hd:(i+1)*hd], q[i*hd:(i+1)*hd], kc, vc, ks, e, (nkv * hd), kvh*hd, a.Scale)
+			for j, s := range ks {
+				offs[j] = int64(s)*int64(nkv*hd) + int64(kvh*hd)
+			}
+			attendHead(out[i*hd:(i+1)*hd], q[i*hd:(i+1)*hd], kc, vc, offs, e, a.Scale)
 		}
 	})
 	return nil
 }
 
-// attendHead computes one head of one row; stride is the float32 count of one cache slot and
-// base the head's offset inside it; e is scratch of len(ks).
-func attendHead(out, q, kc, vc []float32, ks []int32, e []float32, stride, base int, scale float32) {
+// attendHead computes one head of one row: offs holds the float32 offsets of its keys' (and
+// values') head vectors in kc and vc, in key order; e is scratch of len(offs). The vector
+// forms (simd.go), where the CPU has them, compute the first keys' scores and the weighted
+// value sum with the same chains of operations.
+func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float32) {
 	hd := len(q)
-	m := float32(math.Inf(-1))
-	for j, s := range ks {
-		k := kc[int(s)*stride+base : int(s)*stride+base+hd]
+	for j := vectorScores(e, q, kc, offs, scale); j < len(offs); j++ {
+		k := kc[offs[j] : offs[j]+int64(hd)]
 		var dot float32
 		for d := 0; d < hd; d++ {
 			dot = num.FMA32(q[d], k[d], dot)
 		}
 		e[j] = float32(dot * scale)
-		m = num.Max32(m, e[j])
+	}
+	m := float32(math.Inf(-1))
+	for _, v := range e {
+		m = num.Max32(m, v)
 	}
 	var acc [32]float32
 	for j := range e {
@@ -188,14 +196,16 @@ func attendHead(out, q, kc, vc []float32, ks []int32, e []float32, stride, base 
 		acc[j&31] += e[j]
 	}
 	sum := num.WarpTotal(&acc)
-	for d := range out {
-		out[d] = 0
-	}
-	for j, s := range ks {
-		v := vc[int(s)*stride+base : int(s)*stride+base+hd]
-		p := e[j]
-		for d := 0; d < hd; d++ {
-			out[d] = num.FMA32(p, v[d], out[d])
+	if !vectorPV(out, e, vc, offs) {
+		for d := range out {
+			out[d] = 0
+		}
+		for j, o := range offs {
+			v := vc[o : o+int64(hd)]
+			p := e[j]
+			for d := 0; d < hd; d++ {
+				out[d] = num.FMA32(p, v[d], out[d])
+			}
 		}
 	}
 	for d := range out {

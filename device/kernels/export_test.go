@@ -18,3 +18,11 @@ func LaneSum(acc *[32]float32) float32 { return laneSum(acc) }
 
 // Prefetch is the matvec's cache hint.
 func Prefetch(b []byte) { prefetch(b) }
+
+// AttendHead is the attention twin for one head; vector selects its vector forms (where the
+// CPU has them) or the portable Go.
+func AttendHead(out, q, kc, vc []float32, offs []int64, scale float32, vector bool) {
+	defer func(v bool) { vectorAttention = v }(vectorAttention)
+	vectorAttention = vector
+	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale)
+}

@@ -32,6 +32,12 @@ func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
 
 //go:noescape
+func attnScoresAVX2(e, q, kc *float32, offs *int64, groups, hd int, scale float32)
+
+//go:noescape
+func attnPV32AVX2(out, e, vc *float32, offs *int64, n int)
+
+//go:noescape
 func prefetchAVX(p *byte, n int)
 
 // prefetch asks the caches for b (a hint: no fault, no effect on results).
@@ -164,4 +170,42 @@ func packedDotQ8_0AVX2(l *repack.Layout, row, x []byte) float32 {
 	}
 	q8_0Units(&acc, l, row, x, 8*chunks, units)
 	return laneSum(&acc)
+}
+
+// inRange reports whether every head vector c[o : o+hd] of offs lies inside c.
+func inRange(c []float32, offs []int64, hd int) bool {
+	for _, o := range offs {
+		if o < 0 || o+int64(hd) > int64(len(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// vectorScores computes attendHead's scores e[j] for the first keys, 8 at a time, and returns
+// how many it computed (0 without the vector forms or for a head size not a multiple of 8).
+func vectorScores(e, q, kc []float32, offs []int64, scale float32) int {
+	hd, groups := len(q), len(offs)/8
+	if !vectorCPU || !vectorAttention || hd == 0 || hd%8 != 0 || groups == 0 || !inRange(kc, offs, hd) {
+		return 0
+	}
+	_ = e[8*groups-1]
+	attnScoresAVX2(&e[0], &q[0], &kc[0], &offs[0], groups, hd, scale)
+	canonNaN(e[:8*groups])
+	return 8 * groups
+}
+
+// vectorPV computes attendHead's weighted value sum out[d] = Σ_j e[j]·v_j[d] (before the
+// division) and reports whether it did (head sizes a multiple of 32).
+func vectorPV(out, e, vc []float32, offs []int64) bool {
+	hd := len(out)
+	if !vectorCPU || !vectorAttention || hd == 0 || hd%32 != 0 || len(offs) == 0 || !inRange(vc, offs, hd) {
+		return false
+	}
+	_ = e[len(offs)-1]
+	for d := 0; d < hd; d += 32 {
+		attnPV32AVX2(&out[d], &e[0], &vc[d], &offs[0], len(offs))
+	}
+	canonNaN(out)
+	return true
 }

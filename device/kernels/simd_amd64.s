@@ -609,3 +609,142 @@ pfloop:
 	JMP  pfloop
 pfdone:
 	RET
+
+// Attention (attention.go). Scores: 8 keys at a time, each key's dot product a chain of
+// fused multiply-adds over the head's dimensions in order, as in attendHead; the 8 keys' rows
+// are loaded 8 dimensions at a time and transposed so that one vector FMA advances all 8
+// chains by one dimension.
+
+// func attnScoresAVX2(e, q, kc *float32, offs *int64, groups, hd int, scale float32)
+// e[8g+i] = float32(dot(q, kc[offs[8g+i]:][:hd])·scale) for g < groups, i < 8 (hd a
+// multiple of 8).
+TEXT ·attnScoresAVX2(SB), NOSPLIT, $0-52
+	MOVQ e+0(FP), DI
+	MOVQ q+8(FP), R11
+	MOVQ kc+16(FP), R12
+	MOVQ offs+24(FP), BX
+	MOVQ groups+32(FP), CX
+	MOVQ hd+40(FP), R13
+	VBROADCASTSS scale+48(FP), Y13
+	TESTQ CX, CX
+	JZ    scdone
+
+scgroup:
+	VXORPS Y15, Y15, Y15
+	MOVQ   R12, R8  // kc + 4·d0
+	MOVQ   R11, SI  // q + 4·d0
+	MOVQ   R13, R9  // dimensions left
+
+scblock:
+	MOVQ    0(BX), AX
+	VMOVUPS (R8)(AX*4), Y0
+	MOVQ    8(BX), AX
+	VMOVUPS (R8)(AX*4), Y1
+	MOVQ    16(BX), AX
+	VMOVUPS (R8)(AX*4), Y2
+	MOVQ    24(BX), AX
+	VMOVUPS (R8)(AX*4), Y3
+	MOVQ    32(BX), AX
+	VMOVUPS (R8)(AX*4), Y4
+	MOVQ    40(BX), AX
+	VMOVUPS (R8)(AX*4), Y5
+	MOVQ    48(BX), AX
+	VMOVUPS (R8)(AX*4), Y6
+	MOVQ    56(BX), AX
+	VMOVUPS (R8)(AX*4), Y7
+
+	// transpose: Y8 … Y12, Y0 … Y2 = dimensions d0 … d0+7 of the 8 keys
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y9
+	VUNPCKLPS  Y3, Y2, Y10
+	VUNPCKHPS  Y3, Y2, Y11
+	VSHUFPS    $0x44, Y10, Y8, Y0
+	VSHUFPS    $0xee, Y10, Y8, Y1
+	VSHUFPS    $0x44, Y11, Y9, Y2
+	VSHUFPS    $0xee, Y11, Y9, Y3
+	VUNPCKLPS  Y5, Y4, Y8
+	VUNPCKHPS  Y5, Y4, Y9
+	VUNPCKLPS  Y7, Y6, Y10
+	VUNPCKHPS  Y7, Y6, Y11
+	VSHUFPS    $0x44, Y10, Y8, Y4
+	VSHUFPS    $0xee, Y10, Y8, Y5
+	VSHUFPS    $0x44, Y11, Y9, Y6
+	VSHUFPS    $0xee, Y11, Y9, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y0
+	VPERM2F128 $0x31, Y6, Y2, Y1
+	VPERM2F128 $0x31, Y7, Y3, Y2
+
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS  Y8, Y14, Y15
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS  Y9, Y14, Y15
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS  Y10, Y14, Y15
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS  Y11, Y14, Y15
+	VBROADCASTSS 16(SI), Y14
+	VFMADD231PS  Y12, Y14, Y15
+	VBROADCASTSS 20(SI), Y14
+	VFMADD231PS  Y0, Y14, Y15
+	VBROADCASTSS 24(SI), Y14
+	VFMADD231PS  Y1, Y14, Y15
+	VBROADCASTSS 28(SI), Y14
+	VFMADD231PS  Y2, Y14, Y15
+
+	ADDQ $32, R8
+	ADDQ $32, SI
+	SUBQ $8, R9
+	JGT  scblock
+
+	VMULPS  Y13, Y15, Y15
+	VMOVUPS Y15, (DI)
+	ADDQ    $32, DI
+	ADDQ    $64, BX
+	DECQ    CX
+	JNZ     scgroup
+
+scdone:
+	VZEROUPPER
+	RET
+
+// func attnPV32AVX2(out, e, vc *float32, offs *int64, n int)
+// out[0:32] = Σ_j e[j]·vc[offs[j]:][0:32], each dimension a chain of fused multiply-adds over
+// j in order from +0, as in attendHead.
+TEXT ·attnPV32AVX2(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ e+8(FP), SI
+	MOVQ vc+16(FP), R8
+	MOVQ offs+24(FP), BX
+	MOVQ n+32(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JZ    pvstore
+
+pvloop:
+	MOVQ         (BX), AX
+	LEAQ         (R8)(AX*4), AX
+	VBROADCASTSS (SI), Y4
+	VFMADD231PS  0(AX), Y4, Y0
+	VFMADD231PS  32(AX), Y4, Y1
+	VFMADD231PS  64(AX), Y4, Y2
+	VFMADD231PS  96(AX), Y4, Y3
+	ADDQ         $8, BX
+	ADDQ         $4, SI
+	DECQ         CX
+	JNZ          pvloop
+
+pvstore:
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	RET

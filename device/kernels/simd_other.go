@@ -18,3 +18,9 @@ func vectorWarpTotal(v *[32]float32) float32 { return num.WarpTotal(v) }
 
 // prefetch is a no-op here.
 func prefetch([]byte) {}
+
+// vectorScores: none here.
+func vectorScores(e, q, kc []float32, offs []int64, scale float32) int { return 0 }
+
+// vectorPV: none here.
+func vectorPV(out, e, vc []float32, offs []int64) bool { return false }

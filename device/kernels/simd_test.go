@@ -252,3 +252,71 @@ func BenchmarkPackedDotMatrix(b *testing.B) {
 		}
 	}
 }
+
+// The attention twin's vector forms give the portable Go bits: head sizes with and without
+// them (multiples of 8 and 32 and neither), key counts around the groups of 8, slots in any
+// order, normal, spread and special values in queries, keys and values.
+func TestVectorAttentionMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, hd := range []int{8, 24, 32, 40, 64, 128, 256} {
+		for trial := 0; trial < 60; trial++ {
+			nkv, slots := 1+r.IntN(3), 1+r.IntN(80)
+			stride := nkv * hd
+			mode := trial % 4
+			fill := func(n int) []float32 {
+				b := make([]byte, 4*n)
+				floatRow(r, dtype.F32, b, mode)
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+				}
+				return v
+			}
+			kc, vc, q := fill(slots*stride), fill(slots*stride), fill(hd)
+			if mode == 1 { // spread magnitudes overflow the scores: keep queries normal
+				q = fill(hd)
+				for i := range q {
+					q[i] = float32(r.NormFloat64())
+				}
+			}
+			n := 1 + r.IntN(70)
+			offs := make([]int64, n)
+			kvh := r.IntN(nkv)
+			for j := range offs {
+				offs[j] = int64(r.IntN(slots)*stride + kvh*hd)
+			}
+			scale := float32(1 / math.Sqrt(float64(hd)))
+			got, want := make([]float32, hd), make([]float32, hd)
+			kernels.AttendHead(got, q, kc, vc, offs, scale, true)
+			kernels.AttendHead(want, q, kc, vc, offs, scale, false)
+			for d := range got {
+				if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
+					t.Fatalf("hd %d trial %d (%d keys, mode %d): out[%d] vector %v (%#08x), portable %v (%#08x)",
+						hd, trial, n, mode, d, got[d], math.Float32bits(got[d]), want[d], math.Float32bits(want[d]))
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttendHead: one head of one row over a 2048-key history (the design's verify shape).
+func BenchmarkAttendHead(b *testing.B) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, hd := range []int{64, 128} {
+		const keys, nkv = 2048, 8
+		kc, vc := randF32(r, keys*nkv*hd, 1), randF32(r, keys*nkv*hd, 1)
+		q := randF32(r, hd, 1)
+		offs := make([]int64, keys)
+		for j := range offs {
+			offs[j] = int64(j * nkv * hd)
+		}
+		out := make([]float32, hd)
+		for _, vector := range []bool{false, true} {
+			b.Run(fmt.Sprintf("hd=%d/vector=%v", hd, vector), func(b *testing.B) {
+				for b.Loop() {
+					kernels.AttendHead(out, q, kc, vc, offs, 0.125, vector)
+				}
+			})
+		}
+	}
+}
