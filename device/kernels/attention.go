@@ -191,8 +191,11 @@ func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float
 		m = num.Max32(m, v)
 	}
 	var acc [32]float32
+	done := vectorExpShift(e, m)
 	for j := range e {
-		e[j] = num.Exp32(e[j] - m)
+		if j >= done {
+			e[j] = num.Exp32(e[j] - m)
+		}
 		acc[j&31] += e[j]
 	}
 	sum := num.WarpTotal(&acc)

@@ -15,7 +15,20 @@ type BinaryArgs struct {
 	N int32
 }
 
+// applyBinary sets y[i] = Canon(op(a[i], b[i])) — the GPU's NaN for Inf−Inf, Inf·0, … — with
+// SwiGLU's vector form where the CPU has one.
+func applyBinary(op func(a, b float32) float32, swi bool, y, a, b []float32) {
+	done := 0
+	if swi {
+		done = vectorSwiGLU(y, a, b)
+	}
+	for i := done; i < len(y); i++ {
+		y[i] = num.Canon(op(a[i], b[i]))
+	}
+}
+
 func elementwise(entry string, op func(a, b float32) float32) *device.Kernel[BinaryArgs] {
+	swi := entry == "swiglu_f32"
 	return device.Register(&device.Kernel[BinaryArgs]{
 		EntryName: entry, ModuleName: "elementwise",
 		Shape: func(a BinaryArgs) (device.Geometry, error) {
@@ -38,11 +51,7 @@ func elementwise(entry string, op func(a, b float32) float32) *device.Kernel[Bin
 			if err != nil {
 				return err
 			}
-			x.For(n, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					y[i] = num.Canon(op(av[i], bv[i])) // the GPU's NaN for Inf−Inf, Inf·0, …
-				}
-			})
+			x.For(n, func(lo, hi int) { applyBinary(op, swi, y[lo:hi], av[lo:hi], bv[lo:hi]) })
 			return nil
 		},
 	})
@@ -108,9 +117,7 @@ func init() {
 					}
 					return convertRows(x, a, c.Out, rows, n, actSegment, func(y []float32, r, off int) {
 						at := r*n + off
-						for i := range y {
-							y[i] = num.Canon(op(av[at+i], bv[at+i]))
-						}
+						applyBinary(op, name == "swiglu", y, av[at:at+len(y)], bv[at:at+len(y)])
 					})
 				},
 			})

@@ -26,3 +26,17 @@ func AttendHead(out, q, kc, vc []float32, offs []int64, scale float32, vector bo
 	vectorAttention = vector
 	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale)
 }
+
+// ExpShift sets e[j] = num.Exp32(e[j] − m) with the attention twin's vector form where the
+// CPU has it, and returns how many values it set.
+func ExpShift(e []float32, m float32) int { return vectorExpShift(e, m) }
+
+// SwiGLURow sets y[i] = Canon(SiLU32(a[i])·b[i]) with the vector form (where the CPU has it)
+// or the portable Go.
+func SwiGLURow(y, a, b []float32, vector bool) {
+	if vector {
+		applyBinary(swiglu, true, y, a, b)
+		return
+	}
+	applyBinary(swiglu, false, y, a, b)
+}

@@ -38,6 +38,12 @@ func attnScoresAVX2(e, q, kc *float32, offs *int64, groups, hd int, scale float3
 func attnPV32AVX2(out, e, vc *float32, offs *int64, n int)
 
 //go:noescape
+func exp32ShiftAVX2(e *float32, n int, m float32)
+
+//go:noescape
+func siluMulAVX2(y, a, b *float32, n int)
+
+//go:noescape
 func prefetchAVX(p *byte, n int)
 
 // prefetch asks the caches for b (a hint: no fault, no effect on results).
@@ -208,4 +214,26 @@ func vectorPV(out, e, vc []float32, offs []int64) bool {
 	}
 	canonNaN(out)
 	return true
+}
+
+// vectorExpShift sets e[j] = num.Exp32(e[j] − m) for the first values, 8 at a time, and
+// returns how many it set (0 without the vector forms).
+func vectorExpShift(e []float32, m float32) int {
+	n := len(e) &^ 7
+	if !vectorCPU || !vectorAttention || n == 0 {
+		return 0
+	}
+	exp32ShiftAVX2(&e[0], n, m)
+	return n
+}
+
+// vectorSwiGLU sets y[i] = Canon(SiLU32(a[i])·b[i]) for the first values, 8 at a time, and
+// returns how many it set (0 without the vector forms).
+func vectorSwiGLU(y, a, b []float32) int {
+	n := min(len(y), len(a), len(b)) &^ 7
+	if !vectorCPU || n == 0 {
+		return 0
+	}
+	siluMulAVX2(&y[0], &a[0], &b[0], n)
+	return n
 }

@@ -748,3 +748,285 @@ pvstore:
 	VMOVUPS Y3, 96(DI)
 	VZEROUPPER
 	RET
+
+// Exp32 (device/num/exp.go) for 8 values at a time: the same IEEE float32 operations in the
+// same order, special inputs blended in as Exp32 handles them. Each constant of num's Exp32
+// (the same bit patterns) and of its special cases is repeated 8 times, 32 bytes apart.
+#define EXP_LOG2E expTab<>+0(SB)
+#define EXP_SHIFT expTab<>+32(SB)
+#define EXP_LN2HI expTab<>+64(SB)
+#define EXP_LN2LO expTab<>+96(SB)
+#define EXP_C7 expTab<>+128(SB)
+#define EXP_C6 expTab<>+160(SB)
+#define EXP_C5 expTab<>+192(SB)
+#define EXP_C4 expTab<>+224(SB)
+#define EXP_C3 expTab<>+256(SB)
+#define EXP_C2 expTab<>+288(SB)
+#define EXP_ONE expTab<>+320(SB)
+#define EXP_HALF expTab<>+352(SB)
+#define EXP_BIAS expTab<>+384(SB)
+#define EXP_NEG128 expTab<>+416(SB)
+#define EXP_POS128 expTab<>+448(SB)
+#define EXP_INF expTab<>+480(SB)
+#define EXP_NAN expTab<>+512(SB)
+#define EXP_SIGN expTab<>+544(SB)
+DATA expTab<>+0(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expTab<>+8(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expTab<>+16(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expTab<>+24(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expTab<>+32(SB)/8, $0x4b4000004b400000
+DATA expTab<>+40(SB)/8, $0x4b4000004b400000
+DATA expTab<>+48(SB)/8, $0x4b4000004b400000
+DATA expTab<>+56(SB)/8, $0x4b4000004b400000
+DATA expTab<>+64(SB)/8, $0x3f3172183f317218
+DATA expTab<>+72(SB)/8, $0x3f3172183f317218
+DATA expTab<>+80(SB)/8, $0x3f3172183f317218
+DATA expTab<>+88(SB)/8, $0x3f3172183f317218
+DATA expTab<>+96(SB)/8, $0xb102e308b102e308
+DATA expTab<>+104(SB)/8, $0xb102e308b102e308
+DATA expTab<>+112(SB)/8, $0xb102e308b102e308
+DATA expTab<>+120(SB)/8, $0xb102e308b102e308
+DATA expTab<>+128(SB)/8, $0x394efdd4394efdd4
+DATA expTab<>+136(SB)/8, $0x394efdd4394efdd4
+DATA expTab<>+144(SB)/8, $0x394efdd4394efdd4
+DATA expTab<>+152(SB)/8, $0x394efdd4394efdd4
+DATA expTab<>+160(SB)/8, $0x3ab6a65e3ab6a65e
+DATA expTab<>+168(SB)/8, $0x3ab6a65e3ab6a65e
+DATA expTab<>+176(SB)/8, $0x3ab6a65e3ab6a65e
+DATA expTab<>+184(SB)/8, $0x3ab6a65e3ab6a65e
+DATA expTab<>+192(SB)/8, $0x3c0889873c088987
+DATA expTab<>+200(SB)/8, $0x3c0889873c088987
+DATA expTab<>+208(SB)/8, $0x3c0889873c088987
+DATA expTab<>+216(SB)/8, $0x3c0889873c088987
+DATA expTab<>+224(SB)/8, $0x3d2aaa743d2aaa74
+DATA expTab<>+232(SB)/8, $0x3d2aaa743d2aaa74
+DATA expTab<>+240(SB)/8, $0x3d2aaa743d2aaa74
+DATA expTab<>+248(SB)/8, $0x3d2aaa743d2aaa74
+DATA expTab<>+256(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA expTab<>+264(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA expTab<>+272(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA expTab<>+280(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA expTab<>+288(SB)/8, $0x3f0000003f000000
+DATA expTab<>+296(SB)/8, $0x3f0000003f000000
+DATA expTab<>+304(SB)/8, $0x3f0000003f000000
+DATA expTab<>+312(SB)/8, $0x3f0000003f000000
+DATA expTab<>+320(SB)/8, $0x3f8000003f800000
+DATA expTab<>+328(SB)/8, $0x3f8000003f800000
+DATA expTab<>+336(SB)/8, $0x3f8000003f800000
+DATA expTab<>+344(SB)/8, $0x3f8000003f800000
+DATA expTab<>+352(SB)/8, $0x3f0000003f000000
+DATA expTab<>+360(SB)/8, $0x3f0000003f000000
+DATA expTab<>+368(SB)/8, $0x3f0000003f000000
+DATA expTab<>+376(SB)/8, $0x3f0000003f000000
+DATA expTab<>+384(SB)/8, $0x0000007f0000007f
+DATA expTab<>+392(SB)/8, $0x0000007f0000007f
+DATA expTab<>+400(SB)/8, $0x0000007f0000007f
+DATA expTab<>+408(SB)/8, $0x0000007f0000007f
+DATA expTab<>+416(SB)/8, $0xc3000000c3000000
+DATA expTab<>+424(SB)/8, $0xc3000000c3000000
+DATA expTab<>+432(SB)/8, $0xc3000000c3000000
+DATA expTab<>+440(SB)/8, $0xc3000000c3000000
+DATA expTab<>+448(SB)/8, $0x4300000043000000
+DATA expTab<>+456(SB)/8, $0x4300000043000000
+DATA expTab<>+464(SB)/8, $0x4300000043000000
+DATA expTab<>+472(SB)/8, $0x4300000043000000
+DATA expTab<>+480(SB)/8, $0x7f8000007f800000
+DATA expTab<>+488(SB)/8, $0x7f8000007f800000
+DATA expTab<>+496(SB)/8, $0x7f8000007f800000
+DATA expTab<>+504(SB)/8, $0x7f8000007f800000
+DATA expTab<>+512(SB)/8, $0x7fffffff7fffffff
+DATA expTab<>+520(SB)/8, $0x7fffffff7fffffff
+DATA expTab<>+528(SB)/8, $0x7fffffff7fffffff
+DATA expTab<>+536(SB)/8, $0x7fffffff7fffffff
+DATA expTab<>+544(SB)/8, $0x8000000080000000
+DATA expTab<>+552(SB)/8, $0x8000000080000000
+DATA expTab<>+560(SB)/8, $0x8000000080000000
+DATA expTab<>+568(SB)/8, $0x8000000080000000
+GLOBL expTab<>(SB), RODATA|NOPTR, $576
+
+// Y10 = Exp32(Y0); clobbers Y1 … Y12.
+#define EXP32_Y0 \
+	VMOVUPS      EXP_SHIFT, Y1         \
+	VFMADD231PS  EXP_LOG2E, Y0, Y1     \
+	VSUBPS       EXP_SHIFT, Y1, Y1     \
+	VCVTTPS2DQ   Y1, Y2                \
+	VMOVAPS      Y0, Y3                \
+	VFNMADD231PS EXP_LN2HI, Y1, Y3     \
+	VMOVAPS      Y3, Y4                \
+	VFNMADD231PS EXP_LN2LO, Y1, Y4     \
+	VSUBPS       Y4, Y3, Y5            \
+	VFNMADD231PS EXP_LN2LO, Y1, Y5     \
+	VMULPS       Y4, Y4, Y6            \
+	VMOVAPS      Y6, Y7                \
+	VFMSUB231PS  Y4, Y4, Y7            \
+	VMOVUPS      EXP_C6, Y8            \
+	VFMADD231PS  EXP_C7, Y4, Y8        \
+	VFMADD213PS  EXP_C5, Y4, Y8        \
+	VFMADD213PS  EXP_C4, Y4, Y8        \
+	VFMADD213PS  EXP_C3, Y4, Y8        \
+	VFMADD213PS  EXP_C2, Y4, Y8        \
+	VMOVAPS      Y5, Y9                \
+	VFMADD231PS  Y4, Y5, Y9            \
+	VFMADD231PS  EXP_HALF, Y7, Y9      \
+	VFMADD231PS  Y8, Y6, Y9            \
+	VADDPS       EXP_ONE, Y4, Y10      \
+	VSUBPS       EXP_ONE, Y10, Y11     \
+	VSUBPS       Y11, Y4, Y11          \
+	VADDPS       Y9, Y11, Y11          \
+	VADDPS       Y11, Y10, Y10         \
+	VPSRAD       $1, Y2, Y3            \
+	VPSUBD       Y3, Y2, Y2            \
+	VPADDD       EXP_BIAS, Y3, Y3      \
+	VPSLLD       $23, Y3, Y3           \
+	VPADDD       EXP_BIAS, Y2, Y2      \
+	VPSLLD       $23, Y2, Y2           \
+	VMULPS       Y3, Y10, Y10          \
+	VMULPS       Y2, Y10, Y10          \
+	VCMPPS       $0x11, EXP_NEG128, Y0, Y12 \
+	VANDNPS      Y10, Y12, Y10         \
+	VMOVUPS      EXP_INF, Y11          \
+	VCMPPS       $0x1e, EXP_POS128, Y0, Y12 \
+	VBLENDVPS    Y12, Y11, Y10, Y10    \
+	VMOVUPS      EXP_NAN, Y11          \
+	VCMPPS       $3, Y0, Y0, Y12       \
+	VBLENDVPS    Y12, Y11, Y10, Y10
+
+// func exp32ShiftAVX2(e *float32, n int, m float32)
+// e[i] = Exp32(e[i] − m) for i < n, n a multiple of 8.
+TEXT ·exp32ShiftAVX2(SB), NOSPLIT, $0-20
+	MOVQ         e+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y13
+	SHRQ         $3, CX
+	JZ           expdone
+
+exploop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y13, Y0, Y0
+	EXP32_Y0
+	VMOVUPS Y10, (DI)
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     exploop
+
+expdone:
+	VZEROUPPER
+	RET
+
+
+// num's expCore on Y0: Y10 = hi, Y11 = lo, Y2 = j (int32); clobbers Y1 … Y12.
+#define EXPCORE_Y0 \
+	VMOVUPS      EXP_SHIFT, Y1         \
+	VFMADD231PS  EXP_LOG2E, Y0, Y1     \
+	VSUBPS       EXP_SHIFT, Y1, Y1     \
+	VCVTTPS2DQ   Y1, Y2                \
+	VMOVAPS      Y0, Y3                \
+	VFNMADD231PS EXP_LN2HI, Y1, Y3     \
+	VMOVAPS      Y3, Y4                \
+	VFNMADD231PS EXP_LN2LO, Y1, Y4     \
+	VSUBPS       Y4, Y3, Y5            \
+	VFNMADD231PS EXP_LN2LO, Y1, Y5     \
+	VMULPS       Y4, Y4, Y6            \
+	VMOVAPS      Y6, Y7                \
+	VFMSUB231PS  Y4, Y4, Y7            \
+	VMOVUPS      EXP_C6, Y8            \
+	VFMADD231PS  EXP_C7, Y4, Y8        \
+	VFMADD213PS  EXP_C5, Y4, Y8        \
+	VFMADD213PS  EXP_C4, Y4, Y8        \
+	VFMADD213PS  EXP_C3, Y4, Y8        \
+	VFMADD213PS  EXP_C2, Y4, Y8        \
+	VMOVAPS      Y5, Y9                \
+	VFMADD231PS  Y4, Y5, Y9            \
+	VFMADD231PS  EXP_HALF, Y7, Y9      \
+	VFMADD231PS  Y8, Y6, Y9            \
+	VADDPS       EXP_ONE, Y4, Y10      \
+	VSUBPS       EXP_ONE, Y10, Y11     \
+	VSUBPS       Y11, Y4, Y11          \
+	VADDPS       Y9, Y11, Y11          \
+	VADDPS       Y11, Y10, Y12         \
+	VSUBPS       Y12, Y10, Y10         \
+	VADDPS       Y11, Y10, Y11         \
+	VMOVAPS      Y12, Y10
+
+// func siluMulAVX2(y, a, b *float32, n int)
+// y[i] = Canon(SiLU32(a[i])·b[i]) for i < n, n a multiple of 8: num.SiLU32's operations in
+// order (expNeg, the reciprocal and its correction, the two signs' formulas, the scaling),
+// special inputs blended in as SiLU32 handles them.
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   siludone
+
+siluloop:
+	// a = x < 0 ? x : −x
+	VMOVUPS   (SI), Y13
+	VXORPS    EXP_SIGN, Y13, Y0
+	VXORPS    Y14, Y14, Y14
+	VCMPPS    $0x11, Y14, Y13, Y1
+	VBLENDVPS Y1, Y13, Y0, Y0
+	EXPCORE_Y0
+	// 2^(j>>1) and 2^(j−(j>>1))
+	VPSRAD  $1, Y2, Y4
+	VPSUBD  Y4, Y2, Y5
+	VPADDD  EXP_BIAS, Y4, Y4
+	VPSLLD  $23, Y4, Y4
+	VPADDD  EXP_BIAS, Y5, Y5
+	VPSLLD  $23, Y5, Y5
+	// expNeg: eh, el, D = 1 + eh, E, q = 1/D, c
+	VMULPS       Y4, Y10, Y3
+	VMULPS       Y5, Y3, Y3
+	VMULPS       Y4, Y11, Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       EXP_ONE, Y3, Y7
+	VSUBPS       EXP_ONE, Y7, Y8
+	VSUBPS       Y8, Y3, Y8
+	VADDPS       Y6, Y8, Y8
+	VMOVUPS      EXP_ONE, Y9
+	VDIVPS       Y7, Y9, Y9
+	VMOVUPS      EXP_ONE, Y12
+	VFNMADD231PS Y7, Y9, Y12
+	VFNMADD231PS Y8, Y9, Y12
+	VMULPS       Y12, Y9, Y12
+	// x ≥ 0: fma(x, q, x·c)
+	VMULPS      Y12, Y13, Y1
+	VFMADD231PS Y9, Y13, Y1
+	// x < 0: wh = hi·q, wl = fma(hi, q, −wh) + fma(hi, c, lo·q), scale(fma(x, wh, x·wl), j)
+	VMULPS      Y9, Y10, Y2
+	VMOVAPS     Y2, Y3
+	VFMSUB231PS Y9, Y10, Y3
+	VMULPS      Y9, Y11, Y6
+	VFMADD231PS Y12, Y10, Y6
+	VADDPS      Y6, Y3, Y3
+	VMULPS      Y3, Y13, Y6
+	VFMADD231PS Y2, Y13, Y6
+	VMULPS      Y4, Y6, Y6
+	VMULPS      Y5, Y6, Y6
+	VCMPPS      $0x1d, Y14, Y13, Y7
+	VBLENDVPS   Y7, Y1, Y6, Y6
+	// x > 128: x; x < −128: −0; NaN: NaN
+	VCMPPS    $0x1e, EXP_POS128, Y13, Y7
+	VBLENDVPS Y7, Y13, Y6, Y6
+	VMOVUPS   EXP_SIGN, Y8
+	VCMPPS    $0x11, EXP_NEG128, Y13, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	VMOVUPS   EXP_NAN, Y8
+	VCMPPS    $3, Y13, Y13, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	// ·b, the canonical NaN
+	VMULPS    (DX), Y6, Y6
+	VCMPPS    $3, Y6, Y6, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	VMOVUPS   Y6, (DI)
+
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  siluloop
+
+siludone:
+	VZEROUPPER
+	RET

@@ -24,3 +24,9 @@ func vectorScores(e, q, kc []float32, offs []int64, scale float32) int { return 
 
 // vectorPV: none here.
 func vectorPV(out, e, vc []float32, offs []int64) bool { return false }
+
+// vectorExpShift: none here.
+func vectorExpShift(e []float32, m float32) int { return 0 }
+
+// vectorSwiGLU: none here.
+func vectorSwiGLU(y, a, b []float32) int { return 0 }

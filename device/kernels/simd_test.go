@@ -320,3 +320,81 @@ func BenchmarkAttendHead(b *testing.B) {
 		}
 	}
 }
+
+// The vector Exp32 gives num.Exp32's bits: every 509th float32 bit pattern (all classes:
+// NaNs, ±Inf, subnormals, the overflow and underflow edges) and a dense sweep of [−130, 130],
+// shifted by m = 0 and by a few other maxima.
+func TestVectorExp32MatchesExp32(t *testing.T) {
+	if n := kernels.ExpShift(make([]float32, 8), 0); n == 0 {
+		t.Skip("no vector forms on this CPU")
+	}
+	check := func(xs []float32, m float32) {
+		e := append([]float32(nil), xs...)
+		n := kernels.ExpShift(e, m)
+		for i := 0; i < n; i++ {
+			want := num.Exp32(xs[i] - m)
+			if math.Float32bits(e[i]) != math.Float32bits(want) {
+				t.Fatalf("Exp32(%v − %v) = %v (%#08x), want %v (%#08x)", xs[i], m, e[i], math.Float32bits(e[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+	xs := make([]float32, 0, 1<<16)
+	flush := func(m float32) {
+		if len(xs) == cap(xs) {
+			check(xs, m)
+			xs = xs[:0]
+		}
+	}
+	for u := uint64(0); u < 1<<32; u += 509 {
+		xs = append(xs, math.Float32frombits(uint32(u)))
+		flush(0)
+	}
+	check(xs[:len(xs)&^7], 0)
+	xs = xs[:0]
+	for _, m := range []float32{0, 1.5, -3, 87.5} {
+		for x := float32(-130); x <= 130; x += 1.0 / 1024 {
+			xs = append(xs, x+m)
+			flush(m)
+		}
+		check(xs[:len(xs)&^7], m)
+		xs = xs[:0]
+	}
+}
+
+// SwiGLU's vector form gives the portable bits: every 509th float32 bit pattern as the gate
+// (every class and the ±128 edges), a dense sweep of [−130, 130], against random, zero,
+// infinite and NaN up-projections.
+func TestVectorSwiGLUMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	ups := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
+	check := func(a []float32) {
+		b := make([]float32, len(a))
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+			if r.IntN(16) == 0 {
+				b[i] = ups[r.IntN(len(ups))]
+			}
+		}
+		got, want := make([]float32, len(a)), make([]float32, len(a))
+		kernels.SwiGLURow(got, a, b, true)
+		kernels.SwiGLURow(want, a, b, false)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("SiLU(%v)·%v = %v (%#08x), want %v (%#08x)", a[i], b[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+	a := make([]float32, 0, 1<<16)
+	for u := uint64(0); u < 1<<32; u += 509 {
+		if a = append(a, math.Float32frombits(uint32(u))); len(a) == cap(a) {
+			check(a)
+			a = a[:0]
+		}
+	}
+	check(a)
+	a = a[:0]
+	for x := float32(-130); x <= 130; x += 1.0 / 2048 {
+		a = append(a, x)
+	}
+	check(a)
+}
