@@ -53,11 +53,16 @@ func dotQ4_0(row, x []byte, cols int) float32 {
 // d at 2u.
 func packedDotQ4_0(l *repack.Layout, row, x []byte) float32 {
 	var acc [32]float32
+	q4_0Units(&acc, l, row, x, 0, int(l.Units))
+	return laneSum(&acc)
+}
+
+// q4_0Units folds units from … to−1 of a packed row into the lane accumulators.
+func q4_0Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	p := l.Planes[0]
-	for u := 0; u < int(l.Units); u++ {
+	for u := from; u < to; u++ {
 		a := x[34*u : 34*u+34]
 		s := dotNib16m8(unitBytes(row, p, u), a[2:])
 		acc[u&31] = num.FMA32(float32(s), float32(f16Field(l, row, 0, u)*f16le(a)), acc[u&31])
 	}
-	return laneSum(&acc)
 }

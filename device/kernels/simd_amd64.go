@@ -29,6 +29,9 @@ func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func q40DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
+
+//go:noescape
 func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
 
 //go:noescape
@@ -76,6 +79,7 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 		dtype.Q4_K: packedDotQ4KAVX2,
 		dtype.Q5_K: packedDotQ5KAVX2,
 		dtype.Q6_K: packedDotQ6KAVX2,
+		dtype.Q4_0: packedDotQ4_0AVX2,
 		dtype.Q8_0: packedDotQ8_0AVX2,
 		dtype.F32:  packedDotF32AVX2,
 		dtype.F16:  packedDot16AVX2(dotF16AVX2, num.F16ToF32),
@@ -236,4 +240,17 @@ func vectorSwiGLU(y, a, b []float32) int {
 	}
 	siluMulAVX2(&y[0], &a[0], &b[0], n)
 	return n
+}
+
+// packedDotQ4_0AVX2 is packedDotQ8_0AVX2 for q4_0.
+func packedDotQ4_0AVX2(l *repack.Layout, row, x []byte) float32 {
+	units := int(l.Units)
+	_, _ = row[:l.RowStride], x[:34*units]
+	chunks := units / 8
+	var acc [32]float32
+	if chunks > 0 {
+		q40DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &x[0], chunks, &acc)
+	}
+	q4_0Units(&acc, l, row, x, 8*chunks, units)
+	return laneSum(&acc)
 }

@@ -414,6 +414,39 @@ TEXT ·warpTotalAVX(SB), NOSPLIT, $0-12
 	VPMADDWD  Y3, Y2, Y2           \
 	VPADDD    Y2, Y1, dst
 
+// The legacy formats' fold of a chunk of 8 units (q8_0, q4_0): Y4 … Y11 the units' partial
+// sums, DI the activation blocks (fp16 d first, 34 bytes each), DX the weights' fp16 d of the
+// chunk, R10 the chunk index, R8 the accumulators: acc = fma(float32(S), d_w·d_x, acc).
+#define LEGACY_FOLD \
+	VPHADDD    Y5, Y4, Y0 \
+	VPHADDD    Y7, Y6, Y1 \
+	VPHADDD    Y1, Y0, Y0 \
+	VPHADDD    Y9, Y8, Y1 \
+	VPHADDD    Y11, Y10, Y2 \
+	VPHADDD    Y2, Y1, Y1 \
+	VPERM2I128 $0x20, Y1, Y0, Y2 \
+	VPERM2I128 $0x31, Y1, Y0, Y3 \
+	VPADDD     Y3, Y2, Y0 \
+	VCVTDQ2PS  Y0, Y0 \
+	MOVWLZX   0(DI), AX \
+	VMOVD     AX, X1 \
+	VPINSRW   $1, 34(DI), X1, X1 \
+	VPINSRW   $2, 68(DI), X1, X1 \
+	VPINSRW   $3, 102(DI), X1, X1 \
+	VPINSRW   $4, 136(DI), X1, X1 \
+	VPINSRW   $5, 170(DI), X1, X1 \
+	VPINSRW   $6, 204(DI), X1, X1 \
+	VPINSRW   $7, 238(DI), X1, X1 \
+	VCVTPH2PS X1, Y1 \
+	VCVTPH2PS (DX), Y2 \
+	VMULPS    Y2, Y1, Y1 \
+	MOVQ        R10, AX \
+	ANDQ        $3, AX \
+	SHLQ        $5, AX \
+	VMOVUPS     (R8)(AX*1), Y3 \
+	VFMADD231PS Y1, Y0, Y3 \
+	VMOVUPS     Y3, (R8)(AX*1)
+
 // func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
 // Chunks of 8 units; unit u's activation block is 34 bytes at 34u (fp16 d, 32 int8).
 TEXT ·q80DotAVX2(SB), NOSPLIT, $0-40
@@ -446,37 +479,7 @@ q80loop:
 	Q8_0_UNIT(96, 206, Y10)
 	Q8_0_UNIT(112, 240, Y11)
 
-	VPHADDD    Y5, Y4, Y0
-	VPHADDD    Y7, Y6, Y1
-	VPHADDD    Y1, Y0, Y0
-	VPHADDD    Y9, Y8, Y1
-	VPHADDD    Y11, Y10, Y2
-	VPHADDD    Y2, Y1, Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VPADDD     Y3, Y2, Y0
-	VCVTDQ2PS  Y0, Y0       // float32(S_0 … S_7), exact
-
-	// d_w·d_x per unit, exact in float32
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X1
-	VPINSRW   $1, 34(DI), X1, X1
-	VPINSRW   $2, 68(DI), X1, X1
-	VPINSRW   $3, 102(DI), X1, X1
-	VPINSRW   $4, 136(DI), X1, X1
-	VPINSRW   $5, 170(DI), X1, X1
-	VPINSRW   $6, 204(DI), X1, X1
-	VPINSRW   $7, 238(DI), X1, X1
-	VCVTPH2PS X1, Y1
-	VCVTPH2PS (DX), Y2
-	VMULPS    Y2, Y1, Y1
-
-	MOVQ        R10, AX
-	ANDQ        $3, AX
-	SHLQ        $5, AX
-	VMOVUPS     (R8)(AX*1), Y3
-	VFMADD231PS Y1, Y0, Y3  // acc = fma(float32(S), d_w·d_x, acc)
-	VMOVUPS     Y3, (R8)(AX*1)
+	LEGACY_FOLD
 
 	ADDQ $16, DX
 	ADDQ $272, DI
@@ -1028,5 +1031,55 @@ siluloop:
 	JNZ  siluloop
 
 siludone:
+	VZEROUPPER
+	RET
+
+// One q4_0 unit: 16 plane bytes (byte j: value j low nibble, value j+16 high nibble, q − 8)
+// times 32 activation quants: Σ q·a − 8·Σ a in int16 pairs (|·| ≤ 5888), as 8 int32 sums.
+#define Q4_0_UNIT(qoff, aoff, dst) \
+	VMOVDQU      qoff(SI), X1        \
+	VPSRLW       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y15, Y1, Y1         \
+	VMOVDQU      aoff(DI), Y2        \
+	VPMADDUBSW   Y2, Y1, Y1          \
+	VPMADDUBSW   Y2, Y13, Y2         \
+	VPSUBW       Y2, Y1, Y1          \
+	VPMADDWD     Y14, Y1, dst
+
+// func q40DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
+// Chunks of 8 units; the plane holds unit u's 16 bytes at 16u.
+TEXT ·q40DotAVX2(SB), NOSPLIT, $0-40
+	MOVQ plane+0(FP), SI
+	MOVQ d+8(FP), DX
+	MOVQ x+16(FP), DI
+	MOVQ chunks+24(FP), CX
+	MOVQ acc+32(FP), R8
+	XORQ R10, R10
+	CONSTANTS
+	MOVL $0x08080808, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JZ   q40done
+
+q40loop:
+	Q4_0_UNIT(0, 2, Y4)
+	Q4_0_UNIT(16, 36, Y5)
+	Q4_0_UNIT(32, 70, Y6)
+	Q4_0_UNIT(48, 104, Y7)
+	Q4_0_UNIT(64, 138, Y8)
+	Q4_0_UNIT(80, 172, Y9)
+	Q4_0_UNIT(96, 206, Y10)
+	Q4_0_UNIT(112, 240, Y11)
+	LEGACY_FOLD
+	ADDQ $128, SI
+	ADDQ $16, DX
+	ADDQ $272, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q40loop
+
+q40done:
 	VZEROUPPER
 	RET
