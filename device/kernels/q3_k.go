@@ -1,8 +1,11 @@
 package kernels
 
 import (
+	"encoding/binary"
+
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q3_K weights, q8_K activations. A 256-value super-block is 110 bytes, 16 groups of 16
@@ -26,7 +29,7 @@ import (
 //
 // the meaning of ggml_vec_dot_q3_K_q8_K.
 func init() {
-	registerFormat(&Format{Type: dtype.Q3_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ3K, Dot: dotQ3K})
+	registerFormat(&Format{Type: dtype.Q3_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ3K, Dot: dotQ3K, PackedDot: packedDotQ3K})
 }
 
 const q3KBytes = 110
@@ -80,6 +83,33 @@ func dotQ3K(row, x []byte, cols int) float32 {
 			l := (8*i + s) & 31
 			acc[l] = num.FMA32(d, float32(sum), acc[l])
 		}
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ3K is dotQ3K over the device layout: the low plane's 8 bytes hold values j, j+8,
+// j+16, j+24 (bits 0, 2, 4, 6 of byte j), the hmask plane's 4 bytes value l at bit ⌊l/4⌋ of
+// byte l mod 4; the 16 scales are unpacked to bytes 0…63.
+func packedDotQ3K(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	pl, ph, sc := l.Planes[0], l.Planes[1], row[l.ScaleOff:]
+	var d float32
+	for u := 0; u < int(l.Units); u++ {
+		i, s := u>>3, u&7
+		lo := le64At(unitBytes(row, pl, u), 0)
+		h := uint64(binary.LittleEndian.Uint32(unitBytes(row, ph, u)))
+		q := func(g int) uint64 { // u = r | hbit<<2 of values 8g … 8g+7, one per byte
+			return lo>>(2*g)&low2Bits | (h>>(2*g)&0x01010101|(h>>(2*g+1)&0x01010101)<<32)<<2
+		}
+		y := x[i*q8KBytes : (i+1)*q8KBytes]
+		a := y[q8KQs+32*s : q8KQs+32*s+32]
+		s0 := dot8(q(0), le64(a)) + dot8(q(1), le64(a[8:])) - 4*q8KSum(y, 2*s)
+		s1 := dot8(q(2), le64(a[16:])) + dot8(q(3), le64(a[24:])) - 4*q8KSum(y, 2*s+1)
+		sum := (int32(sc[16*i+2*s])-32)*s0 + (int32(sc[16*i+2*s+1])-32)*s1
+		if s == 0 { // the super-block's combined scale, once for its 8 units
+			d = float32(f16Field(l, row, 0, i) * q8KD(y))
+		}
+		acc[u&31] = num.FMA32(d, float32(sum), acc[u&31])
 	}
 	return laneSum(&acc)
 }

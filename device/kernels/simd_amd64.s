@@ -1083,3 +1083,139 @@ q40loop:
 q40done:
 	VZEROUPPER
 	RET
+
+// q3_K: a unit's 32 unsigned quants u = r | hbit<<2 (0…7; q = u − 4) are q6_K's 2-bit
+// arrangement (8 low-plane bytes) plus q5_K's bit arrangement (4 hmask bytes) giving 4. Then
+// S = Σ_g (sc_g − 32)·(Σ u·a − 4·bsums[g]) over the unit's two groups, as q6_K's with the
+// scales' bias and the offset 4.
+DATA q3kC<>+0(SB)/8, $0x0404040404040404
+DATA q3kC<>+8(SB)/8, $0x0404040404040404
+DATA q3kC<>+16(SB)/8, $0x0404040404040404
+DATA q3kC<>+24(SB)/8, $0x0404040404040404
+DATA q3kC<>+32(SB)/8, $0x0000002000000020
+DATA q3kC<>+40(SB)/8, $0x0000002000000020
+DATA q3kC<>+48(SB)/8, $0x0000002000000020
+DATA q3kC<>+56(SB)/8, $0x0000002000000020
+DATA q3kC<>+64(SB)/8, $0x0020002000200020
+DATA q3kC<>+72(SB)/8, $0x0020002000200020
+DATA q3kC<>+80(SB)/8, $0x0020002000200020
+DATA q3kC<>+88(SB)/8, $0x0020002000200020
+GLOBL q3kC<>(SB), RODATA|NOPTR, $96
+#define Q3K_FOURS q3kC<>+0(SB)
+#define Q3K_32D q3kC<>+32(SB)
+#define Q3K_32W q3kC<>+64(SB)
+
+#define Q3K_UNIT(loff, hoff, aoff, dst) \
+	VMOVQ        loff(R12), X1       \
+	VPSRLQ       $2, X1, X2          \
+	VPUNPCKLQDQ  X2, X1, X1          \
+	VPSRLQ       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y13, Y1, Y1         \
+	VPBROADCASTD hoff(R9), Y2        \
+	VPAND        Y15, Y2, Y2         \
+	VPCMPEQB     Y15, Y2, Y2         \
+	VPAND        Q3K_FOURS, Y2, Y2   \
+	VPOR         Y2, Y1, Y1          \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+// func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
+TEXT ·q3KDotAVX2(SB), NOSPLIT, $0-56
+	MOVQ low+0(FP), SI
+	MOVQ high+8(FP), R11
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ x+32(FP), DI
+	MOVQ blocks+40(FP), CX
+	MOVQ acc+48(FP), R8
+	XORQ R10, R10
+	CONSTANTS
+	VMOVDQU q6kPerm<>(SB), Y12
+	VMOVDQU q5kBits<>(SB), Y15
+	TESTQ CX, CX
+	JZ    q3kdone
+
+q3kloop:
+	// low plane (8 bytes per unit): 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s
+	MOVQ R10, AX
+	SHRQ $3, AX
+	SHLQ $9, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	MOVQ R10, R13
+	SHRQ $2, R13
+	ANDQ $1, R13
+	SHLQ $3, R13
+	ADDQ R13, AX
+	LEAQ (SI)(AX*1), R12
+	// hmask plane (4 bytes per unit): 512⌊i/16⌋ + 128(i mod 4) + 4(⌊i/4⌋ mod 4) + 16s
+	MOVQ R10, AX
+	SHRQ $4, AX
+	SHLQ $9, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	MOVQ R10, R13
+	SHRQ $2, R13
+	ANDQ $3, R13
+	SHLQ $2, R13
+	ADDQ R13, AX
+	LEAQ (R11)(AX*1), R9
+
+	Q3K_UNIT(0, 0, 4, Y4)
+	Q3K_UNIT(16, 16, 36, Y5)
+	Q3K_UNIT(32, 32, 68, Y6)
+	Q3K_UNIT(48, 48, 100, Y7)
+	Q3K_UNIT(64, 64, 132, Y8)
+	Q3K_UNIT(80, 80, 164, Y9)
+	Q3K_UNIT(96, 96, 196, Y10)
+	Q3K_UNIT(112, 112, 228, Y11)
+
+	VPHADDD Y5, Y4, Y0
+	VPHADDD Y7, Y6, Y1
+	VPHADDD Y1, Y0, Y0
+	VPHADDD Y9, Y8, Y1
+	VPHADDD Y11, Y10, Y2
+	VPHADDD Y2, Y1, Y1
+
+	VPMOVZXBD  (BX), Y2     // sc_0 … sc_7 − 32
+	VPSUBD     Q3K_32D, Y2, Y2
+	VPERMD     Y2, Y12, Y2
+	VPMULLD    Y2, Y0, Y0
+	VPMOVZXBD  8(BX), Y2    // sc_8 … sc_15 − 32
+	VPSUBD     Q3K_32D, Y2, Y2
+	VPERMD     Y2, Y12, Y2
+	VPMULLD    Y2, Y1, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VPADDD     Y3, Y2, Y0   // Σ (sc − 32)·Σ u·a per unit
+
+	VPMOVZXBW (BX), Y1
+	VPSUBW    Q3K_32W, Y1, Y1
+	VPMADDWD  260(DI), Y1, Y1 // Σ (sc − 32)·bsums per unit
+	VPSLLD    $2, Y1, Y1
+	VPSUBD    Y1, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+
+	BLOCK_SCALE(DX, X2, Y2)
+
+	MOVQ        R10, AX
+	ANDQ        $3, AX
+	SHLQ        $5, AX
+	VMOVUPS     (R8)(AX*1), Y3
+	VFMADD231PS Y0, Y2, Y3
+	VMOVUPS     Y3, (R8)(AX*1)
+
+	ADDQ $16, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q3kloop
+
+q3kdone:
+	VZEROUPPER
+	RET
