@@ -3,6 +3,7 @@ package kernels
 import (
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q2_K weights, q8_K activations. A 256-value super-block is 84 bytes, 16 groups of 16
@@ -26,7 +27,7 @@ import (
 //
 // the meaning of ggml_vec_dot_q2_K_q8_K (dall·Σ sc·q·a − dmin·Σ m·bsum per super-block).
 func init() {
-	registerFormat(&Format{Type: dtype.Q2_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ2K, Dot: dotQ2K})
+	registerFormat(&Format{Type: dtype.Q2_K, Act: ActQ8_K, Unit: 32, Decode: decodeQ2K, Dot: dotQ2K, PackedDot: packedDotQ2K})
 }
 
 const q2KBytes = 84
@@ -72,6 +73,33 @@ func dotQ2K(row, x []byte, cols int) float32 {
 			t := num.FMA32(d, float32(sum), acc[l])
 			acc[l] = num.FMA32(-dmin, float32(msum), t)
 		}
+	}
+	return laneSum(&acc)
+}
+
+// packedDotQ2K is dotQ2K over the device layout: the plane's 8 bytes hold values j, j+8,
+// j+16, j+24 (bits 0, 2, 4, 6 of byte j); the block's 16 scales then 16 mins are unpacked
+// bytes.
+func packedDotQ2K(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	p, sc := l.Planes[0], row[l.ScaleOff:]
+	var d, dmin float32
+	for u := 0; u < int(l.Units); u++ {
+		i, s := u>>3, u&7
+		q := le64At(unitBytes(row, p, u), 0)
+		y := x[i*q8KBytes : (i+1)*q8KBytes]
+		a := y[q8KQs+32*s : q8KQs+32*s+32]
+		s0 := dot8(q&low2Bits, le64(a)) + dot8(q>>2&low2Bits, le64(a[8:]))
+		s1 := dot8(q>>4&low2Bits, le64(a[16:])) + dot8(q>>6&low2Bits, le64(a[24:]))
+		g := sc[32*i+2*s:]
+		sum := int32(g[0])*s0 + int32(g[1])*s1
+		msum := int32(g[16])*q8KSum(y, 2*s) + int32(g[17])*q8KSum(y, 2*s+1)
+		if s == 0 { // the super-block's combined scales, once for its 8 units
+			dy := q8KD(y)
+			d, dmin = float32(f16Field(l, row, 0, i)*dy), float32(f16Field(l, row, 1, i)*dy)
+		}
+		t := num.FMA32(d, float32(sum), acc[u&31])
+		acc[u&31] = num.FMA32(-dmin, float32(msum), t)
 	}
 	return laneSum(&acc)
 }

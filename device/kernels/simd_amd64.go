@@ -26,6 +26,9 @@ func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
+
+//go:noescape
 func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
@@ -80,6 +83,7 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 	}
 	return map[dtype.Type]dotFunc{
 		dtype.Q4_K: packedDotQ4KAVX2,
+		dtype.Q2_K: packedDotQ2KAVX2,
 		dtype.Q3_K: packedDotQ3KAVX2,
 		dtype.Q5_K: packedDotQ5KAVX2,
 		dtype.Q6_K: packedDotQ6KAVX2,
@@ -105,6 +109,15 @@ func packedDotQ4KAVX2(l *repack.Layout, row, x []byte) float32 {
 	var acc [32]float32
 	if l.Blocks > 0 {
 		q4KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
+	}
+	return laneSum(&acc)
+}
+
+func packedDotQ2KAVX2(l *repack.Layout, row, x []byte) float32 {
+	checkRow(l, row, x)
+	var acc [32]float32
+	if l.Blocks > 0 {
+		q2KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
 	}
 	return laneSum(&acc)
 }

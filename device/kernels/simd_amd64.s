@@ -1219,3 +1219,100 @@ q3kloop:
 q3kdone:
 	VZEROUPPER
 	RET
+
+// q2_K: a unit's 32 quants 0…3 are q3_K's 2-bit arrangement (8 plane bytes);
+// S = Σ_g sc_g·Σ q·a over the unit's two groups (q6_K's group sums), M = Σ_g m_g·bsums[g];
+// acc = fma(D, S, acc), then fma(−Dmin, M, acc), as q4_K. The block's scale bytes are the 16
+// scales then the 16 mins.
+#define Q2K_UNIT(loff, aoff, dst) \
+	VMOVQ        loff(R12), X1       \
+	VPSRLQ       $2, X1, X2          \
+	VPUNPCKLQDQ  X2, X1, X1          \
+	VPSRLQ       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y13, Y1, Y1         \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+// func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
+TEXT ·q2KDotAVX2(SB), NOSPLIT, $0-48
+	MOVQ plane+0(FP), SI
+	MOVQ scales+8(FP), BX
+	MOVQ d+16(FP), DX
+	MOVQ x+24(FP), DI
+	MOVQ blocks+32(FP), CX
+	MOVQ acc+40(FP), R8
+	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
+	XORQ R10, R10
+	CONSTANTS
+	VMOVDQU q6kPerm<>(SB), Y12
+	TESTQ CX, CX
+	JZ    q2kdone
+
+q2kloop:
+	// plane (8 bytes per unit): 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s
+	MOVQ R10, AX
+	SHRQ $3, AX
+	SHLQ $9, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	MOVQ R10, R13
+	SHRQ $2, R13
+	ANDQ $1, R13
+	SHLQ $3, R13
+	ADDQ R13, AX
+	LEAQ (SI)(AX*1), R12
+
+	Q2K_UNIT(0, 4, Y4)
+	Q2K_UNIT(16, 36, Y5)
+	Q2K_UNIT(32, 68, Y6)
+	Q2K_UNIT(48, 100, Y7)
+	Q2K_UNIT(64, 132, Y8)
+	Q2K_UNIT(80, 164, Y9)
+	Q2K_UNIT(96, 196, Y10)
+	Q2K_UNIT(112, 228, Y11)
+
+	VPHADDD Y5, Y4, Y0
+	VPHADDD Y7, Y6, Y1
+	VPHADDD Y1, Y0, Y0
+	VPHADDD Y9, Y8, Y1
+	VPHADDD Y11, Y10, Y2
+	VPHADDD Y2, Y1, Y1
+
+	VPMOVZXBD  (BX), Y2     // sc_0 … sc_7
+	VPERMD     Y2, Y12, Y2
+	VPMULLD    Y2, Y0, Y0
+	VPMOVZXBD  8(BX), Y2    // sc_8 … sc_15
+	VPERMD     Y2, Y12, Y2
+	VPMULLD    Y2, Y1, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VPADDD     Y3, Y2, Y0   // S per unit
+	VCVTDQ2PS  Y0, Y0
+
+	VPMOVZXBW 16(BX), Y1    // m_0 … m_15
+	VPMADDWD  260(DI), Y1, Y1 // M per unit
+	VCVTDQ2PS Y1, Y1
+
+	BLOCK_SCALE(DX, X2, Y2) // D
+	BLOCK_SCALE(R9, X3, Y3) // Dmin
+
+	MOVQ         R10, AX
+	ANDQ         $3, AX
+	SHLQ         $5, AX
+	VMOVUPS      (R8)(AX*1), Y4
+	VFMADD231PS  Y0, Y2, Y4
+	VFNMADD231PS Y1, Y3, Y4
+	VMOVUPS      Y4, (R8)(AX*1)
+
+	ADDQ $32, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q2kloop
+
+q2kdone:
+	VZEROUPPER
+	RET
