@@ -166,19 +166,19 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 			for j, s := range ks {
 				offs[j] = int64(s)*int64(nkv*hd) + int64(kvh*hd)
 			}
-			attendHead(out[i*hd:(i+1)*hd], q[i*hd:(i+1)*hd], kc, vc, offs, e, a.Scale)
+			attendHead(out[i*hd:(i+1)*hd], q[i*hd:(i+1)*hd], kc, vc, offs, e, a.Scale, true)
 		}
 	})
 	return nil
 }
 
 // attendHead computes one head of one row: offs holds the float32 offsets of its keys' (and
-// values') head vectors in kc and vc, in key order; e is scratch of len(offs). The vector
-// forms (simd.go), where the CPU has them, compute the first keys' scores and the weighted
-// value sum with the same chains of operations.
-func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float32) {
+// values') head vectors in kc and vc, in key order; e is scratch of len(offs). With vec, the
+// vector forms (simd.go), where the CPU has them, compute the scores, their exponentials and
+// the weighted value sum with the same chains of operations.
+func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float32, vec bool) {
 	hd := len(q)
-	for j := vectorScores(e, q, kc, offs, scale); j < len(offs); j++ {
+	for j := vectorScores(e, q, kc, offs, scale, vec); j < len(offs); j++ {
 		k := kc[offs[j] : offs[j]+int64(hd)]
 		var dot float32
 		for d := 0; d < hd; d++ {
@@ -191,7 +191,7 @@ func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float
 		m = num.Max32(m, v)
 	}
 	var acc [32]float32
-	done := vectorExpShift(e, m)
+	done := vectorExpShift(e, m, vec)
 	for j := range e {
 		if j >= done {
 			e[j] = num.Exp32(e[j] - m)
@@ -199,7 +199,7 @@ func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float
 		acc[j&31] += e[j]
 	}
 	sum := num.WarpTotal(&acc)
-	if !vectorPV(out, e, vc, offs) {
+	if !vectorPV(out, e, vc, offs, vec) {
 		for d := range out {
 			out[d] = 0
 		}

@@ -22,14 +22,12 @@ func Prefetch(b []byte) { prefetch(b) }
 // AttendHead is the attention twin for one head; vector selects its vector forms (where the
 // CPU has them) or the portable Go.
 func AttendHead(out, q, kc, vc []float32, offs []int64, scale float32, vector bool) {
-	defer func(v bool) { vectorAttention = v }(vectorAttention)
-	vectorAttention = vector
-	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale)
+	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale, vector)
 }
 
 // ExpShift sets e[j] = num.Exp32(e[j] − m) with the attention twin's vector form where the
 // CPU has it, and returns how many values it set.
-func ExpShift(e []float32, m float32) int { return vectorExpShift(e, m) }
+func ExpShift(e []float32, m float32) int { return vectorExpShift(e, m, true) }
 
 // SwiGLURow sets y[i] = Canon(SiLU32(a[i])·b[i]) with the vector form (where the CPU has it)
 // or the portable Go.

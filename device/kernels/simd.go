@@ -19,9 +19,6 @@ var vectorDots, vectorISA = vectorForms()
 // vectorCPU: the CPU runs the vector forms (and laneSum uses its vector form).
 var vectorCPU = vectorSupported()
 
-// vectorAttention enables the attention twin's vector forms (a test turns it off to compare).
-var vectorAttention = true
-
 // VectorISA reports the instruction set the twin's matvec uses beyond portable Go, or "" when
 // every dot product is the portable Go one (other CPUs, or the purego build tag).
 func VectorISA() string { return vectorISA }

@@ -219,10 +219,11 @@ func inRange(c []float32, offs []int64, hd int) bool {
 }
 
 // vectorScores computes attendHead's scores e[j] for the first keys, 8 at a time, and returns
-// how many it computed (0 without the vector forms or for a head size not a multiple of 8).
-func vectorScores(e, q, kc []float32, offs []int64, scale float32) int {
+// how many it computed (0 without the vector forms, with vec false, or for a head size not a
+// multiple of 8).
+func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int {
 	hd, groups := len(q), len(offs)/8
-	if !vectorCPU || !vectorAttention || hd == 0 || hd%8 != 0 || groups == 0 || !inRange(kc, offs, hd) {
+	if !vec || !vectorCPU || hd == 0 || hd%8 != 0 || groups == 0 || !inRange(kc, offs, hd) {
 		return 0
 	}
 	_ = e[8*groups-1]
@@ -233,9 +234,9 @@ func vectorScores(e, q, kc []float32, offs []int64, scale float32) int {
 
 // vectorPV computes attendHead's weighted value sum out[d] = Σ_j e[j]·v_j[d] (before the
 // division) and reports whether it did (head sizes a multiple of 32).
-func vectorPV(out, e, vc []float32, offs []int64) bool {
+func vectorPV(out, e, vc []float32, offs []int64, vec bool) bool {
 	hd := len(out)
-	if !vectorCPU || !vectorAttention || hd == 0 || hd%32 != 0 || len(offs) == 0 || !inRange(vc, offs, hd) {
+	if !vec || !vectorCPU || hd == 0 || hd%32 != 0 || len(offs) == 0 || !inRange(vc, offs, hd) {
 		return false
 	}
 	_ = e[len(offs)-1]
@@ -248,9 +249,9 @@ func vectorPV(out, e, vc []float32, offs []int64) bool {
 
 // vectorExpShift sets e[j] = num.Exp32(e[j] − m) for the first values, 8 at a time, and
 // returns how many it set (0 without the vector forms).
-func vectorExpShift(e []float32, m float32) int {
+func vectorExpShift(e []float32, m float32, vec bool) int {
 	n := len(e) &^ 7
-	if !vectorCPU || !vectorAttention || n == 0 {
+	if !vec || !vectorCPU || n == 0 {
 		return 0
 	}
 	exp32ShiftAVX2(&e[0], n, m)

@@ -20,13 +20,13 @@ func vectorWarpTotal(v *[32]float32) float32 { return num.WarpTotal(v) }
 func prefetch([]byte) {}
 
 // vectorScores: none here.
-func vectorScores(e, q, kc []float32, offs []int64, scale float32) int { return 0 }
+func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int { return 0 }
 
 // vectorPV: none here.
-func vectorPV(out, e, vc []float32, offs []int64) bool { return false }
+func vectorPV(out, e, vc []float32, offs []int64, vec bool) bool { return false }
 
 // vectorExpShift: none here.
-func vectorExpShift(e []float32, m float32) int { return 0 }
+func vectorExpShift(e []float32, m float32, vec bool) int { return 0 }
 
 // vectorSwiGLU: none here.
 func vectorSwiGLU(y, a, b []float32) int { return 0 }

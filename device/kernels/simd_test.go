@@ -13,15 +13,18 @@ import (
 	"verity/repack"
 )
 
-// The vector forms of PackedDot give the portable Go function's bits on arbitrary bytes:
-// random and extreme quants, activation quants and bsums that need not agree with each other,
-// fp16 and float32 scales from every class (zero, subnormal, normal, huge, ±Inf, NaN), rows
-// of 1 to 40 super-blocks (every position of a super-block in the interleaved planes); for
-// the float formats random bits (every class of value) and rows of any whole number of units.
+// The vector forms of PackedDot give the portable Go function's bits. Modes, in turn: random
+// quants with normal scales; extreme quants (0x00, 0xff, 0x80, 0x7f); finite special scales
+// (±0, fp16 and float32 subnormals, the largest fp16, tiny and large float32 d); exactly one
+// NaN or ±Inf scale. Rows of 1 to 40 super-blocks (every position of a super-block in the
+// interleaved planes), legacy rows of any number of blocks, float rows of any number of units
+// (values by floatRow's modes). Quants, activation quants and bsums need not agree. The test
+// counts the results that are NaN or infinite, so that it cannot pass on them alone.
 func TestVectorDotMatchesPortable(t *testing.T) {
-	f16s := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x3c00, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01}
-	f32s := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, 1e-40, 1, -3.5e-3, math.MaxFloat32,
-		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	finite16 := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x3c00, 0x7bff, 0xfbff}
+	special16 := []uint16{0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe00}
+	finite32 := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, 1e-40, 1.2e-38, 1, -3.5e-3, 6e4}
+	special32 := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
 	tested := 0
 	for _, wt := range kernels.WeightTypes() {
 		f, _ := kernels.Lookup(wt)
@@ -32,7 +35,9 @@ func TestVectorDotMatchesPortable(t *testing.T) {
 		portable := kernels.PortablePackedDot(f)
 		t.Run(wt.String(), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(wt), 77))
-			for trial := 0; trial < 400; trial++ {
+			const trials = 400
+			nonFinite := [4]int{}
+			for trial := 0; trial < trials; trial++ {
 				blocks := 1 + r.IntN(40)
 				cols := 256 * blocks
 				if wt.BlockSize() == 32 { // legacy blocks: any number (tails of a chunk of 8)
@@ -49,51 +54,79 @@ func TestVectorDotMatchesPortable(t *testing.T) {
 				row := make([]byte, l.RowStride)
 				x := make([]byte, f.Act.RowBytes(cols))
 				mode := trial % 4
-				fill := func(b []byte) {
+				for _, b := range [][]byte{row, x} {
 					for i := range b {
-						switch mode {
-						case 1: // extreme quants
+						if mode == 1 {
 							b[i] = []byte{0x00, 0xff, 0x80, 0x7f}[r.IntN(4)]
-						default:
+						} else {
 							b[i] = byte(r.Uint32())
 						}
 					}
 				}
-				fill(row)
-				fill(x)
 				if wt.BlockSize() == 1 {
 					floatRow(r, wt, row[:l.RowBytes], mode)
 					floatRow(r, wt, x, mode)
 				}
-				for b := 0; b < int(l.Blocks*l.F16Fields); b++ { // fp16 scale fields
-					h := uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
-					if mode >= 2 && r.IntN(4) == 0 {
-						h = f16s[r.IntN(len(f16s))]
-					}
-					binary.LittleEndian.PutUint16(row[l.F16Off+2*int64(b):], h)
+				// the fp16 scale fields of the weights (and of q8_0 activations) and the
+				// float32 d of q8_K activations
+				var f16At []int64
+				for b := int64(0); b < l.Blocks*l.F16Fields; b++ {
+					f16At = append(f16At, l.F16Off+2*b)
 				}
+				var xf16At, xf32At []int64
 				switch f.Act {
-				case kernels.ActQ8_K: // the blocks' float32 d
+				case kernels.ActQ8_K:
 					for b := 0; b < blocks; b++ {
-						d := float32(r.NormFloat64() * 1e-2)
-						if mode == 3 && r.IntN(3) == 0 {
-							d = f32s[r.IntN(len(f32s))]
-						}
-						binary.LittleEndian.PutUint32(x[292*b:], math.Float32bits(d))
+						xf32At = append(xf32At, int64(292*b))
 					}
-				case kernels.ActQ8_0: // the blocks' fp16 d
+				case kernels.ActQ8_0:
 					for b := 0; b < cols/32; b++ {
-						h := uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
-						if mode >= 2 && r.IntN(4) == 0 {
-							h = f16s[r.IntN(len(f16s))]
-						}
-						binary.LittleEndian.PutUint16(x[34*b:], h)
+						xf16At = append(xf16At, int64(34*b))
+					}
+				}
+				for _, at := range f16At {
+					h := uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
+					if mode == 2 && r.IntN(4) == 0 {
+						h = finite16[r.IntN(len(finite16))]
+					}
+					binary.LittleEndian.PutUint16(row[at:], h)
+				}
+				for _, at := range xf16At {
+					h := uint16(0x1c00+r.IntN(0x2000)) | uint16(r.IntN(2))<<15
+					if mode == 2 && r.IntN(4) == 0 {
+						h = finite16[r.IntN(len(finite16))]
+					}
+					binary.LittleEndian.PutUint16(x[at:], h)
+				}
+				for _, at := range xf32At {
+					d := float32(r.NormFloat64() * 1e-2)
+					if mode == 2 && r.IntN(3) == 0 {
+						d = finite32[r.IntN(len(finite32))]
+					}
+					binary.LittleEndian.PutUint32(x[at:], math.Float32bits(d))
+				}
+				if mode == 3 && wt.BlockSize() > 1 { // one NaN or infinite scale
+					switch k := r.IntN(len(f16At) + len(xf16At) + len(xf32At)); {
+					case k < len(f16At):
+						binary.LittleEndian.PutUint16(row[f16At[k]:], special16[r.IntN(len(special16))])
+					case k < len(f16At)+len(xf16At):
+						binary.LittleEndian.PutUint16(x[xf16At[k-len(f16At)]:], special16[r.IntN(len(special16))])
+					default:
+						binary.LittleEndian.PutUint32(x[xf32At[k-len(f16At)-len(xf16At)]:], math.Float32bits(special32[r.IntN(len(special32))]))
 					}
 				}
 				got, want := f.PackedDot(&l, row, x), portable(&l, row, x)
 				if math.Float32bits(got) != math.Float32bits(want) {
 					t.Fatalf("trial %d (%d blocks, mode %d): vector %v (%#08x), portable %v (%#08x)",
 						trial, blocks, mode, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+				if math.IsNaN(float64(want)) || math.IsInf(float64(want), 0) {
+					nonFinite[mode]++
+				}
+			}
+			for mode, n := range nonFinite[:3] {
+				if n > trials/4/10 {
+					t.Errorf("mode %d: %d of %d results NaN or infinite: the comparison is mostly vacuous", mode, n, trials/4)
 				}
 			}
 		})
@@ -153,27 +186,30 @@ func BenchmarkPackedDot(b *testing.B) {
 	}
 }
 
-// floatRow fills b with values of float type wt (f32, f16 or bf16): mode 0 normal values,
-// 1 magnitudes spread over the whole range (subnormals included, products may overflow),
-// 2 random finite bits, 3 normal values with some ±Inf, NaN, ±0 and subnormals.
+// floatRow fills b with values of float type wt (f32, f16 or bf16): mode 0 normal values;
+// 1 magnitudes spread from the subnormals to 2^40 (f16: 2^10; no product or sum of a test
+// overflows);
+// 2 normal values with one in 16 a finite special (±0, subnormals, the largest f16); 3 normal
+// values with exactly one ±Inf or NaN.
 func floatRow(r *rand.Rand, wt dtype.Type, b []byte, mode int) {
-	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
-		0, float32(math.Copysign(0, -1)), 1e-40, -6e-8}
+	finite := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-40, 6e-8, -6.1e-5, 65504}
+	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
 	size := len(b) / wt.BlockBytes()
+	bad := -1
+	if mode == 3 {
+		bad = r.IntN(size)
+	}
 	for i := 0; i < size; i++ {
 		v := float32(r.NormFloat64())
-		switch mode {
-		case 1:
-			v = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(300)-150)))
-		case 2:
-			v = math.Float32frombits(r.Uint32())
-			for math.IsInf(float64(v), 0) || v != v {
-				v = math.Float32frombits(r.Uint32())
-			}
-		case 3:
-			if r.IntN(64) == 0 {
-				v = specials[r.IntN(len(specials))]
-			}
+		switch {
+		case mode == 1 && wt == dtype.F16: // its range: subnormals from 2^-24, at most 65504
+			v = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(38)-28)))
+		case mode == 1:
+			v = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(190)-150)))
+		case mode == 2 && r.IntN(16) == 0:
+			v = finite[r.IntN(len(finite))]
+		case i == bad:
+			v = specials[r.IntN(len(specials))]
 		}
 		switch wt {
 		case dtype.F32:
@@ -254,16 +290,20 @@ func BenchmarkPackedDotMatrix(b *testing.B) {
 }
 
 // The attention twin's vector forms give the portable Go bits: head sizes with and without
-// them (multiples of 8 and 32 and neither), key counts around the groups of 8, slots in any
-// order, normal, spread and special values in queries, keys and values.
+// them (multiples of 32, of 8 only, neither), key counts around the groups of 8, slots in any
+// order, queries, keys and values by floatRow's modes (normal; spread magnitudes; finite
+// specials; one NaN or infinity in the cache). The test counts the heads whose output is not
+// finite, so that it cannot pass on them alone.
 func TestVectorAttentionMatchesPortable(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, hd := range []int{8, 24, 32, 40, 64, 128, 256} {
-		for trial := 0; trial < 60; trial++ {
+	const trials = 60
+	for _, hd := range []int{8, 12, 20, 24, 32, 40, 64, 128, 256} {
+		nonFinite := [4]int{}
+		for trial := 0; trial < trials; trial++ {
 			nkv, slots := 1+r.IntN(3), 1+r.IntN(80)
 			stride := nkv * hd
 			mode := trial % 4
-			fill := func(n int) []float32 {
+			fill := func(n, mode int) []float32 {
 				b := make([]byte, 4*n)
 				floatRow(r, dtype.F32, b, mode)
 				v := make([]float32, n)
@@ -272,12 +312,10 @@ func TestVectorAttentionMatchesPortable(t *testing.T) {
 				}
 				return v
 			}
-			kc, vc, q := fill(slots*stride), fill(slots*stride), fill(hd)
-			if mode == 1 { // spread magnitudes overflow the scores: keep queries normal
-				q = fill(hd)
-				for i := range q {
-					q[i] = float32(r.NormFloat64())
-				}
+			kc, vc := fill(slots*stride, mode), fill(slots*stride, mode)
+			q := fill(hd, min(mode, 2)) // one special value, in the cache only
+			if mode == 1 {              // spread keys and values, normal queries
+				q = fill(hd, 0)
 			}
 			n := 1 + r.IntN(70)
 			offs := make([]int64, n)
@@ -289,11 +327,21 @@ func TestVectorAttentionMatchesPortable(t *testing.T) {
 			got, want := make([]float32, hd), make([]float32, hd)
 			kernels.AttendHead(got, q, kc, vc, offs, scale, true)
 			kernels.AttendHead(want, q, kc, vc, offs, scale, false)
+			finite := true
 			for d := range got {
 				if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
 					t.Fatalf("hd %d trial %d (%d keys, mode %d): out[%d] vector %v (%#08x), portable %v (%#08x)",
 						hd, trial, n, mode, d, got[d], math.Float32bits(got[d]), want[d], math.Float32bits(want[d]))
 				}
+				finite = finite && !math.IsNaN(float64(want[d])) && !math.IsInf(float64(want[d]), 0)
+			}
+			if !finite {
+				nonFinite[mode]++
+			}
+		}
+		for mode, k := range nonFinite[:3] {
+			if k > 0 {
+				t.Errorf("hd %d mode %d: %d of %d heads not finite", hd, mode, k, trials/4)
 			}
 		}
 	}
