@@ -38,3 +38,11 @@ func SwiGLURow(y, a, b []float32, vector bool) {
 	}
 	applyBinary(swiglu, false, y, a, b)
 }
+
+// RowDots is the matvec twin's products of one packed weight row with len(out) activation
+// rows xs[c·xb:].
+func RowDots(f *Format, l *repack.Layout, row, xs []byte, xb int, out []float32) {
+	d := newRowDot(f, l)
+	d.load(row)
+	d.dots(xs, xb, out)
+}

@@ -102,6 +102,22 @@ func (d *rowDot) load(row []byte) {
 	}
 }
 
+// dots sets out[c] to the current row's product with activation row xs[c·xb:], for every
+// c < len(out), with the format's several-column vector form where it has one (the same
+// bits as dot, the weight row read once for up to maxMultiColumns columns).
+func (d *rowDot) dots(xs []byte, xb int, out []float32) {
+	if m := vectorMulti[d.f.Type]; m != nil && d.buf == nil && len(out) > 1 {
+		for c0 := 0; c0 < len(out); c0 += maxMultiColumns {
+			c1 := min(c0+maxMultiColumns, len(out))
+			m(d.l, d.row, xs[c0*xb:c1*xb], xb, out[c0:c1])
+		}
+		return
+	}
+	for c := range out {
+		out[c] = d.dot(xs[c*xb : (c+1)*xb])
+	}
+}
+
 // dot is the current row's product with activation row x.
 func (d *rowDot) dot(x []byte) float32 {
 	if d.buf == nil {
@@ -254,10 +270,11 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	}
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, &l)
+		vals := make([]float32, n)
 		for r := lo; r < hi; r++ {
 			rd.load(w[int64(r)*l.RowStride:])
-			for c := 0; c < n; c++ {
-				v := rd.dot(xs[c*xb : (c+1)*xb])
+			rd.dots(xs, xb, vals)
+			for c, v := range vals {
 				if a.Acc != 0 {
 					v = num.Canon(y[c*rows+r] + v) // the GPU's NaN, as the add kernel gives
 				}

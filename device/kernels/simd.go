@@ -10,6 +10,16 @@ import (
 // dotFunc is the type of Format.PackedDot.
 type dotFunc = func(l *repack.Layout, row, x []byte) float32
 
+// multiDotFunc computes a packed row's products with len(out) ≤ maxMultiColumns activation
+// rows x[c·xb:] at once, each with the bits of the format's PackedDot.
+type multiDotFunc = func(l *repack.Layout, row, x []byte, xb int, out []float32)
+
+// maxMultiColumns is the most columns a multiDotFunc takes in one call.
+const maxMultiColumns = 8
+
+// vectorMulti holds the several-column vector forms by weight type.
+var vectorMulti = vectorMultiForms()
+
 // vectorDots holds, by weight type, a faster form of the format's PackedDot with the same
 // bits (simd_amd64.go provides them where the CPU allows); registerFormat installs it and
 // keeps the portable Go function as Format.portableDot. vectorISA names their instruction

@@ -32,6 +32,9 @@ func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+
+//go:noescape
 func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
@@ -73,6 +76,14 @@ func dotF16AVX2(w, x *byte, chunks int, acc *[32]float32)
 
 //go:noescape
 func dotBF16AVX2(w, x *byte, chunks int, acc *[32]float32)
+
+// vectorMultiForms: the weight types with a several-column vector form.
+func vectorMultiForms() map[dtype.Type]multiDotFunc {
+	if !vectorCPU {
+		return nil
+	}
+	return map[dtype.Type]multiDotFunc{dtype.Q4_K: packedDotQ4KNAVX2}
+}
 
 // vectorSupported reports whether the CPU runs the vector forms.
 func vectorSupported() bool { return cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C) }
@@ -280,4 +291,18 @@ func packedDotQ4_0AVX2(l *repack.Layout, row, x []byte) float32 {
 	}
 	q4_0Units(&acc, l, row, x, 8*chunks, units)
 	return laneSum(&acc)
+}
+
+// packedDotQ4KNAVX2 writes, for each of the len(out) activation rows x[c·xb:], the row's
+// product into out[c] (at most maxMultiColumns at a time).
+func packedDotQ4KNAVX2(l *repack.Layout, row, x []byte, xb int, out []float32) {
+	n := len(out)
+	_, _ = row[:l.RowStride], x[:(n-1)*xb+int(l.Blocks)*q8KBytes]
+	var acc [maxMultiColumns][32]float32
+	if l.Blocks > 0 && n > 0 {
+		q4KDotNAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), &acc[0][0])
+	}
+	for c := range out {
+		out[c] = laneSum(&acc[c])
+	}
 }

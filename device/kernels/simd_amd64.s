@@ -1316,3 +1316,124 @@ q2kloop:
 q2kdone:
 	VZEROUPPER
 	RET
+
+// Several activation rows at once (a prefill chunk's or a tree's columns): q4_K's dot product
+// for ncols columns, each with exactly the one-column steps, the weight row's units unpacked
+// once per super-block. Y0 … Y7 hold the super-block's 8 unpacked units, Y14 and Y15 its
+// scales and mins; each column's units are summed pairwise as they come (VPHADDD, the same
+// pairs as the one-column form).
+DATA q4kNC<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q4kNC<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q4kNC<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q4kNC<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q4kNC<>+32(SB)/8, $0x0001000100010001
+DATA q4kNC<>+40(SB)/8, $0x0001000100010001
+DATA q4kNC<>+48(SB)/8, $0x0001000100010001
+DATA q4kNC<>+56(SB)/8, $0x0001000100010001
+GLOBL q4kNC<>(SB), RODATA|NOPTR, $64
+#define NC_NIBBLES q4kNC<>+0(SB)
+#define NC_ONES q4kNC<>+32(SB)
+
+// unpack the q4_K unit at qoff(SI) into dst (32 quants in value order); clobbers Y8.
+#define Q4K_UNPACK(qoff, dst) \
+	VMOVDQU      qoff(SI), X8        \
+	VPSRLW       $4, X8, X9          \
+	VINSERTI128  $1, X9, Y8, dst     \
+	VPAND        NC_NIBBLES, dst, dst
+
+// dst = 8 int32 partial sums of unit q times the activations at aoff(DI).
+#define NC_UNIT(q, aoff, dst) \
+	VPMADDUBSW aoff(DI), q, dst   \
+	VPMADDWD   NC_ONES, dst, dst
+
+// func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+// acc: ncols × 32 float32 lane accumulators, column c at acc[32c:].
+TEXT ·q4KDotNAVX2(SB), NOSPLIT, $16-64
+	MOVQ plane+0(FP), SI
+	MOVQ scales+8(FP), BX
+	MOVQ d+16(FP), DX
+	MOVQ blocks+48(FP), CX
+	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ    q4kndone
+
+q4knblock:
+	Q4K_UNPACK(0, Y0)
+	Q4K_UNPACK(16, Y1)
+	Q4K_UNPACK(32, Y2)
+	Q4K_UNPACK(48, Y3)
+	Q4K_UNPACK(64, Y4)
+	Q4K_UNPACK(80, Y5)
+	Q4K_UNPACK(96, Y6)
+	Q4K_UNPACK(112, Y7)
+	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
+	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
+	MOVWLZX   (DX)(R10*2), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 0(SP) // d_w
+	MOVWLZX   (R9)(R10*2), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 4(SP) // dmin_w
+
+	// column loop: DI = x + 292·i + c·xstride, R12 = acc + 128c + 32(i mod 4)
+	IMUL3Q $292, R10, DI
+	ADDQ  x+24(FP), DI
+	MOVQ  R10, R12
+	ANDQ  $3, R12
+	SHLQ  $5, R12
+	ADDQ  acc+56(FP), R12
+	MOVQ  ncols+40(FP), R11
+
+q4kncol:
+	NC_UNIT(Y0, 4, Y9)
+	NC_UNIT(Y1, 36, Y10)
+	VPHADDD Y10, Y9, Y11
+	NC_UNIT(Y2, 68, Y9)
+	NC_UNIT(Y3, 100, Y10)
+	VPHADDD Y10, Y9, Y12
+	VPHADDD Y12, Y11, Y11
+	NC_UNIT(Y4, 132, Y9)
+	NC_UNIT(Y5, 164, Y10)
+	VPHADDD Y10, Y9, Y12
+	NC_UNIT(Y6, 196, Y9)
+	NC_UNIT(Y7, 228, Y10)
+	VPHADDD Y10, Y9, Y13
+	VPHADDD Y13, Y12, Y12
+	VPERM2I128 $0x20, Y12, Y11, Y9
+	VPERM2I128 $0x31, Y12, Y11, Y10
+	VPADDD     Y10, Y9, Y9
+
+	VPMULLD   Y14, Y9, Y9
+	VCVTDQ2PS Y9, Y9        // float32(sc·Σ q·a)
+	VMOVDQU   NC_ONES, Y11
+	VPMADDWD  260(DI), Y11, Y11
+	VPMULLD   Y15, Y11, Y11
+	VCVTDQ2PS Y11, Y11      // float32(m·B)
+	VMOVSS       0(SP), X12
+	VMULSS       (DI), X12, X12
+	VBROADCASTSS X12, Y12   // D
+	VMOVSS       4(SP), X13
+	VMULSS       (DI), X13, X13
+	VBROADCASTSS X13, Y13   // Dmin
+	VMOVUPS      (R12), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VFNMADD231PS Y11, Y13, Y10
+	VMOVUPS      Y10, (R12)
+
+	ADDQ xstride+32(FP), DI
+	ADDQ $128, R12
+	DECQ R11
+	JNZ  q4kncol
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q4knblock
+
+q4kndone:
+	VZEROUPPER
+	RET

@@ -13,18 +13,10 @@ import (
 	"verity/repack"
 )
 
-// The vector forms of PackedDot give the portable Go function's bits. Modes, in turn: random
-// quants with normal scales; extreme quants (0x00, 0xff, 0x80, 0x7f); finite special scales
-// (±0, fp16 and float32 subnormals, the largest fp16, tiny and large float32 d); exactly one
-// NaN or ±Inf scale. Rows of 1 to 40 super-blocks (every position of a super-block in the
-// interleaved planes), legacy rows of any number of blocks, float rows of any number of units
-// (values by floatRow's modes). Quants, activation quants and bsums need not agree. The test
-// counts the results that are NaN or infinite, so that it cannot pass on them alone.
+// The vector forms of PackedDot give the portable Go function's bits on newDotCase's rows,
+// in each of its modes. The test counts the results that are NaN or infinite, so that it
+// cannot pass on them alone.
 func TestVectorDotMatchesPortable(t *testing.T) {
-	finite16 := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x3c00, 0x7bff, 0xfbff}
-	special16 := []uint16{0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe00}
-	finite32 := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, 1e-40, 1.2e-38, 1, -3.5e-3, 6e4}
-	special32 := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
 	tested := 0
 	for _, wt := range kernels.WeightTypes() {
 		f, _ := kernels.Lookup(wt)
@@ -38,87 +30,12 @@ func TestVectorDotMatchesPortable(t *testing.T) {
 			const trials = 400
 			nonFinite := [4]int{}
 			for trial := 0; trial < trials; trial++ {
-				blocks := 1 + r.IntN(40)
-				cols := 256 * blocks
-				if wt.BlockSize() == 32 { // legacy blocks: any number (tails of a chunk of 8)
-					cols = 32 * (1 + r.IntN(300))
-				}
-				if wt.BlockSize() == 1 { // float rows: any whole number of units (tails)
-					cols = f.Unit * (1 + r.IntN(1200/f.Unit))
-					blocks = 0
-				}
-				l, err := repack.NewLayout(wt, []int64{int64(cols)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				row := make([]byte, l.RowStride)
-				x := make([]byte, f.Act.RowBytes(cols))
 				mode := trial % 4
-				for _, b := range [][]byte{row, x} {
-					for i := range b {
-						if mode == 1 {
-							b[i] = []byte{0x00, 0xff, 0x80, 0x7f}[r.IntN(4)]
-						} else {
-							b[i] = byte(r.Uint32())
-						}
-					}
-				}
-				if wt.BlockSize() == 1 {
-					floatRow(r, wt, row[:l.RowBytes], mode)
-					floatRow(r, wt, x, mode)
-				}
-				// the fp16 scale fields of the weights (and of q8_0 activations) and the
-				// float32 d of q8_K activations
-				var f16At []int64
-				for b := int64(0); b < l.Blocks*l.F16Fields; b++ {
-					f16At = append(f16At, l.F16Off+2*b)
-				}
-				var xf16At, xf32At []int64
-				switch f.Act {
-				case kernels.ActQ8_K:
-					for b := 0; b < blocks; b++ {
-						xf32At = append(xf32At, int64(292*b))
-					}
-				case kernels.ActQ8_0:
-					for b := 0; b < cols/32; b++ {
-						xf16At = append(xf16At, int64(34*b))
-					}
-				}
-				for _, at := range f16At {
-					h := uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
-					if mode == 2 && r.IntN(4) == 0 {
-						h = finite16[r.IntN(len(finite16))]
-					}
-					binary.LittleEndian.PutUint16(row[at:], h)
-				}
-				for _, at := range xf16At {
-					h := uint16(0x1c00+r.IntN(0x2000)) | uint16(r.IntN(2))<<15
-					if mode == 2 && r.IntN(4) == 0 {
-						h = finite16[r.IntN(len(finite16))]
-					}
-					binary.LittleEndian.PutUint16(x[at:], h)
-				}
-				for _, at := range xf32At {
-					d := float32(r.NormFloat64() * 1e-2)
-					if mode == 2 && r.IntN(3) == 0 {
-						d = finite32[r.IntN(len(finite32))]
-					}
-					binary.LittleEndian.PutUint32(x[at:], math.Float32bits(d))
-				}
-				if mode == 3 && wt.BlockSize() > 1 { // one NaN or infinite scale
-					switch k := r.IntN(len(f16At) + len(xf16At) + len(xf32At)); {
-					case k < len(f16At):
-						binary.LittleEndian.PutUint16(row[f16At[k]:], special16[r.IntN(len(special16))])
-					case k < len(f16At)+len(xf16At):
-						binary.LittleEndian.PutUint16(x[xf16At[k-len(f16At)]:], special16[r.IntN(len(special16))])
-					default:
-						binary.LittleEndian.PutUint32(x[xf32At[k-len(f16At)-len(xf16At)]:], math.Float32bits(special32[r.IntN(len(special32))]))
-					}
-				}
-				got, want := f.PackedDot(&l, row, x), portable(&l, row, x)
+				c := newDotCase(r, f, mode, 1)
+				got, want := f.PackedDot(&c.l, c.row, c.x), portable(&c.l, c.row, c.x)
 				if math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("trial %d (%d blocks, mode %d): vector %v (%#08x), portable %v (%#08x)",
-						trial, blocks, mode, got, math.Float32bits(got), want, math.Float32bits(want))
+					t.Fatalf("trial %d (%d values, mode %d): vector %v (%#08x), portable %v (%#08x)",
+						trial, c.l.RowValues, mode, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 				if math.IsNaN(float64(want)) || math.IsInf(float64(want), 0) {
 					nonFinite[mode]++
@@ -135,6 +52,140 @@ func TestVectorDotMatchesPortable(t *testing.T) {
 		t.Errorf("VectorISA %q with %d vector forms", isa, tested)
 	}
 	t.Logf("vector forms: %d (%q)", tested, kernels.VectorISA())
+}
+
+// The matvec twin's products of one weight row with several activation rows (the
+// several-column vector forms where a type has one) give each column PackedDot's bits: 1 to
+// 20 columns, the same modes as above.
+func TestRowDotsMatchPackedDot(t *testing.T) {
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		if f.PackedDot == nil {
+			continue
+		}
+		t.Run(wt.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(wt), 78))
+			for trial := 0; trial < 120; trial++ {
+				mode, n := trial%4, 1+r.IntN(20)
+				c := newDotCase(r, f, mode, n)
+				got := make([]float32, n)
+				kernels.RowDots(f, &c.l, c.row, c.x, c.xb, got)
+				for col := range got {
+					want := f.PackedDot(&c.l, c.row, c.x[col*c.xb:(col+1)*c.xb])
+					if math.Float32bits(got[col]) != math.Float32bits(want) {
+						t.Fatalf("trial %d (%d values, mode %d, %d columns): column %d %v (%#08x), PackedDot %v (%#08x)",
+							trial, c.l.RowValues, mode, n, col, got[col], math.Float32bits(got[col]), want, math.Float32bits(want))
+					}
+				}
+			}
+		})
+	}
+}
+
+// dotCase is one packed weight row and n activation rows of xb bytes each.
+type dotCase struct {
+	l      repack.Layout
+	row, x []byte
+	xb     int
+}
+
+// newDotCase draws a row for format f. Modes: random quants with normal scales; extreme
+// quants (0x00, 0xff, 0x80, 0x7f); finite special scales (±0, fp16 and float32 subnormals,
+// the largest fp16, tiny and large float32 d); exactly one NaN or ±Inf scale per activation
+// row or in the weights. Rows of 1 to 40 super-blocks (every position of a super-block in the
+// interleaved planes), legacy rows of any number of blocks, float rows of any number of units
+// (values by floatRow's modes). Quants, activation quants and bsums need not agree.
+func newDotCase(r *rand.Rand, f *kernels.Format, mode, n int) dotCase {
+	finite16 := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x3c00, 0x7bff, 0xfbff}
+	special16 := []uint16{0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe00}
+	finite32 := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, 1e-40, 1.2e-38, 1, -3.5e-3, 6e4}
+	special32 := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	wt := f.Type
+	blocks := 1 + r.IntN(40)
+	cols := 256 * blocks
+	if wt.BlockSize() == 32 { // legacy blocks: any number (tails of a chunk of 8)
+		cols = 32 * (1 + r.IntN(300))
+	}
+	if wt.BlockSize() == 1 { // float rows: any whole number of units (tails)
+		cols = f.Unit * (1 + r.IntN(1200/f.Unit))
+		blocks = 0
+	}
+	l, err := repack.NewLayout(wt, []int64{int64(cols)})
+	if err != nil {
+		panic(err)
+	}
+	xb := f.Act.RowBytes(cols)
+	row, x := make([]byte, l.RowStride), make([]byte, n*xb)
+	for _, b := range [][]byte{row, x} {
+		for i := range b {
+			if mode == 1 {
+				b[i] = []byte{0x00, 0xff, 0x80, 0x7f}[r.IntN(4)]
+			} else {
+				b[i] = byte(r.Uint32())
+			}
+		}
+	}
+	if wt.BlockSize() == 1 {
+		floatRow(r, wt, row[:l.RowBytes], mode)
+		for c := 0; c < n; c++ {
+			floatRow(r, wt, x[c*xb:(c+1)*xb], mode)
+		}
+	}
+	// the fp16 scale fields of the weights (and of q8_0 activations) and the float32 d of
+	// q8_K activations
+	var f16At []int64
+	for b := int64(0); b < l.Blocks*l.F16Fields; b++ {
+		f16At = append(f16At, l.F16Off+2*b)
+	}
+	for _, at := range f16At {
+		h := uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
+		if mode == 2 && r.IntN(4) == 0 {
+			h = finite16[r.IntN(len(finite16))]
+		}
+		binary.LittleEndian.PutUint16(row[at:], h)
+	}
+	for c := 0; c < n; c++ {
+		xr := x[c*xb : (c+1)*xb]
+		var xf16At, xf32At []int
+		switch f.Act {
+		case kernels.ActQ8_K:
+			for b := 0; b < blocks; b++ {
+				xf32At = append(xf32At, 292*b)
+			}
+		case kernels.ActQ8_0:
+			for b := 0; b < cols/32; b++ {
+				xf16At = append(xf16At, 34*b)
+			}
+		}
+		for _, at := range xf16At {
+			h := uint16(0x1c00+r.IntN(0x2000)) | uint16(r.IntN(2))<<15
+			if mode == 2 && r.IntN(4) == 0 {
+				h = finite16[r.IntN(len(finite16))]
+			}
+			binary.LittleEndian.PutUint16(xr[at:], h)
+		}
+		for _, at := range xf32At {
+			d := float32(r.NormFloat64() * 1e-2)
+			if mode == 2 && r.IntN(3) == 0 {
+				d = finite32[r.IntN(len(finite32))]
+			}
+			binary.LittleEndian.PutUint32(xr[at:], math.Float32bits(d))
+		}
+		if mode == 3 && wt.BlockSize() > 1 { // one NaN or infinite scale
+			k := r.IntN(len(f16At) + len(xf16At) + len(xf32At))
+			switch {
+			case k < len(f16At):
+				if c == 0 {
+					binary.LittleEndian.PutUint16(row[f16At[k]:], special16[r.IntN(len(special16))])
+				}
+			case k < len(f16At)+len(xf16At):
+				binary.LittleEndian.PutUint16(xr[xf16At[k-len(f16At)]:], special16[r.IntN(len(special16))])
+			default:
+				binary.LittleEndian.PutUint32(xr[xf32At[k-len(f16At)-len(xf16At)]:], math.Float32bits(special32[r.IntN(len(special32))]))
+			}
+		}
+	}
+	return dotCase{l: l, row: row, x: x, xb: xb}
 }
 
 // BenchmarkPackedDot: the matvec twin's inner loop, one packed row times one activation row,
@@ -445,4 +496,30 @@ func TestVectorSwiGLUMatchesPortable(t *testing.T) {
 		a = append(a, x)
 	}
 	check(a)
+}
+
+// BenchmarkRowDots: one weight row times 8 activation rows (a tree's nodes), through the
+// matvec twin's several-column path and as 8 separate dot products.
+func BenchmarkRowDots(b *testing.B) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		if f.PackedDot == nil || wt.BlockSize() == 1 {
+			continue
+		}
+		c := newDotCase(r, f, 0, 8)
+		out := make([]float32, 8)
+		b.Run(fmt.Sprintf("type=%s/columns", wt), func(b *testing.B) {
+			for b.Loop() {
+				kernels.RowDots(f, &c.l, c.row, c.x, c.xb, out)
+			}
+		})
+		b.Run(fmt.Sprintf("type=%s/separate", wt), func(b *testing.B) {
+			for b.Loop() {
+				for col := range out {
+					out[col] = f.PackedDot(&c.l, c.row, c.x[col*c.xb:(col+1)*c.xb])
+				}
+			}
+		})
+	}
 }
