@@ -1,6 +1,9 @@
 package kernels
 
-import "verity/repack"
+import (
+	"verity/device/dtype"
+	"verity/repack"
+)
 
 // PortablePackedDot is f's Go PackedDot: the vector form's reference where one is in use.
 func PortablePackedDot(f *Format) func(l *repack.Layout, row, x []byte) float32 {
@@ -45,4 +48,15 @@ func RowDots(f *Format, l *repack.Layout, row, xs []byte, xb int, out []float32)
 	d := newRowDot(f, l)
 	d.load(row)
 	d.dots(xs, xb, out)
+}
+
+// MultiDots runs t's several-column vector form, with VNNI or without, and reports whether
+// there is one (and, for vnni, whether the CPU has it).
+func MultiDots(t dtype.Type, l *repack.Layout, row, xs []byte, xb int, out []float32, vnni bool) bool {
+	form := multiForms[t]
+	if form == nil || !vectorCPU || vnni && !vectorVNNI {
+		return false
+	}
+	form(vnni)(l, row, xs, xb, out)
+	return true
 }

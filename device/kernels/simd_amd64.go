@@ -32,7 +32,7 @@ func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
-func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 
 //go:noescape
 func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
@@ -82,8 +82,18 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc {
 	if !vectorCPU {
 		return nil
 	}
-	return map[dtype.Type]multiDotFunc{dtype.Q4_K: packedDotQ4KNAVX2}
+	m := map[dtype.Type]multiDotFunc{}
+	for t, form := range multiForms {
+		m[t] = form(vectorVNNI)
+	}
+	return m
 }
+
+// multiForms builds each type's several-column form with or without VNNI.
+var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K}
+
+// vectorVNNI: the CPU has AVX-512 VNNI with 256-bit vectors (VL), for the several-column forms.
+var vectorVNNI = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512VNNI, cpuid.AVX512VL)
 
 // vectorSupported reports whether the CPU runs the vector forms.
 func vectorSupported() bool { return cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C) }
@@ -293,16 +303,21 @@ func packedDotQ4_0AVX2(l *repack.Layout, row, x []byte) float32 {
 	return laneSum(&acc)
 }
 
-// packedDotQ4KNAVX2 writes, for each of the len(out) activation rows x[c·xb:], the row's
-// product into out[c] (at most maxMultiColumns at a time).
-func packedDotQ4KNAVX2(l *repack.Layout, row, x []byte, xb int, out []float32) {
-	n := len(out)
-	_, _ = row[:l.RowStride], x[:(n-1)*xb+int(l.Blocks)*q8KBytes]
-	var acc [maxMultiColumns][32]float32
-	if l.Blocks > 0 && n > 0 {
-		q4KDotNAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), &acc[0][0])
-	}
-	for c := range out {
-		out[c] = laneSum(&acc[c])
+// multiQ4K is q4_K's several-column form: for each of the len(out) activation rows x[c·xb:],
+// the row's product into out[c] (at most maxMultiColumns at a time).
+func multiQ4K(vnni bool) multiDotFunc {
+	return func(l *repack.Layout, row, x []byte, xb int, out []float32) {
+		n := len(out)
+		if n > maxMultiColumns {
+			panic("kernels: more columns than a several-column form takes")
+		}
+		_, _ = row[:l.RowStride], x[:(n-1)*xb+int(l.Blocks)*q8KBytes]
+		var acc [maxMultiColumns][32]float32
+		if l.Blocks > 0 && n > 0 {
+			q4KDotNAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), &acc[0][0], vnni)
+		}
+		for c := range out {
+			out[c] = laneSum(&acc[c])
+		}
 	}
 }

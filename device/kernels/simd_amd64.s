@@ -1346,9 +1346,34 @@ GLOBL q4kNC<>(SB), RODATA|NOPTR, $64
 	VPMADDUBSW aoff(DI), q, dst   \
 	VPMADDWD   NC_ONES, dst, dst
 
-// func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
-// acc: ncols × 32 float32 lane accumulators, column c at acc[32c:].
-TEXT ·q4KDotNAVX2(SB), NOSPLIT, $16-64
+// dst = the same 8 int32 partial sums with one AVX-512 VNNI dot-product instruction (u8 × s8,
+// four products per int32, no intermediate saturation: the sums are exact either way).
+#define NC_UNIT_VNNI(q, aoff, dst) \
+	VPXOR    dst, dst, dst        \
+	VPDPBUSD aoff(DI), q, dst
+
+// The 8 units of a column, summed pairwise: Y11 = units 0-3, Y12 = units 4-7 (VPHADDD of
+// VPHADDD, as the one-column form). UNIT is NC_UNIT or NC_UNIT_VNNI.
+#define NC_COLUMN_SUMS(UNIT) \
+	UNIT(Y0, 4, Y9)          \
+	UNIT(Y1, 36, Y10)        \
+	VPHADDD Y10, Y9, Y11     \
+	UNIT(Y2, 68, Y9)         \
+	UNIT(Y3, 100, Y10)       \
+	VPHADDD Y10, Y9, Y12     \
+	VPHADDD Y12, Y11, Y11    \
+	UNIT(Y4, 132, Y9)        \
+	UNIT(Y5, 164, Y10)       \
+	VPHADDD Y10, Y9, Y12     \
+	UNIT(Y6, 196, Y9)        \
+	UNIT(Y7, 228, Y10)       \
+	VPHADDD Y10, Y9, Y13     \
+	VPHADDD Y13, Y12, Y12
+
+// func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+// acc: ncols × 32 float32 lane accumulators, column c at acc[32c:]. With vnni (a CPU with
+// AVX-512 VNNI and VL) the units' products use VPDPBUSD.
+TEXT ·q4KDotNAVX2(SB), NOSPLIT, $16-65
 	MOVQ plane+0(FP), SI
 	MOVQ scales+8(FP), BX
 	MOVQ d+16(FP), DX
@@ -1388,20 +1413,15 @@ q4knblock:
 	MOVQ  ncols+40(FP), R11
 
 q4kncol:
-	NC_UNIT(Y0, 4, Y9)
-	NC_UNIT(Y1, 36, Y10)
-	VPHADDD Y10, Y9, Y11
-	NC_UNIT(Y2, 68, Y9)
-	NC_UNIT(Y3, 100, Y10)
-	VPHADDD Y10, Y9, Y12
-	VPHADDD Y12, Y11, Y11
-	NC_UNIT(Y4, 132, Y9)
-	NC_UNIT(Y5, 164, Y10)
-	VPHADDD Y10, Y9, Y12
-	NC_UNIT(Y6, 196, Y9)
-	NC_UNIT(Y7, 228, Y10)
-	VPHADDD Y10, Y9, Y13
-	VPHADDD Y13, Y12, Y12
+	CMPB vnni+64(FP), $0
+	JNE  q4kncolvnni
+	NC_COLUMN_SUMS(NC_UNIT)
+	JMP  q4kncolsums
+
+q4kncolvnni:
+	NC_COLUMN_SUMS(NC_UNIT_VNNI)
+
+q4kncolsums:
 	VPERM2I128 $0x20, Y12, Y11, Y9
 	VPERM2I128 $0x31, Y12, Y11, Y10
 	VPADDD     Y10, Y9, Y9

@@ -523,3 +523,34 @@ func BenchmarkRowDots(b *testing.B) {
 		})
 	}
 }
+
+// Each several-column vector form, with and without VNNI (where the CPU has it), gives every
+// column PackedDot's bits.
+func TestMultiDotsMatchPackedDot(t *testing.T) {
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		for _, vnni := range []bool{false, true} {
+			r := rand.New(rand.NewPCG(uint64(wt), 79))
+			ran := 0
+			for trial := 0; trial < 120; trial++ {
+				mode, n := trial%4, 1+r.IntN(8)
+				c := newDotCase(r, f, mode, n)
+				got := make([]float32, n)
+				if !kernels.MultiDots(wt, &c.l, c.row, c.x, c.xb, got, vnni) {
+					break
+				}
+				ran++
+				for col := range got {
+					want := f.PackedDot(&c.l, c.row, c.x[col*c.xb:(col+1)*c.xb])
+					if math.Float32bits(got[col]) != math.Float32bits(want) {
+						t.Fatalf("%s vnni=%v trial %d (%d values, mode %d, %d columns): column %d %v (%#08x), PackedDot %v (%#08x)",
+							wt, vnni, trial, c.l.RowValues, mode, n, col, got[col], math.Float32bits(got[col]), want, math.Float32bits(want))
+					}
+				}
+			}
+			if ran > 0 {
+				t.Logf("%s vnni=%v: %d trials", wt, vnni, ran)
+			}
+		}
+	}
+}
