@@ -35,6 +35,9 @@ func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 
 //go:noescape
+func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+
+//go:noescape
 func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
@@ -90,7 +93,7 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc {
 }
 
 // multiForms builds each type's several-column form with or without VNNI.
-var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K}
+var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q6_K: multiQ6K}
 
 // vectorVNNI: the CPU has AVX-512 VNNI with 256-bit vectors (VL), for the several-column forms.
 var vectorVNNI = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512VNNI, cpuid.AVX512VL)
@@ -306,15 +309,29 @@ func packedDotQ4_0AVX2(l *repack.Layout, row, x []byte) float32 {
 // multiQ4K is q4_K's several-column form: for each of the len(out) activation rows x[c·xb:],
 // the row's product into out[c] (at most maxMultiColumns at a time).
 func multiQ4K(vnni bool) multiDotFunc {
+	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+		q4KDotNAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+	})
+}
+
+// multiQ6K is q6_K's several-column form.
+func multiQ6K(vnni bool) multiDotFunc {
+	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+		q6KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+	})
+}
+
+// multiK wraps a K-quant several-column routine: bounds, the lane accumulators, the lane sums.
+func multiK(run func(l *repack.Layout, row, x []byte, xb, n int, acc *float32)) multiDotFunc {
 	return func(l *repack.Layout, row, x []byte, xb int, out []float32) {
 		n := len(out)
 		if n > maxMultiColumns {
 			panic("kernels: more columns than a several-column form takes")
 		}
-		_, _ = row[:l.RowStride], x[:(n-1)*xb+int(l.Blocks)*q8KBytes]
 		var acc [maxMultiColumns][32]float32
 		if l.Blocks > 0 && n > 0 {
-			q4KDotNAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), &acc[0][0], vnni)
+			_, _ = row[:l.RowStride], x[:(n-1)*xb+int(l.Blocks)*q8KBytes]
+			run(l, row, x, xb, n, &acc[0][0])
 		}
 		for c := range out {
 			out[c] = laneSum(&acc[c])

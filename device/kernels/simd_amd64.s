@@ -1457,3 +1457,126 @@ q4kncolsums:
 q4kndone:
 	VZEROUPPER
 	RET
+
+// q6_K's several-column form: the super-block's 8 units unpacked once (Y0 … Y7, quants 0…63
+// in value order), its permuted scales in Y14 and Y15 and its 16 scales as int16 on the stack;
+// each column then as q6KDotAVX2.
+DATA q6kNC<>+0(SB)/8, $0x0303030303030303
+DATA q6kNC<>+8(SB)/8, $0x0303030303030303
+DATA q6kNC<>+16(SB)/8, $0x0303030303030303
+DATA q6kNC<>+24(SB)/8, $0x0303030303030303
+GLOBL q6kNC<>(SB), RODATA|NOPTR, $32
+
+// unpack the q6_K unit at qoff(SI) (low plane) and hoff(R12) (high plane) into dst; clobbers
+// Y8 … Y10.
+#define Q6K_UNPACK(qoff, hoff, dst) \
+	VMOVDQU      qoff(SI), X8        \
+	VPSRLW       $4, X8, X9          \
+	VINSERTI128  $1, X9, Y8, Y8      \
+	VPAND        NC_NIBBLES, Y8, Y8  \
+	VMOVQ        hoff(R12), X9       \
+	VPSRLQ       $2, X9, X10         \
+	VPUNPCKLQDQ  X10, X9, X9         \
+	VPSRLQ       $4, X9, X10         \
+	VINSERTI128  $1, X10, Y9, Y9     \
+	VPAND        q6kNC<>(SB), Y9, Y9 \
+	VPSLLW       $4, Y9, Y9          \
+	VPOR         Y9, Y8, dst
+
+// func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+TEXT ·q6KDotNAVX2(SB), NOSPLIT, $64-73
+	MOVQ low+0(FP), SI
+	MOVQ high+8(FP), R11
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ blocks+56(FP), CX
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ    q6kndone
+
+q6knblock:
+	// high plane of super-block i: 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2)
+	MOVQ R10, AX
+	SHRQ $3, AX
+	SHLQ $9, AX
+	MOVQ R10, R13
+	ANDQ $3, R13
+	SHLQ $7, R13
+	ADDQ R13, AX
+	MOVQ R10, R13
+	SHRQ $2, R13
+	ANDQ $1, R13
+	SHLQ $3, R13
+	ADDQ R13, AX
+	LEAQ (R11)(AX*1), R12
+
+	Q6K_UNPACK(0, 0, Y0)
+	Q6K_UNPACK(16, 16, Y1)
+	Q6K_UNPACK(32, 32, Y2)
+	Q6K_UNPACK(48, 48, Y3)
+	Q6K_UNPACK(64, 64, Y4)
+	Q6K_UNPACK(80, 80, Y5)
+	Q6K_UNPACK(96, 96, Y6)
+	Q6K_UNPACK(112, 112, Y7)
+	VMOVDQU   q6kPerm<>(SB), Y8
+	VPMOVSXBD (BX), Y14
+	VPERMD    Y14, Y8, Y14  // [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7]
+	VPMOVSXBD 8(BX), Y15
+	VPERMD    Y15, Y8, Y15  // [sc8 sc10 sc12 sc14 | sc9 sc11 sc13 sc15]
+	VPMOVSXBW (BX), Y8
+	VMOVDQU   Y8, 32(SP)    // the 16 scales as int16
+	MOVWLZX   (DX)(R10*2), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 0(SP)     // d_w
+
+	// column loop: DI = x + 292·i + c·xstride, R8 = acc + 128c + 32(i mod 4)
+	IMUL3Q $292, R10, DI
+	ADDQ   x+32(FP), DI
+	MOVQ   R10, R8
+	ANDQ   $3, R8
+	SHLQ   $5, R8
+	ADDQ   acc+64(FP), R8
+	MOVQ   ncols+48(FP), R9
+
+q6kncol:
+	CMPB vnni+72(FP), $0
+	JNE  q6kncolvnni
+	NC_COLUMN_SUMS(NC_UNIT)
+	JMP  q6kncolsums
+
+q6kncolvnni:
+	NC_COLUMN_SUMS(NC_UNIT_VNNI)
+
+q6kncolsums:
+	VPMULLD    Y14, Y11, Y11
+	VPMULLD    Y15, Y12, Y12
+	VPERM2I128 $0x20, Y12, Y11, Y9
+	VPERM2I128 $0x31, Y12, Y11, Y10
+	VPADDD     Y10, Y9, Y9    // Σ sc·Σ q·a per unit
+	VMOVDQU    32(SP), Y13
+	VPMADDWD   260(DI), Y13, Y13
+	VPSLLD     $5, Y13, Y13
+	VPSUBD     Y13, Y9, Y9    // Σ sc·Σ (q−32)·a
+	VCVTDQ2PS  Y9, Y9
+	VMOVSS       0(SP), X12
+	VMULSS       (DI), X12, X12
+	VBROADCASTSS X12, Y12     // D
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VMOVUPS      Y10, (R8)
+
+	ADDQ xstride+40(FP), DI
+	ADDQ $128, R8
+	DECQ R9
+	JNZ  q6kncol
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q6knblock
+
+q6kndone:
+	VZEROUPPER
+	RET
