@@ -60,3 +60,13 @@ func MultiDots(t dtype.Type, l *repack.Layout, row, xs []byte, xb int, out []flo
 	form(vnni)(l, row, xs, xb, out)
 	return true
 }
+
+// DeltaRule is the Gated DeltaNet state update, with its vector form (where the CPU has it) or
+// in portable Go; it reports whether the vector form ran.
+func DeltaRule(o, s, q, k, v []float32, e, b float32, vector bool) bool {
+	if vector {
+		return vectorDeltaRule(o, s, q, k, v, e, b)
+	}
+	portableDeltaRule(o, s, q, k, v, e, b)
+	return false
+}

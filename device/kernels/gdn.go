@@ -230,8 +230,16 @@ func l2Normalize(y, x []float32, eps float32) {
 }
 
 // deltaRule updates one head's state s (D×D, s[i*D+j] = S[i][j]) in place with decay e, write
-// strength b, normalised key k, scaled query q and value v, and writes o = S'ᵀq.
+// strength b, normalised key k, scaled query q and value v, and writes o = S'ᵀq; with the
+// vector form (simd.go) where the CPU has it.
 func deltaRule(o, s, q, k, v []float32, e, b float32) {
+	if !vectorDeltaRule(o, s, q, k, v, e, b) {
+		portableDeltaRule(o, s, q, k, v, e, b)
+	}
+}
+
+// portableDeltaRule is deltaRule in Go: column j's chains over i in order.
+func portableDeltaRule(o, s, q, k, v []float32, e, b float32) {
 	d := len(q)
 	for j := 0; j < d; j++ {
 		var u float32

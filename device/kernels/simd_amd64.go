@@ -59,6 +59,9 @@ func exp32ShiftAVX2(e *float32, n int, m float32)
 func siluMulAVX2(y, a, b *float32, n int)
 
 //go:noescape
+func deltaRuleAVX2(o, s, q, k, v *float32, d int, e, b float32)
+
+//go:noescape
 func prefetchAVX(p *byte, n int)
 
 // prefetch asks the caches for b (a hint: no fault, no effect on results).
@@ -337,4 +340,16 @@ func multiK(run func(l *repack.Layout, row, x []byte, xb, n int, acc *float32)) 
 			out[c] = laneSum(&acc[c])
 		}
 	}
+}
+
+// vectorDeltaRule runs deltaRule with the vector form and reports whether it did (head sizes
+// a multiple of 8 on a CPU with the vector forms).
+func vectorDeltaRule(o, s, q, k, v []float32, e, b float32) bool {
+	d := len(q)
+	if !vectorCPU || d == 0 || d%8 != 0 {
+		return false
+	}
+	_, _, _, _ = o[d-1], s[d*d-1], k[d-1], v[d-1]
+	deltaRuleAVX2(&o[0], &s[0], &q[0], &k[0], &v[0], d, e, b)
+	return true
 }

@@ -1580,3 +1580,77 @@ q6kncolsums:
 q6kndone:
 	VZEROUPPER
 	RET
+
+// Gated DeltaNet's state update (gdn.go, deltaRule) for 8 state columns j at a time: each
+// column's chains over the rows i in order, as the Go loops; every state value stored and
+// every output passes through the canonical NaN (num.Canon, FMA32).
+
+// x = the canonical NaN where x is a NaN; clobbers mask.
+#define CANON(x, mask) \
+	VCMPPS    $3, x, x, mask      \
+	VBLENDVPS mask, EXP_NAN, x, x
+
+// func deltaRuleAVX2(o, s, q, k, v *float32, d int, e, b float32)
+// d a multiple of 8; s is d×d, s[i·d+j].
+TEXT ·deltaRuleAVX2(SB), NOSPLIT, $0-56
+	MOVQ         o+0(FP), DI
+	MOVQ         s+8(FP), R8
+	MOVQ         q+16(FP), R9
+	MOVQ         k+24(FP), R10
+	MOVQ         v+32(FP), R11
+	MOVQ         d+40(FP), CX
+	VBROADCASTSS e+48(FP), Y14
+	VBROADCASTSS b+52(FP), Y15
+	MOVQ         CX, R13
+	SHLQ         $2, R13       // row stride in bytes
+	XORQ         DX, DX        // j
+	TESTQ        CX, CX
+	JZ           drdone
+
+drcols:
+	// pass 1: s[i][j] = Canon(e·s[i][j]); u = fma(s[i][j], k[i], u) over i
+	LEAQ   (R8)(DX*4), SI
+	XORQ   AX, AX
+	VXORPS Y0, Y0, Y0
+drpass1:
+	VMULPS       (SI), Y14, Y1
+	CANON(Y1, Y2)
+	VMOVUPS      Y1, (SI)
+	VBROADCASTSS (R10)(AX*4), Y3
+	VFMADD231PS  Y3, Y1, Y0
+	ADDQ         R13, SI
+	INCQ         AX
+	CMPQ         AX, CX
+	JLT          drpass1
+
+	// delta = (v[j] − u)·b
+	VMOVUPS (R11)(DX*4), Y4
+	VSUBPS  Y0, Y4, Y4
+	VMULPS  Y15, Y4, Y4
+
+	// pass 2: s[i][j] = fma(k[i], delta, s[i][j]); o = fma(s[i][j], q[i], o) over i
+	LEAQ   (R8)(DX*4), SI
+	XORQ   AX, AX
+	VXORPS Y5, Y5, Y5
+drpass2:
+	VBROADCASTSS (R10)(AX*4), Y3
+	VMOVUPS      (SI), Y1
+	VFMADD231PS  Y4, Y3, Y1
+	CANON(Y1, Y2)
+	VMOVUPS      Y1, (SI)
+	VBROADCASTSS (R9)(AX*4), Y6
+	VFMADD231PS  Y6, Y1, Y5
+	ADDQ         R13, SI
+	INCQ         AX
+	CMPQ         AX, CX
+	JLT          drpass2
+
+	CANON(Y5, Y2)
+	VMOVUPS Y5, (DI)(DX*4)
+	ADDQ    $8, DX
+	CMPQ    DX, CX
+	JLT     drcols
+
+drdone:
+	VZEROUPPER
+	RET

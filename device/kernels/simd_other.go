@@ -39,3 +39,6 @@ var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{}
 
 // vectorVNNI: never here.
 const vectorVNNI = false
+
+// vectorDeltaRule: none here.
+func vectorDeltaRule(o, s, q, k, v []float32, e, b float32) bool { return false }

@@ -554,3 +554,60 @@ func TestMultiDotsMatchPackedDot(t *testing.T) {
 		}
 	}
 }
+
+// The Gated DeltaNet state update's vector form gives the portable bits, state and output:
+// head sizes 8 to 128, states by floatRow's modes (keys, queries and values normal or with
+// finite specials), decays and write strengths from 0 to 1 and a few specials.
+func TestVectorDeltaRuleMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	fill := func(n, mode int) []float32 {
+		b := make([]byte, 4*n)
+		floatRow(r, dtype.F32, b, mode)
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return v
+	}
+	nonFinite := 0
+	for trial := 0; trial < 200; trial++ {
+		d := 8 * (1 + r.IntN(16))
+		mode := trial % 4
+		vm := map[int]int{0: 0, 1: 0, 2: 2, 3: 2}[mode] // spread magnitudes and specials: in the state only
+		s0, q, k, v := fill(d*d, mode), fill(d, vm), fill(d, vm), fill(d, vm)
+		if mode == 3 && trial%8 == 3 { // +Inf and −Inf in one column: NaNs made, not passed on
+			j := r.IntN(d)
+			s0[r.IntN(d/2)*d+j], s0[(d/2+r.IntN(d/2))*d+j] = float32(math.Inf(1)), float32(math.Inf(-1))
+		}
+		if mode == 3 && trial%8 == 7 { // an infinite state and a zero query: Inf·0 in the output
+			s0[r.IntN(d)*d+r.IntN(d)] = float32(math.Inf(1))
+			q[r.IntN(d)] = 0
+		}
+		e, b := float32(r.Float64()), float32(r.Float64())
+		if trial%10 == 9 {
+			e, b = []float32{0, 1, 1e-40}[r.IntN(3)], []float32{0, 1, 1e-40}[r.IntN(3)]
+		}
+		sv, sp := append([]float32(nil), s0...), append([]float32(nil), s0...)
+		ov, op := make([]float32, d), make([]float32, d)
+		if !kernels.DeltaRule(ov, sv, q, k, v, e, b, true) {
+			t.Skip("no vector form on this CPU")
+		}
+		kernels.DeltaRule(op, sp, q, k, v, e, b, false)
+		for i := range sv {
+			if math.Float32bits(sv[i]) != math.Float32bits(sp[i]) {
+				t.Fatalf("trial %d (d %d, mode %d): state[%d] vector %v (%#08x), portable %v (%#08x)", trial, d, mode, i, sv[i], math.Float32bits(sv[i]), sp[i], math.Float32bits(sp[i]))
+			}
+		}
+		for j := range ov {
+			if math.Float32bits(ov[j]) != math.Float32bits(op[j]) {
+				t.Fatalf("trial %d (d %d, mode %d): out[%d] vector %v (%#08x), portable %v (%#08x)", trial, d, mode, j, ov[j], math.Float32bits(ov[j]), op[j], math.Float32bits(op[j]))
+			}
+			if mode < 3 && (math.IsNaN(float64(op[j])) || math.IsInf(float64(op[j]), 0)) {
+				nonFinite++
+			}
+		}
+	}
+	if nonFinite > 0 {
+		t.Errorf("%d outputs not finite in the finite modes", nonFinite)
+	}
+}
