@@ -5,6 +5,7 @@ import (
 
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q5_0 weights, Q8_0 activations.
@@ -22,7 +23,7 @@ import (
 //	S   = Σ_{j<32} (q_j − 16)·a_j                 int32, exact
 //	acc = fma(float32(S), d·d_x, acc)             d·d_x exact in float32; one rounding
 func init() {
-	registerFormat(&Format{Type: dtype.Q5_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ5_0, Dot: dotQ5_0})
+	registerFormat(&Format{Type: dtype.Q5_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ5_0, Dot: dotQ5_0, PackedDot: packedDotQ5_0})
 }
 
 func decodeQ5_0(dst []float32, row []byte) {
@@ -53,4 +54,23 @@ func dotQ5_0(row, x []byte, cols int) float32 {
 		acc[l] = num.FMA32(float32(s), float32(f16le(w)*f16le(a)), acc[l])
 	}
 	return laneSum(&acc)
+}
+
+// packedDotQ5_0 is dotQ5_0 over the device layout: unit u's 16 quant bytes at 16u of the first
+// plane, its qh word (verbatim) in the second.
+func packedDotQ5_0(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	q5_0Units(&acc, l, row, x, 0, int(l.Units))
+	return laneSum(&acc)
+}
+
+// q5_0Units folds units from … to−1 of a packed row into the lane accumulators.
+func q5_0Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
+	pl, ph := l.Planes[0], l.Planes[1]
+	for u := from; u < to; u++ {
+		a := x[34*u : 34*u+34]
+		qh := binary.LittleEndian.Uint32(unitBytes(row, ph, u))
+		s := dotNib16(unitBytes(row, pl, u), a[2:]) - 16*dotHigh16(^qh, a[2:])
+		acc[u&31] = num.FMA32(float32(s), float32(f16Field(l, row, 0, u)*f16le(a)), acc[u&31])
+	}
 }

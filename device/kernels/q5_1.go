@@ -5,6 +5,7 @@ import (
 
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Q5_1 weights, Q8_1 activations.
@@ -28,7 +29,7 @@ import (
 //
 // As in ggml's ggml_vec_dot_q5_1_q8_1 the minimum's share is m·s_x (see Q4_1).
 func init() {
-	registerFormat(&Format{Type: dtype.Q5_1, Act: ActQ8_1, Unit: 32, Decode: decodeQ5_1, Dot: dotQ5_1})
+	registerFormat(&Format{Type: dtype.Q5_1, Act: ActQ8_1, Unit: 32, Decode: decodeQ5_1, Dot: dotQ5_1, PackedDot: packedDotQ5_1})
 }
 
 func decodeQ5_1(dst []float32, row []byte) {
@@ -59,4 +60,24 @@ func dotQ5_1(row, x []byte, cols int) float32 {
 		acc[l] = addUnit(acc[l], t)
 	}
 	return laneSum(&acc)
+}
+
+// packedDotQ5_1 is dotQ5_1 over the device layout: unit u's 16 quant bytes at 16u of the first
+// plane, its qh word (verbatim) in the second, its fp16 d and m in the fp16 section.
+func packedDotQ5_1(l *repack.Layout, row, x []byte) float32 {
+	var acc [32]float32
+	q5_1Units(&acc, l, row, x, 0, int(l.Units))
+	return laneSum(&acc)
+}
+
+// q5_1Units folds units from … to−1 of a packed row into the lane accumulators.
+func q5_1Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
+	pl, ph := l.Planes[0], l.Planes[1]
+	for u := from; u < to; u++ {
+		a := x[36*u : 36*u+36]
+		qh := binary.LittleEndian.Uint32(unitBytes(row, ph, u))
+		s := dotNib16(unitBytes(row, pl, u), a[4:]) + 16*dotHigh16(qh, a[4:])
+		t := num.FMA32(float32(s), float32(f16Field(l, row, 0, u)*f16le(a)), float32(f16Field(l, row, 1, u)*f16le(a[2:])))
+		acc[u&31] = addUnit(acc[u&31], t)
+	}
 }

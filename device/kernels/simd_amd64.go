@@ -41,6 +41,15 @@ func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc 
 func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func q41DotAVX2(plane, d, m, x *byte, chunks int, acc *[32]float32)
+
+//go:noescape
+func q50DotAVX2(plane, qh, d, x *byte, chunks int, acc *[32]float32)
+
+//go:noescape
+func q51DotAVX2(plane, qh, d, m, x *byte, chunks int, acc *[32]float32)
+
+//go:noescape
 func q40DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
 
 //go:noescape
@@ -115,6 +124,9 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 		dtype.Q5_K: packedDotQ5KAVX2,
 		dtype.Q6_K: packedDotQ6KAVX2,
 		dtype.Q4_0: packedDotQ4_0AVX2,
+		dtype.Q4_1: packedDotQ4_1AVX2,
+		dtype.Q5_0: packedDotQ5_0AVX2,
+		dtype.Q5_1: packedDotQ5_1AVX2,
 		dtype.Q8_0: packedDotQ8_0AVX2,
 		dtype.F32:  packedDotF32AVX2,
 		dtype.F16:  packedDot16AVX2(dotF16AVX2, num.F16ToF32),
@@ -352,4 +364,42 @@ func vectorDeltaRule(o, s, q, k, v []float32, e, b float32) bool {
 	_, _, _, _ = o[d-1], s[d*d-1], k[d-1], v[d-1]
 	deltaRuleAVX2(&o[0], &s[0], &q[0], &k[0], &v[0], d, e, b)
 	return true
+}
+
+// The other legacy formats as q4_0: whole chunks of 8 units in the vector code, the rest with
+// the Go step. m is the fp16 section's second field (the blocks' minimum).
+func packedDotQ4_1AVX2(l *repack.Layout, row, x []byte) float32 {
+	units := int(l.Units)
+	_, _ = row[:l.RowStride], x[:36*units]
+	chunks := units / 8
+	var acc [32]float32
+	if chunks > 0 {
+		q41DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &row[l.F16Off+2*l.Blocks], &x[0], chunks, &acc)
+	}
+	q4_1Units(&acc, l, row, x, 8*chunks, units)
+	return laneSum(&acc)
+}
+
+func packedDotQ5_0AVX2(l *repack.Layout, row, x []byte) float32 {
+	units := int(l.Units)
+	_, _ = row[:l.RowStride], x[:34*units]
+	chunks := units / 8
+	var acc [32]float32
+	if chunks > 0 {
+		q50DotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.F16Off], &x[0], chunks, &acc)
+	}
+	q5_0Units(&acc, l, row, x, 8*chunks, units)
+	return laneSum(&acc)
+}
+
+func packedDotQ5_1AVX2(l *repack.Layout, row, x []byte) float32 {
+	units := int(l.Units)
+	_, _ = row[:l.RowStride], x[:36*units]
+	chunks := units / 8
+	var acc [32]float32
+	if chunks > 0 {
+		q51DotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.F16Off], &row[l.F16Off+2*l.Blocks], &x[0], chunks, &acc)
+	}
+	q5_1Units(&acc, l, row, x, 8*chunks, units)
+	return laneSum(&acc)
 }

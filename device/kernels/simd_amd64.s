@@ -1654,3 +1654,234 @@ drpass2:
 drdone:
 	VZEROUPPER
 	RET
+
+// The legacy formats with a fifth bit (q5_0, q5_1) store it as the verbatim qh word: value l's
+// bit is bit l mod 8 of byte ⌊l/8⌋. Broadcast the 4 bytes, move byte ⌊l/8⌋ to byte l
+// (VPSHUFB within each 128-bit half: values 0-15 in the low half, 16-31 in the high), keep bit
+// l mod 8, and turn a set bit into 16.
+DATA qhIdx<>+0(SB)/8, $0x0000000000000000
+DATA qhIdx<>+8(SB)/8, $0x0101010101010101
+DATA qhIdx<>+16(SB)/8, $0x0202020202020202
+DATA qhIdx<>+24(SB)/8, $0x0303030303030303
+DATA qhIdx<>+32(SB)/8, $0x8040201008040201
+DATA qhIdx<>+40(SB)/8, $0x8040201008040201
+DATA qhIdx<>+48(SB)/8, $0x8040201008040201
+DATA qhIdx<>+56(SB)/8, $0x8040201008040201
+GLOBL qhIdx<>(SB), RODATA|NOPTR, $64
+#define QH_IDX qhIdx<>+0(SB)
+#define QH_BITS qhIdx<>+32(SB)
+
+// Y1 |= 16·(fifth bit) from the qh word at hoff(R12); Y13 holds 0x10 bytes; clobbers Y2.
+#define QH_HIGH(hoff) \
+	VPBROADCASTD hoff(R12), Y2       \
+	VPSHUFB      QH_IDX, Y2, Y2      \
+	VPAND        QH_BITS, Y2, Y2     \
+	VPCMPEQB     QH_BITS, Y2, Y2     \
+	VPAND        Y13, Y2, Y2         \
+	VPOR         Y2, Y1, Y1
+
+// 16 plane bytes at qoff(SI) as 32 nibbles in value order into Y1.
+#define NIBBLES(qoff) \
+	VMOVDQU      qoff(SI), X1        \
+	VPSRLW       $4, X1, X2          \
+	VINSERTI128  $1, X2, Y1, Y1      \
+	VPAND        Y15, Y1, Y1
+
+// q4_1 (unsigned nibbles), q5_1 (nibbles + 16·bit) and q5_0 (the same − 16) units against the
+// 32 activation quants at aoff(DI), as 8 int32 partial sums.
+#define Q4_1_UNIT(qoff, aoff, dst) \
+	NIBBLES(qoff)                    \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+#define Q5_1_UNIT(qoff, hoff, aoff, dst) \
+	NIBBLES(qoff)                    \
+	QH_HIGH(hoff)                    \
+	VPMADDUBSW   aoff(DI), Y1, Y1    \
+	VPMADDWD     Y14, Y1, dst
+
+#define Q5_0_UNIT(qoff, hoff, aoff, dst) \
+	NIBBLES(qoff)                    \
+	QH_HIGH(hoff)                    \
+	VMOVDQU      aoff(DI), Y2        \
+	VPMADDUBSW   Y2, Y1, Y1          \
+	VPMADDUBSW   Y2, Y13, Y2         \
+	VPSUBW       Y2, Y1, Y1          \
+	VPMADDWD     Y14, Y1, dst
+
+// The q8_1 formats' fold of a chunk of 8 units (q4_1, q5_1): Y4 … Y11 the units' partial
+// sums, DI the activation blocks (fp16 d, fp16 s, 32 int8: 36 bytes each), DX and R9 the
+// weights' fp16 d and m of the chunk, R10 the chunk index, R8 the accumulators:
+// t = fma(float32(S), d_w·d_x, m_w·s_x), acc = acc + t.
+#define LEGACY1_FOLD \
+	VPHADDD    Y5, Y4, Y0            \
+	VPHADDD    Y7, Y6, Y1            \
+	VPHADDD    Y1, Y0, Y0            \
+	VPHADDD    Y9, Y8, Y1            \
+	VPHADDD    Y11, Y10, Y2          \
+	VPHADDD    Y2, Y1, Y1            \
+	VPERM2I128 $0x20, Y1, Y0, Y2     \
+	VPERM2I128 $0x31, Y1, Y0, Y3     \
+	VPADDD     Y3, Y2, Y0            \
+	VCVTDQ2PS  Y0, Y0                \
+	MOVWLZX    0(DI), AX             \
+	VMOVD      AX, X1                \
+	VPINSRW    $1, 36(DI), X1, X1    \
+	VPINSRW    $2, 72(DI), X1, X1    \
+	VPINSRW    $3, 108(DI), X1, X1   \
+	VPINSRW    $4, 144(DI), X1, X1   \
+	VPINSRW    $5, 180(DI), X1, X1   \
+	VPINSRW    $6, 216(DI), X1, X1   \
+	VPINSRW    $7, 252(DI), X1, X1   \
+	VCVTPH2PS  X1, Y1                \
+	VCVTPH2PS  (DX), Y2              \
+	VMULPS     Y2, Y1, Y1            \
+	MOVWLZX    2(DI), AX             \
+	VMOVD      AX, X2                \
+	VPINSRW    $1, 38(DI), X2, X2    \
+	VPINSRW    $2, 74(DI), X2, X2    \
+	VPINSRW    $3, 110(DI), X2, X2   \
+	VPINSRW    $4, 146(DI), X2, X2   \
+	VPINSRW    $5, 182(DI), X2, X2   \
+	VPINSRW    $6, 218(DI), X2, X2   \
+	VPINSRW    $7, 254(DI), X2, X2   \
+	VCVTPH2PS  X2, Y2                \
+	VCVTPH2PS  (R9), Y3              \
+	VMULPS     Y3, Y2, Y2            \
+	VFMADD231PS Y1, Y0, Y2           \
+	MOVQ       R10, AX               \
+	ANDQ       $3, AX                \
+	SHLQ       $5, AX                \
+	VMOVUPS    (R8)(AX*1), Y3        \
+	VADDPS     Y2, Y3, Y3            \
+	VMOVUPS    Y3, (R8)(AX*1)
+
+// R12 = the qh plane bytes of chunk c = R10 (4 bytes per unit, four 32-unit groups per
+// 512-byte chunk): 512⌊c/16⌋ + 128(c mod 4) + 4(⌊c/4⌋ mod 4), from the plane at R11.
+#define QH_CHUNK \
+	MOVQ R10, AX    \
+	SHRQ $4, AX     \
+	SHLQ $9, AX     \
+	MOVQ R10, R13   \
+	ANDQ $3, R13    \
+	SHLQ $7, R13    \
+	ADDQ R13, AX    \
+	MOVQ R10, R13   \
+	SHRQ $2, R13    \
+	ANDQ $3, R13    \
+	SHLQ $2, R13    \
+	ADDQ R13, AX    \
+	LEAQ (R11)(AX*1), R12
+
+// func q41DotAVX2(plane, d, m, x *byte, chunks int, acc *[32]float32)
+TEXT ·q41DotAVX2(SB), NOSPLIT, $0-48
+	MOVQ plane+0(FP), SI
+	MOVQ d+8(FP), DX
+	MOVQ m+16(FP), R9
+	MOVQ x+24(FP), DI
+	MOVQ chunks+32(FP), CX
+	MOVQ acc+40(FP), R8
+	XORQ R10, R10
+	CONSTANTS
+	TESTQ CX, CX
+	JZ   q41done
+
+q41loop:
+	Q4_1_UNIT(0, 4, Y4)
+	Q4_1_UNIT(16, 40, Y5)
+	Q4_1_UNIT(32, 76, Y6)
+	Q4_1_UNIT(48, 112, Y7)
+	Q4_1_UNIT(64, 148, Y8)
+	Q4_1_UNIT(80, 184, Y9)
+	Q4_1_UNIT(96, 220, Y10)
+	Q4_1_UNIT(112, 256, Y11)
+	LEGACY1_FOLD
+	ADDQ $128, SI
+	ADDQ $16, DX
+	ADDQ $16, R9
+	ADDQ $288, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q41loop
+
+q41done:
+	VZEROUPPER
+	RET
+
+// func q51DotAVX2(plane, qh, d, m, x *byte, chunks int, acc *[32]float32)
+TEXT ·q51DotAVX2(SB), NOSPLIT, $0-56
+	MOVQ plane+0(FP), SI
+	MOVQ qh+8(FP), R11
+	MOVQ d+16(FP), DX
+	MOVQ m+24(FP), R9
+	MOVQ x+32(FP), DI
+	MOVQ chunks+40(FP), CX
+	MOVQ acc+48(FP), R8
+	XORQ R10, R10
+	CONSTANTS
+	MOVL $0x10101010, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JZ   q51done
+
+q51loop:
+	QH_CHUNK
+	Q5_1_UNIT(0, 0, 4, Y4)
+	Q5_1_UNIT(16, 16, 40, Y5)
+	Q5_1_UNIT(32, 32, 76, Y6)
+	Q5_1_UNIT(48, 48, 112, Y7)
+	Q5_1_UNIT(64, 64, 148, Y8)
+	Q5_1_UNIT(80, 80, 184, Y9)
+	Q5_1_UNIT(96, 96, 220, Y10)
+	Q5_1_UNIT(112, 112, 256, Y11)
+	LEGACY1_FOLD
+	ADDQ $128, SI
+	ADDQ $16, DX
+	ADDQ $16, R9
+	ADDQ $288, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q51loop
+
+q51done:
+	VZEROUPPER
+	RET
+
+// func q50DotAVX2(plane, qh, d, x *byte, chunks int, acc *[32]float32)
+TEXT ·q50DotAVX2(SB), NOSPLIT, $0-48
+	MOVQ plane+0(FP), SI
+	MOVQ qh+8(FP), R11
+	MOVQ d+16(FP), DX
+	MOVQ x+24(FP), DI
+	MOVQ chunks+32(FP), CX
+	MOVQ acc+40(FP), R8
+	XORQ R10, R10
+	CONSTANTS
+	MOVL $0x10101010, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JZ   q50done
+
+q50loop:
+	QH_CHUNK
+	Q5_0_UNIT(0, 0, 2, Y4)
+	Q5_0_UNIT(16, 16, 36, Y5)
+	Q5_0_UNIT(32, 32, 70, Y6)
+	Q5_0_UNIT(48, 48, 104, Y7)
+	Q5_0_UNIT(64, 64, 138, Y8)
+	Q5_0_UNIT(80, 80, 172, Y9)
+	Q5_0_UNIT(96, 96, 206, Y10)
+	Q5_0_UNIT(112, 112, 240, Y11)
+	LEGACY_FOLD
+	ADDQ $128, SI
+	ADDQ $16, DX
+	ADDQ $272, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q50loop
+
+q50done:
+	VZEROUPPER
+	RET

@@ -156,6 +156,10 @@ func newDotCase(r *rand.Rand, f *kernels.Format, mode, n int) dotCase {
 			for b := 0; b < cols/32; b++ {
 				xf16At = append(xf16At, 34*b)
 			}
+		case kernels.ActQ8_1: // d and s
+			for b := 0; b < cols/32; b++ {
+				xf16At = append(xf16At, 36*b, 36*b+2)
+			}
 		}
 		for _, at := range xf16At {
 			h := uint16(0x1c00+r.IntN(0x2000)) | uint16(r.IntN(2))<<15
