@@ -11,9 +11,9 @@
 // as GGUF stores them; the matvec and MoE kernels read matrices in the device layout of
 // package repack (256-byte aligned rows, fp16 fields and scales in their own sections, quants
 // in lane-interleaved planes), whose bytes map one to one onto the GGUF bytes: the layout
-// changes where a kernel finds a value, never the arithmetic. Each twin restores a row's GGUF
-// bytes (repack.Layout.UnpackRow) and runs the format's Dot, so the Dot functions below define
-// the bits of both layouts.
+// changes where a kernel finds a value, never the arithmetic. A format's Dot, over GGUF bytes,
+// defines the bits; the twins run its PackedDot over the device layout (tested equal to Dot),
+// or restore a row's GGUF bytes (repack.Layout.UnpackRow) for a format without one.
 //
 // NaN: every NaN a kernel computes is the canonical NaN (num.NaNBits), the only one an NVIDIA
 // GPU's float32 arithmetic produces; values a kernel only moves (gather, K/V store, state
