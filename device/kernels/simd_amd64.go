@@ -11,13 +11,13 @@ import (
 	"verity/repack"
 )
 
-// The twin's vector forms of the hottest PackedDot functions (simd_amd64.s), used where the
-// CPU has AVX2, FMA and F16C. They compute the integer unit sums with vector instructions
-// (exact) and fold them with hardware fused multiply-adds (IEEE, round to nearest, subnormals
-// kept: Go never sets the flush-to-zero modes) into the same lane accumulators in the same
-// order, so their results are the scalar functions' bits; NaN payloads may differ inside the
-// lanes, and the lane sum makes every NaN the canonical one. A test compares both forms on
-// random and special rows.
+// The twin's vector forms (simd_amd64.s), used where the CPU has AVX2, FMA and F16C: every
+// weight type's PackedDot, several-column forms, the lane fold, attention, Exp32, SiLU and the
+// delta rule. The dot products compute the integer unit sums with vector instructions (exact)
+// and fold them with hardware fused multiply-adds (IEEE, round to nearest, subnormals kept: Go
+// never sets the flush-to-zero modes) into the same lane accumulators in the same order, so
+// their results are the Go functions' bits; NaN payloads may differ inside the lanes, and the
+// lane sum makes every NaN the canonical one. Tests compare every form with its Go function.
 
 //go:noescape
 func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
@@ -118,16 +118,36 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 		return nil, ""
 	}
 	return map[dtype.Type]dotFunc{
-		dtype.Q4_K: packedDotQ4KAVX2,
-		dtype.Q2_K: packedDotQ2KAVX2,
-		dtype.Q3_K: packedDotQ3KAVX2,
-		dtype.Q5_K: packedDotQ5KAVX2,
-		dtype.Q6_K: packedDotQ6KAVX2,
-		dtype.Q4_0: packedDotQ4_0AVX2,
-		dtype.Q4_1: packedDotQ4_1AVX2,
-		dtype.Q5_0: packedDotQ5_0AVX2,
-		dtype.Q5_1: packedDotQ5_1AVX2,
-		dtype.Q8_0: packedDotQ8_0AVX2,
+		dtype.Q2_K: kquantDot(func(l *repack.Layout, row, x []byte, acc *[32]float32) {
+			q2KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), acc)
+		}),
+		dtype.Q3_K: kquantDot(func(l *repack.Layout, row, x []byte, acc *[32]float32) {
+			q3KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), acc)
+		}),
+		dtype.Q4_K: kquantDot(func(l *repack.Layout, row, x []byte, acc *[32]float32) {
+			q4KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), acc)
+		}),
+		dtype.Q5_K: kquantDot(func(l *repack.Layout, row, x []byte, acc *[32]float32) {
+			q5KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), acc)
+		}),
+		dtype.Q6_K: kquantDot(func(l *repack.Layout, row, x []byte, acc *[32]float32) {
+			q6KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), acc)
+		}),
+		dtype.Q4_0: legacyDot(34, q4_0Units, func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32) {
+			q40DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &x[0], chunks, acc)
+		}),
+		dtype.Q4_1: legacyDot(36, q4_1Units, func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32) {
+			q41DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &row[l.F16Off+2*l.Blocks], &x[0], chunks, acc)
+		}),
+		dtype.Q5_0: legacyDot(34, q5_0Units, func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32) {
+			q50DotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.F16Off], &x[0], chunks, acc)
+		}),
+		dtype.Q5_1: legacyDot(36, q5_1Units, func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32) {
+			q51DotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.F16Off], &row[l.F16Off+2*l.Blocks], &x[0], chunks, acc)
+		}),
+		dtype.Q8_0: legacyDot(34, q8_0Units, func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32) {
+			q80DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &x[0], chunks, acc)
+		}),
 		dtype.F32:  packedDotF32AVX2,
 		dtype.F16:  packedDot16AVX2(dotF16AVX2, num.F16ToF32),
 		dtype.BF16: packedDot16AVX2(dotBF16AVX2, num.BF16ToF32),
@@ -143,49 +163,34 @@ func checkRow(l *repack.Layout, row, x []byte) {
 	_, _ = row[:l.RowStride], x[:l.Blocks*q8KBytes]
 }
 
-func packedDotQ4KAVX2(l *repack.Layout, row, x []byte) float32 {
-	checkRow(l, row, x)
-	var acc [32]float32
-	if l.Blocks > 0 {
-		q4KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
+// kquantDot wraps a K-quant routine (whole super-blocks): bounds, the lane accumulators, the
+// lane sum.
+func kquantDot(run func(l *repack.Layout, row, x []byte, acc *[32]float32)) dotFunc {
+	return func(l *repack.Layout, row, x []byte) float32 {
+		checkRow(l, row, x)
+		var acc [32]float32
+		if l.Blocks > 0 {
+			run(l, row, x, &acc)
+		}
+		return laneSum(&acc)
 	}
-	return laneSum(&acc)
 }
 
-func packedDotQ2KAVX2(l *repack.Layout, row, x []byte) float32 {
-	checkRow(l, row, x)
-	var acc [32]float32
-	if l.Blocks > 0 {
-		q2KDotAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
+// legacyDot wraps a legacy-format routine: whole chunks of 8 units (activation blocks of xb
+// bytes) in the vector code, the remaining units with the format's Go step.
+func legacyDot(xb int, tail func(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int),
+	run func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32)) dotFunc {
+	return func(l *repack.Layout, row, x []byte) float32 {
+		units := int(l.Units)
+		_, _ = row[:l.RowStride], x[:xb*units]
+		chunks := units / 8
+		var acc [32]float32
+		if chunks > 0 {
+			run(l, row, x, chunks, &acc)
+		}
+		tail(&acc, l, row, x, 8*chunks, units)
+		return laneSum(&acc)
 	}
-	return laneSum(&acc)
-}
-
-func packedDotQ3KAVX2(l *repack.Layout, row, x []byte) float32 {
-	checkRow(l, row, x)
-	var acc [32]float32
-	if l.Blocks > 0 {
-		q3KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
-	}
-	return laneSum(&acc)
-}
-
-func packedDotQ5KAVX2(l *repack.Layout, row, x []byte) float32 {
-	checkRow(l, row, x)
-	var acc [32]float32
-	if l.Blocks > 0 {
-		q5KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
-	}
-	return laneSum(&acc)
-}
-
-func packedDotQ6KAVX2(l *repack.Layout, row, x []byte) float32 {
-	checkRow(l, row, x)
-	var acc [32]float32
-	if l.Blocks > 0 {
-		q6KDotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], int(l.Blocks), &acc)
-	}
-	return laneSum(&acc)
 }
 
 // chunkOrder is the lane order of the float formats' vector accumulators: accumulator k of
@@ -231,20 +236,6 @@ func packedDot16AVX2(vec func(w, x *byte, chunks int, acc *[32]float32), dec fun
 		dot16Units(&acc, row, x, 8*chunks, cols/8, dec)
 		return laneSum(&acc)
 	}
-}
-
-// packedDotQ8_0AVX2 folds whole chunks of 8 units with the vector code and the rest with the
-// Go step.
-func packedDotQ8_0AVX2(l *repack.Layout, row, x []byte) float32 {
-	units := int(l.Units)
-	_, _ = row[:l.RowStride], x[:34*units]
-	chunks := units / 8
-	var acc [32]float32
-	if chunks > 0 {
-		q80DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &x[0], chunks, &acc)
-	}
-	q8_0Units(&acc, l, row, x, 8*chunks, units)
-	return laneSum(&acc)
 }
 
 // inRange reports whether every head vector c[o : o+hd] of offs lies inside c.
@@ -308,19 +299,6 @@ func vectorSwiGLU(y, a, b []float32) int {
 	return n
 }
 
-// packedDotQ4_0AVX2 is packedDotQ8_0AVX2 for q4_0.
-func packedDotQ4_0AVX2(l *repack.Layout, row, x []byte) float32 {
-	units := int(l.Units)
-	_, _ = row[:l.RowStride], x[:34*units]
-	chunks := units / 8
-	var acc [32]float32
-	if chunks > 0 {
-		q40DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &x[0], chunks, &acc)
-	}
-	q4_0Units(&acc, l, row, x, 8*chunks, units)
-	return laneSum(&acc)
-}
-
 // multiQ4K is q4_K's several-column form: for each of the len(out) activation rows x[c·xb:],
 // the row's product into out[c] (at most maxMultiColumns at a time).
 func multiQ4K(vnni bool) multiDotFunc {
@@ -364,42 +342,4 @@ func vectorDeltaRule(o, s, q, k, v []float32, e, b float32) bool {
 	_, _, _, _ = o[d-1], s[d*d-1], k[d-1], v[d-1]
 	deltaRuleAVX2(&o[0], &s[0], &q[0], &k[0], &v[0], d, e, b)
 	return true
-}
-
-// The other legacy formats as q4_0: whole chunks of 8 units in the vector code, the rest with
-// the Go step. m is the fp16 section's second field (the blocks' minimum).
-func packedDotQ4_1AVX2(l *repack.Layout, row, x []byte) float32 {
-	units := int(l.Units)
-	_, _ = row[:l.RowStride], x[:36*units]
-	chunks := units / 8
-	var acc [32]float32
-	if chunks > 0 {
-		q41DotAVX2(&row[l.Planes[0].Off], &row[l.F16Off], &row[l.F16Off+2*l.Blocks], &x[0], chunks, &acc)
-	}
-	q4_1Units(&acc, l, row, x, 8*chunks, units)
-	return laneSum(&acc)
-}
-
-func packedDotQ5_0AVX2(l *repack.Layout, row, x []byte) float32 {
-	units := int(l.Units)
-	_, _ = row[:l.RowStride], x[:34*units]
-	chunks := units / 8
-	var acc [32]float32
-	if chunks > 0 {
-		q50DotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.F16Off], &x[0], chunks, &acc)
-	}
-	q5_0Units(&acc, l, row, x, 8*chunks, units)
-	return laneSum(&acc)
-}
-
-func packedDotQ5_1AVX2(l *repack.Layout, row, x []byte) float32 {
-	units := int(l.Units)
-	_, _ = row[:l.RowStride], x[:36*units]
-	chunks := units / 8
-	var acc [32]float32
-	if chunks > 0 {
-		q51DotAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.F16Off], &row[l.F16Off+2*l.Blocks], &x[0], chunks, &acc)
-	}
-	q5_1Units(&acc, l, row, x, 8*chunks, units)
-	return laneSum(&acc)
 }

@@ -59,6 +59,61 @@
 	VMOVD         AX, X13            \
 	VPBROADCASTD  X13, Y13
 
+// Shared pieces of the K-quant and legacy loops.
+
+// dst = base + the offset of super-block (or chunk of 8 units) R10 in a plane of 8 bytes per
+// unit (two 32-unit groups interleaved per 512-byte chunk): 512⌊i/8⌋ + 128(i mod 4) +
+// 8(⌊i/4⌋ mod 2); unit s is 16s further on. Clobbers AX and R13.
+#define PLANE8(base, dst) \
+	MOVQ R10, AX    \
+	SHRQ $3, AX     \
+	SHLQ $9, AX     \
+	MOVQ R10, R13   \
+	ANDQ $3, R13    \
+	SHLQ $7, R13    \
+	ADDQ R13, AX    \
+	MOVQ R10, R13   \
+	SHRQ $2, R13    \
+	ANDQ $1, R13    \
+	SHLQ $3, R13    \
+	ADDQ R13, AX    \
+	LEAQ (base)(AX*1), dst
+
+// PLANE8 for a plane of 4 bytes per unit (four groups per chunk): 512⌊i/16⌋ + 128(i mod 4) +
+// 4(⌊i/4⌋ mod 4).
+#define PLANE4(base, dst) \
+	MOVQ R10, AX    \
+	SHRQ $4, AX     \
+	SHLQ $9, AX     \
+	MOVQ R10, R13   \
+	ANDQ $3, R13    \
+	SHLQ $7, R13    \
+	ADDQ R13, AX    \
+	MOVQ R10, R13   \
+	SHRQ $2, R13    \
+	ANDQ $3, R13    \
+	SHLQ $2, R13    \
+	ADDQ R13, AX    \
+	LEAQ (base)(AX*1), dst
+
+// The 8 units' partial sums Y4 … Y11 (8 int32 each: 4 for values 0-15, 4 for 16-31) summed
+// pairwise: Y0 = [A0 A1 A2 A3 | B0 B1 B2 B3] and Y1 = [A4 … A7 | B4 … B7], A the sum over a
+// unit's values 0-15 and B over 16-31. Clobbers Y2.
+#define GROUP_SUMS \
+	VPHADDD Y5, Y4, Y0      \
+	VPHADDD Y7, Y6, Y1      \
+	VPHADDD Y1, Y0, Y0      \
+	VPHADDD Y9, Y8, Y1      \
+	VPHADDD Y11, Y10, Y2    \
+	VPHADDD Y2, Y1, Y1
+
+// Y0 = the 8 units' whole sums S_0 … S_7 (GROUP_SUMS, then A + B). Clobbers Y1 … Y3.
+#define UNIT_SUMS \
+	GROUP_SUMS                      \
+	VPERM2I128 $0x20, Y1, Y0, Y2    \
+	VPERM2I128 $0x31, Y1, Y0, Y3    \
+	VPADDD     Y3, Y2, Y0
+
 // func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 TEXT ·q4KDotAVX2(SB), NOSPLIT, $0-48
 	MOVQ plane+0(FP), SI
@@ -83,16 +138,7 @@ q4kloop:
 	Q4K_UNIT(96, 196, Y10)
 	Q4K_UNIT(112, 228, Y11)
 
-	// unit sums S_0 … S_7 in order
-	VPHADDD    Y5, Y4, Y0
-	VPHADDD    Y7, Y6, Y1
-	VPHADDD    Y1, Y0, Y0  // [S0 S1 S2 S3 | …] split over the two 128-bit halves
-	VPHADDD    Y9, Y8, Y1
-	VPHADDD    Y11, Y10, Y2
-	VPHADDD    Y2, Y1, Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VPADDD     Y3, Y2, Y0
+	UNIT_SUMS // S_0 … S_7 in order
 
 	VPMOVZXBD (BX), Y1      // sc_0 … sc_7
 	VPMULLD   Y1, Y0, Y0
@@ -153,19 +199,7 @@ TEXT ·q6KDotAVX2(SB), NOSPLIT, $0-56
 q6kloop:
 	// The high plane (8 bytes per unit) interleaves two 32-unit groups in each 512-byte
 	// chunk: unit s of super-block i is at 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s.
-	MOVQ R10, AX
-	SHRQ $3, AX
-	SHLQ $9, AX
-	MOVQ R10, R13
-	ANDQ $3, R13
-	SHLQ $7, R13
-	ADDQ R13, AX
-	MOVQ R10, R13
-	SHRQ $2, R13
-	ANDQ $1, R13
-	SHLQ $3, R13
-	ADDQ R13, AX
-	LEAQ (R11)(AX*1), R12
+	PLANE8(R11, R12)
 
 	Q6K_UNIT(0, 0, 4, Y4)
 	Q6K_UNIT(16, 16, 36, Y5)
@@ -178,12 +212,7 @@ q6kloop:
 
 	// group sums: Y0 = [A0 A1 A2 A3 | B0 B1 B2 B3], Y1 = [A4 … A7 | B4 … B7] (A: values
 	// 0-15 of unit s, scale sc_2s; B: values 16-31, scale sc_2s+1)
-	VPHADDD Y5, Y4, Y0
-	VPHADDD Y7, Y6, Y1
-	VPHADDD Y1, Y0, Y0
-	VPHADDD Y9, Y8, Y1
-	VPHADDD Y11, Y10, Y2
-	VPHADDD Y2, Y1, Y1
+	GROUP_SUMS
 
 	VPMOVSXBD  (BX), Y2     // sc_0 … sc_7
 	VPERMD     Y2, Y12, Y2  // [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7]
@@ -418,15 +447,7 @@ TEXT ·warpTotalAVX(SB), NOSPLIT, $0-12
 // sums, DI the activation blocks (fp16 d first, 34 bytes each), DX the weights' fp16 d of the
 // chunk, R10 the chunk index, R8 the accumulators: acc = fma(float32(S), d_w·d_x, acc).
 #define LEGACY_FOLD \
-	VPHADDD    Y5, Y4, Y0 \
-	VPHADDD    Y7, Y6, Y1 \
-	VPHADDD    Y1, Y0, Y0 \
-	VPHADDD    Y9, Y8, Y1 \
-	VPHADDD    Y11, Y10, Y2 \
-	VPHADDD    Y2, Y1, Y1 \
-	VPERM2I128 $0x20, Y1, Y0, Y2 \
-	VPERM2I128 $0x31, Y1, Y0, Y3 \
-	VPADDD     Y3, Y2, Y0 \
+	UNIT_SUMS \
 	VCVTDQ2PS  Y0, Y0 \
 	MOVWLZX   0(DI), AX \
 	VMOVD     AX, X1 \
@@ -535,19 +556,7 @@ TEXT ·q5KDotAVX2(SB), NOSPLIT, $0-56
 q5kloop:
 	// The high plane (4 bytes per unit) interleaves four 32-unit groups in each 512-byte
 	// chunk: unit s of super-block i is at 512⌊i/16⌋ + 128(i mod 4) + 4(⌊i/4⌋ mod 4) + 16s.
-	MOVQ R10, AX
-	SHRQ $4, AX
-	SHLQ $9, AX
-	MOVQ R10, R13
-	ANDQ $3, R13
-	SHLQ $7, R13
-	ADDQ R13, AX
-	MOVQ R10, R13
-	SHRQ $2, R13
-	ANDQ $3, R13
-	SHLQ $2, R13
-	ADDQ R13, AX
-	LEAQ (R11)(AX*1), R12
+	PLANE4(R11, R12)
 
 	Q5K_UNIT(0, 0, 4, Y4)
 	Q5K_UNIT(16, 16, 36, Y5)
@@ -558,15 +567,7 @@ q5kloop:
 	Q5K_UNIT(96, 96, 196, Y10)
 	Q5K_UNIT(112, 112, 228, Y11)
 
-	VPHADDD    Y5, Y4, Y0
-	VPHADDD    Y7, Y6, Y1
-	VPHADDD    Y1, Y0, Y0
-	VPHADDD    Y9, Y8, Y1
-	VPHADDD    Y11, Y10, Y2
-	VPHADDD    Y2, Y1, Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VPADDD     Y3, Y2, Y0
+	UNIT_SUMS
 
 	VPMOVZXBD (BX), Y1
 	VPMULLD   Y1, Y0, Y0
@@ -847,76 +848,6 @@ DATA expTab<>+560(SB)/8, $0x8000000080000000
 DATA expTab<>+568(SB)/8, $0x8000000080000000
 GLOBL expTab<>(SB), RODATA|NOPTR, $576
 
-// Y10 = Exp32(Y0); clobbers Y1 … Y12.
-#define EXP32_Y0 \
-	VMOVUPS      EXP_SHIFT, Y1         \
-	VFMADD231PS  EXP_LOG2E, Y0, Y1     \
-	VSUBPS       EXP_SHIFT, Y1, Y1     \
-	VCVTTPS2DQ   Y1, Y2                \
-	VMOVAPS      Y0, Y3                \
-	VFNMADD231PS EXP_LN2HI, Y1, Y3     \
-	VMOVAPS      Y3, Y4                \
-	VFNMADD231PS EXP_LN2LO, Y1, Y4     \
-	VSUBPS       Y4, Y3, Y5            \
-	VFNMADD231PS EXP_LN2LO, Y1, Y5     \
-	VMULPS       Y4, Y4, Y6            \
-	VMOVAPS      Y6, Y7                \
-	VFMSUB231PS  Y4, Y4, Y7            \
-	VMOVUPS      EXP_C6, Y8            \
-	VFMADD231PS  EXP_C7, Y4, Y8        \
-	VFMADD213PS  EXP_C5, Y4, Y8        \
-	VFMADD213PS  EXP_C4, Y4, Y8        \
-	VFMADD213PS  EXP_C3, Y4, Y8        \
-	VFMADD213PS  EXP_C2, Y4, Y8        \
-	VMOVAPS      Y5, Y9                \
-	VFMADD231PS  Y4, Y5, Y9            \
-	VFMADD231PS  EXP_HALF, Y7, Y9      \
-	VFMADD231PS  Y8, Y6, Y9            \
-	VADDPS       EXP_ONE, Y4, Y10      \
-	VSUBPS       EXP_ONE, Y10, Y11     \
-	VSUBPS       Y11, Y4, Y11          \
-	VADDPS       Y9, Y11, Y11          \
-	VADDPS       Y11, Y10, Y10         \
-	VPSRAD       $1, Y2, Y3            \
-	VPSUBD       Y3, Y2, Y2            \
-	VPADDD       EXP_BIAS, Y3, Y3      \
-	VPSLLD       $23, Y3, Y3           \
-	VPADDD       EXP_BIAS, Y2, Y2      \
-	VPSLLD       $23, Y2, Y2           \
-	VMULPS       Y3, Y10, Y10          \
-	VMULPS       Y2, Y10, Y10          \
-	VCMPPS       $0x11, EXP_NEG128, Y0, Y12 \
-	VANDNPS      Y10, Y12, Y10         \
-	VMOVUPS      EXP_INF, Y11          \
-	VCMPPS       $0x1e, EXP_POS128, Y0, Y12 \
-	VBLENDVPS    Y12, Y11, Y10, Y10    \
-	VMOVUPS      EXP_NAN, Y11          \
-	VCMPPS       $3, Y0, Y0, Y12       \
-	VBLENDVPS    Y12, Y11, Y10, Y10
-
-// func exp32ShiftAVX2(e *float32, n int, m float32)
-// e[i] = Exp32(e[i] − m) for i < n, n a multiple of 8.
-TEXT ·exp32ShiftAVX2(SB), NOSPLIT, $0-20
-	MOVQ         e+0(FP), DI
-	MOVQ         n+8(FP), CX
-	VBROADCASTSS m+16(FP), Y13
-	SHRQ         $3, CX
-	JZ           expdone
-
-exploop:
-	VMOVUPS (DI), Y0
-	VSUBPS  Y13, Y0, Y0
-	EXP32_Y0
-	VMOVUPS Y10, (DI)
-	ADDQ    $32, DI
-	DECQ    CX
-	JNZ     exploop
-
-expdone:
-	VZEROUPPER
-	RET
-
-
 // num's expCore on Y0: Y10 = hi, Y11 = lo, Y2 = j (int32); clobbers Y1 … Y12.
 #define EXPCORE_Y0 \
 	VMOVUPS      EXP_SHIFT, Y1         \
@@ -951,6 +882,55 @@ expdone:
 	VADDPS       Y11, Y10, Y11         \
 	VMOVAPS      Y12, Y10
 
+// p1 = 2^(j>>1), p2 = 2^(j−(j>>1)) as float32 bits from int32 j (num's scale: q·p1·p2); p2 may
+// be j's register.
+#define POW2_SPLIT(j, p1, p2) \
+	VPSRAD $1, j, p1          \
+	VPSUBD p1, j, p2          \
+	VPADDD EXP_BIAS, p1, p1   \
+	VPSLLD $23, p1, p1        \
+	VPADDD EXP_BIAS, p2, p2   \
+	VPSLLD $23, p2, p2
+
+// Y10 = Exp32(Y0); clobbers Y1 … Y12.
+#define EXP32_Y0 \
+	EXPCORE_Y0                         \
+	POW2_SPLIT(Y2, Y3, Y2)             \
+	VMULPS       Y3, Y10, Y10          \
+	VMULPS       Y2, Y10, Y10          \
+	VCMPPS       $0x11, EXP_NEG128, Y0, Y12 \
+	VANDNPS      Y10, Y12, Y10         \
+	VMOVUPS      EXP_INF, Y11          \
+	VCMPPS       $0x1e, EXP_POS128, Y0, Y12 \
+	VBLENDVPS    Y12, Y11, Y10, Y10    \
+	VMOVUPS      EXP_NAN, Y11          \
+	VCMPPS       $3, Y0, Y0, Y12       \
+	VBLENDVPS    Y12, Y11, Y10, Y10
+
+// func exp32ShiftAVX2(e *float32, n int, m float32)
+// e[i] = Exp32(e[i] − m) for i < n, n a multiple of 8.
+TEXT ·exp32ShiftAVX2(SB), NOSPLIT, $0-20
+	MOVQ         e+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y13
+	SHRQ         $3, CX
+	JZ           expdone
+
+exploop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y13, Y0, Y0
+	EXP32_Y0
+	VMOVUPS Y10, (DI)
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     exploop
+
+expdone:
+	VZEROUPPER
+	RET
+
+
+
 // func siluMulAVX2(y, a, b *float32, n int)
 // y[i] = Canon(SiLU32(a[i])·b[i]) for i < n, n a multiple of 8: num.SiLU32's operations in
 // order (expNeg, the reciprocal and its correction, the two signs' formulas, the scaling),
@@ -971,13 +951,7 @@ siluloop:
 	VCMPPS    $0x11, Y14, Y13, Y1
 	VBLENDVPS Y1, Y13, Y0, Y0
 	EXPCORE_Y0
-	// 2^(j>>1) and 2^(j−(j>>1))
-	VPSRAD  $1, Y2, Y4
-	VPSUBD  Y4, Y2, Y5
-	VPADDD  EXP_BIAS, Y4, Y4
-	VPSLLD  $23, Y4, Y4
-	VPADDD  EXP_BIAS, Y5, Y5
-	VPSLLD  $23, Y5, Y5
+	POW2_SPLIT(Y2, Y4, Y5)
 	// expNeg: eh, el, D = 1 + eh, E, q = 1/D, c
 	VMULPS       Y4, Y10, Y3
 	VMULPS       Y5, Y3, Y3
@@ -1138,33 +1112,9 @@ TEXT ·q3KDotAVX2(SB), NOSPLIT, $0-56
 
 q3kloop:
 	// low plane (8 bytes per unit): 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s
-	MOVQ R10, AX
-	SHRQ $3, AX
-	SHLQ $9, AX
-	MOVQ R10, R13
-	ANDQ $3, R13
-	SHLQ $7, R13
-	ADDQ R13, AX
-	MOVQ R10, R13
-	SHRQ $2, R13
-	ANDQ $1, R13
-	SHLQ $3, R13
-	ADDQ R13, AX
-	LEAQ (SI)(AX*1), R12
+	PLANE8(SI, R12)
 	// hmask plane (4 bytes per unit): 512⌊i/16⌋ + 128(i mod 4) + 4(⌊i/4⌋ mod 4) + 16s
-	MOVQ R10, AX
-	SHRQ $4, AX
-	SHLQ $9, AX
-	MOVQ R10, R13
-	ANDQ $3, R13
-	SHLQ $7, R13
-	ADDQ R13, AX
-	MOVQ R10, R13
-	SHRQ $2, R13
-	ANDQ $3, R13
-	SHLQ $2, R13
-	ADDQ R13, AX
-	LEAQ (R11)(AX*1), R9
+	PLANE4(R11, R9)
 
 	Q3K_UNIT(0, 0, 4, Y4)
 	Q3K_UNIT(16, 16, 36, Y5)
@@ -1175,12 +1125,7 @@ q3kloop:
 	Q3K_UNIT(96, 96, 196, Y10)
 	Q3K_UNIT(112, 112, 228, Y11)
 
-	VPHADDD Y5, Y4, Y0
-	VPHADDD Y7, Y6, Y1
-	VPHADDD Y1, Y0, Y0
-	VPHADDD Y9, Y8, Y1
-	VPHADDD Y11, Y10, Y2
-	VPHADDD Y2, Y1, Y1
+	GROUP_SUMS
 
 	VPMOVZXBD  (BX), Y2     // sc_0 … sc_7 − 32
 	VPSUBD     Q3K_32D, Y2, Y2
@@ -1251,19 +1196,7 @@ TEXT ·q2KDotAVX2(SB), NOSPLIT, $0-48
 
 q2kloop:
 	// plane (8 bytes per unit): 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s
-	MOVQ R10, AX
-	SHRQ $3, AX
-	SHLQ $9, AX
-	MOVQ R10, R13
-	ANDQ $3, R13
-	SHLQ $7, R13
-	ADDQ R13, AX
-	MOVQ R10, R13
-	SHRQ $2, R13
-	ANDQ $1, R13
-	SHLQ $3, R13
-	ADDQ R13, AX
-	LEAQ (SI)(AX*1), R12
+	PLANE8(SI, R12)
 
 	Q2K_UNIT(0, 4, Y4)
 	Q2K_UNIT(16, 36, Y5)
@@ -1274,12 +1207,7 @@ q2kloop:
 	Q2K_UNIT(96, 196, Y10)
 	Q2K_UNIT(112, 228, Y11)
 
-	VPHADDD Y5, Y4, Y0
-	VPHADDD Y7, Y6, Y1
-	VPHADDD Y1, Y0, Y0
-	VPHADDD Y9, Y8, Y1
-	VPHADDD Y11, Y10, Y2
-	VPHADDD Y2, Y1, Y1
+	GROUP_SUMS
 
 	VPMOVZXBD  (BX), Y2     // sc_0 … sc_7
 	VPERMD     Y2, Y12, Y2
@@ -1496,19 +1424,7 @@ TEXT ·q6KDotNAVX2(SB), NOSPLIT, $64-73
 
 q6knblock:
 	// high plane of super-block i: 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2)
-	MOVQ R10, AX
-	SHRQ $3, AX
-	SHLQ $9, AX
-	MOVQ R10, R13
-	ANDQ $3, R13
-	SHLQ $7, R13
-	ADDQ R13, AX
-	MOVQ R10, R13
-	SHRQ $2, R13
-	ANDQ $1, R13
-	SHLQ $3, R13
-	ADDQ R13, AX
-	LEAQ (R11)(AX*1), R12
+	PLANE8(R11, R12)
 
 	Q6K_UNPACK(0, 0, Y0)
 	Q6K_UNPACK(16, 16, Y1)
@@ -1714,15 +1630,7 @@ GLOBL qhIdx<>(SB), RODATA|NOPTR, $64
 // weights' fp16 d and m of the chunk, R10 the chunk index, R8 the accumulators:
 // t = fma(float32(S), d_w·d_x, m_w·s_x), acc = acc + t.
 #define LEGACY1_FOLD \
-	VPHADDD    Y5, Y4, Y0            \
-	VPHADDD    Y7, Y6, Y1            \
-	VPHADDD    Y1, Y0, Y0            \
-	VPHADDD    Y9, Y8, Y1            \
-	VPHADDD    Y11, Y10, Y2          \
-	VPHADDD    Y2, Y1, Y1            \
-	VPERM2I128 $0x20, Y1, Y0, Y2     \
-	VPERM2I128 $0x31, Y1, Y0, Y3     \
-	VPADDD     Y3, Y2, Y0            \
+	UNIT_SUMS \
 	VCVTDQ2PS  Y0, Y0                \
 	MOVWLZX    0(DI), AX             \
 	VMOVD      AX, X1                \
@@ -1756,22 +1664,6 @@ GLOBL qhIdx<>(SB), RODATA|NOPTR, $64
 	VADDPS     Y2, Y3, Y3            \
 	VMOVUPS    Y3, (R8)(AX*1)
 
-// R12 = the qh plane bytes of chunk c = R10 (4 bytes per unit, four 32-unit groups per
-// 512-byte chunk): 512⌊c/16⌋ + 128(c mod 4) + 4(⌊c/4⌋ mod 4), from the plane at R11.
-#define QH_CHUNK \
-	MOVQ R10, AX    \
-	SHRQ $4, AX     \
-	SHLQ $9, AX     \
-	MOVQ R10, R13   \
-	ANDQ $3, R13    \
-	SHLQ $7, R13    \
-	ADDQ R13, AX    \
-	MOVQ R10, R13   \
-	SHRQ $2, R13    \
-	ANDQ $3, R13    \
-	SHLQ $2, R13    \
-	ADDQ R13, AX    \
-	LEAQ (R11)(AX*1), R12
 
 // func q41DotAVX2(plane, d, m, x *byte, chunks int, acc *[32]float32)
 TEXT ·q41DotAVX2(SB), NOSPLIT, $0-48
@@ -1826,7 +1718,7 @@ TEXT ·q51DotAVX2(SB), NOSPLIT, $0-56
 	JZ   q51done
 
 q51loop:
-	QH_CHUNK
+	PLANE4(R11, R12) // the chunk's qh words
 	Q5_1_UNIT(0, 0, 4, Y4)
 	Q5_1_UNIT(16, 16, 40, Y5)
 	Q5_1_UNIT(32, 32, 76, Y6)
@@ -1865,7 +1757,7 @@ TEXT ·q50DotAVX2(SB), NOSPLIT, $0-48
 	JZ   q50done
 
 q50loop:
-	QH_CHUNK
+	PLANE4(R11, R12) // the chunk's qh words
 	Q5_0_UNIT(0, 0, 2, Y4)
 	Q5_0_UNIT(16, 16, 36, Y5)
 	Q5_0_UNIT(32, 32, 70, Y6)
