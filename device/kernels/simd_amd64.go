@@ -32,7 +32,7 @@ func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
-func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 
 //go:noescape
 func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
@@ -105,7 +105,7 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc {
 }
 
 // multiForms builds each type's several-column form with or without VNNI.
-var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q6_K: multiQ6K}
+var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q5_K: multiQ5K, dtype.Q6_K: multiQ6K}
 
 // vectorVNNI: the CPU has AVX-512 VNNI with 256-bit vectors (VL), for the several-column forms.
 var vectorVNNI = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512VNNI, cpuid.AVX512VL)
@@ -303,7 +303,14 @@ func vectorSwiGLU(y, a, b []float32) int {
 // the row's product into out[c] (at most maxMultiColumns at a time).
 func multiQ4K(vnni bool) multiDotFunc {
 	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-		q4KDotNAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+		q45KDotNAVX2(&row[l.Planes[0].Off], nil, &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+	})
+}
+
+// multiQ5K is q5_K's several-column form.
+func multiQ5K(vnni bool) multiDotFunc {
+	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+		q45KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
 	})
 }
 

@@ -1298,14 +1298,30 @@ GLOBL q4kNC<>(SB), RODATA|NOPTR, $64
 	VPHADDD Y10, Y9, Y13     \
 	VPHADDD Y13, Y12, Y12
 
-// func q4KDotNAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
-// acc: ncols × 32 float32 lane accumulators, column c at acc[32c:]. With vnni (a CPU with
-// AVX-512 VNNI and VL) the units' products use VPDPBUSD.
-TEXT ·q4KDotNAVX2(SB), NOSPLIT, $16-65
+// Y_dst |= 16 where q5_K's fifth bit of the unit's value is set: its 4 high-plane bytes at
+// hoff(R8) (q5K_UNIT's arrangement); clobbers Y8.
+#define Q5K_HIGH(hoff, dst) \
+	VPBROADCASTD hoff(R8), Y8           \
+	VPAND        q5kBits<>(SB), Y8, Y8  \
+	VPCMPEQB     q5kBits<>(SB), Y8, Y8  \
+	VPAND        q45kNC<>(SB), Y8, Y8   \
+	VPOR         Y8, dst, dst
+
+DATA q45kNC<>+0(SB)/8, $0x1010101010101010
+DATA q45kNC<>+8(SB)/8, $0x1010101010101010
+DATA q45kNC<>+16(SB)/8, $0x1010101010101010
+DATA q45kNC<>+24(SB)/8, $0x1010101010101010
+GLOBL q45kNC<>(SB), RODATA|NOPTR, $32
+
+// func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+// q4_K's several-column form, and q5_K's with high (its plane of fifth bits) not nil: the two
+// share their scales, mins and steps. acc: ncols × 32 float32 lane accumulators, column c at
+// acc[32c:]. With vnni (a CPU with AVX-512 VNNI and VL) the units' products use VPDPBUSD.
+TEXT ·q45KDotNAVX2(SB), NOSPLIT, $16-73
 	MOVQ plane+0(FP), SI
-	MOVQ scales+8(FP), BX
-	MOVQ d+16(FP), DX
-	MOVQ blocks+48(FP), CX
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ blocks+56(FP), CX
 	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
 	XORQ R10, R10
 	TESTQ CX, CX
@@ -1320,6 +1336,20 @@ q4knblock:
 	Q4K_UNPACK(80, Y5)
 	Q4K_UNPACK(96, Y6)
 	Q4K_UNPACK(112, Y7)
+	MOVQ  high+8(FP), R8
+	TESTQ R8, R8
+	JZ    q4knunpacked
+	PLANE4(R8, R8)
+	Q5K_HIGH(0, Y0)
+	Q5K_HIGH(16, Y1)
+	Q5K_HIGH(32, Y2)
+	Q5K_HIGH(48, Y3)
+	Q5K_HIGH(64, Y4)
+	Q5K_HIGH(80, Y5)
+	Q5K_HIGH(96, Y6)
+	Q5K_HIGH(112, Y7)
+
+q4knunpacked:
 	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
 	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
 	MOVWLZX   (DX)(R10*2), AX
@@ -1333,15 +1363,15 @@ q4knblock:
 
 	// column loop: DI = x + 292·i + c·xstride, R12 = acc + 128c + 32(i mod 4)
 	IMUL3Q $292, R10, DI
-	ADDQ  x+24(FP), DI
+	ADDQ  x+32(FP), DI
 	MOVQ  R10, R12
 	ANDQ  $3, R12
 	SHLQ  $5, R12
-	ADDQ  acc+56(FP), R12
-	MOVQ  ncols+40(FP), R11
+	ADDQ  acc+64(FP), R12
+	MOVQ  ncols+48(FP), R11
 
 q4kncol:
-	CMPB vnni+64(FP), $0
+	CMPB vnni+72(FP), $0
 	JNE  q4kncolvnni
 	NC_COLUMN_SUMS(NC_UNIT)
 	JMP  q4kncolsums
@@ -1371,7 +1401,7 @@ q4kncolsums:
 	VFNMADD231PS Y11, Y13, Y10
 	VMOVUPS      Y10, (R12)
 
-	ADDQ xstride+32(FP), DI
+	ADDQ xstride+40(FP), DI
 	ADDQ $128, R12
 	DECQ R11
 	JNZ  q4kncol
