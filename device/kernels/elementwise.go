@@ -15,20 +15,27 @@ type BinaryArgs struct {
 	N int32
 }
 
-// applyBinary sets y[i] = Canon(op(a[i], b[i])) — the GPU's NaN for Inf−Inf, Inf·0, … — with
-// SwiGLU's vector form where the CPU has one.
-func applyBinary(op func(a, b float32) float32, swi bool, y, a, b []float32) {
+// binaryOp is an element-wise operation: its scalar form, and where there is one a vector form
+// with its bits (simd.go) that sets the leading y[i] = Canon(scalar(a[i], b[i])) and returns how
+// many it set.
+type binaryOp struct {
+	scalar func(a, b float32) float32
+	vector func(y, a, b []float32) int
+}
+
+// apply sets y[i] = Canon(op(a[i], b[i])) — the GPU's NaN for Inf−Inf, Inf·0, … — with the
+// vector form for as many values as it takes.
+func (op binaryOp) apply(y, a, b []float32) {
 	done := 0
-	if swi {
-		done = vectorSwiGLU(y, a, b)
+	if op.vector != nil {
+		done = op.vector(y, a, b)
 	}
 	for i := done; i < len(y); i++ {
-		y[i] = num.Canon(op(a[i], b[i]))
+		y[i] = num.Canon(op.scalar(a[i], b[i]))
 	}
 }
 
-func elementwise(entry string, op func(a, b float32) float32) *device.Kernel[BinaryArgs] {
-	swi := entry == "swiglu_f32"
+func elementwise(entry string, op binaryOp) *device.Kernel[BinaryArgs] {
 	return device.Register(&device.Kernel[BinaryArgs]{
 		EntryName: entry, ModuleName: "elementwise",
 		Shape: func(a BinaryArgs) (device.Geometry, error) {
@@ -51,23 +58,26 @@ func elementwise(entry string, op func(a, b float32) float32) *device.Kernel[Bin
 			if err != nil {
 				return err
 			}
-			x.For(n, func(lo, hi int) { applyBinary(op, swi, y[lo:hi], av[lo:hi], bv[lo:hi]) })
+			x.For(n, func(lo, hi int) { op.apply(y[lo:hi], av[lo:hi], bv[lo:hi]) })
 			return nil
 		},
 	})
 }
 
-func swiglu(a, b float32) float32     { return num.SiLU32(a) * b }
-func sigmoidMul(a, b float32) float32 { return a * num.Sigmoid32(b) }
+var (
+	addOp        = binaryOp{scalar: func(a, b float32) float32 { return a + b }}
+	swigluOp     = binaryOp{scalar: func(a, b float32) float32 { return num.SiLU32(a) * b }, vector: vectorSwiGLU}
+	sigmoidMulOp = binaryOp{scalar: func(a, b float32) float32 { return a * num.Sigmoid32(b) }}
+)
 
 var (
 	// Add: Y = A + B (residual connections).
-	Add = elementwise("add_f32", func(a, b float32) float32 { return a + b })
+	Add = elementwise("add_f32", addOp)
 	// SwiGLU: Y = SiLU32(A) · B, with A the gate projection and B the up projection.
-	SwiGLU = elementwise("swiglu_f32", swiglu)
+	SwiGLU = elementwise("swiglu_f32", swigluOp)
 	// SigmoidMul: Y = A · Sigmoid32(B), the output gate of gated attention (B the gate half of
 	// the query projection).
-	SigmoidMul = elementwise("sigmoid_mul_f32", sigmoidMul)
+	SigmoidMul = elementwise("sigmoid_mul_f32", sigmoidMulOp)
 )
 
 // BinaryActArgs: for each of the Rows rows of Width values, an elementwise kernel's result
@@ -98,7 +108,7 @@ func binaryAct(name string, a Act) (*device.Kernel[BinaryActArgs], error) {
 }
 
 func init() {
-	for name, op := range map[string]func(a, b float32) float32{"swiglu": swiglu, "sigmoid_mul": sigmoidMul} {
+	for name, op := range map[string]binaryOp{"swiglu": swigluOp, "sigmoid_mul": sigmoidMulOp} {
 		binaryActKernels[name] = map[Act]*device.Kernel[BinaryActArgs]{}
 		for _, a := range []Act{ActF16, ActBF16, ActQ8_0, ActQ8_1, ActQ8_K} {
 			a, op := a, op
@@ -117,7 +127,7 @@ func init() {
 					}
 					return convertRows(x, a, c.Out, rows, n, actSegment, func(y []float32, r, off int) {
 						at := r*n + off
-						applyBinary(op, name == "swiglu", y, av[at:at+len(y)], bv[at:at+len(y)])
+						op.apply(y, av[at:at+len(y)], bv[at:at+len(y)])
 					})
 				},
 			})

@@ -35,11 +35,11 @@ func ExpShift(e []float32, m float32) int { return vectorExpShift(e, m, true) }
 // SwiGLURow sets y[i] = Canon(SiLU32(a[i])·b[i]) with the vector form (where the CPU has it)
 // or the portable Go.
 func SwiGLURow(y, a, b []float32, vector bool) {
-	if vector {
-		applyBinary(swiglu, true, y, a, b)
-		return
+	op := swigluOp
+	if !vector {
+		op.vector = nil
 	}
-	applyBinary(swiglu, false, y, a, b)
+	op.apply(y, a, b)
 }
 
 // RowDots is the matvec twin's products of one packed weight row with len(out) activation

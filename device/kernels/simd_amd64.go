@@ -250,7 +250,8 @@ func inRange(c []float32, offs []int64, hd int) bool {
 
 // vectorScores computes attendHead's scores e[j] for the first keys, 8 at a time, and returns
 // how many it computed (0 without the vector forms, with vec false, or for a head size not a
-// multiple of 8).
+// multiple of 8). A NaN score may keep a payload the Go form would not give it: scores only
+// reach the output through Max32 and Exp32, which give the canonical NaN.
 func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int {
 	hd, groups := len(q), len(offs)/8
 	if !vec || !vectorCPU || hd == 0 || hd%8 != 0 || groups == 0 || !inRange(kc, offs, hd) {
@@ -258,7 +259,6 @@ func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int
 	}
 	_ = e[8*groups-1]
 	attnScoresAVX2(&e[0], &q[0], &kc[0], &offs[0], groups, hd, scale)
-	canonNaN(e[:8*groups])
 	return 8 * groups
 }
 

@@ -241,6 +241,17 @@ func BenchmarkPackedDot(b *testing.B) {
 	}
 }
 
+// floatValues returns n float32 values drawn as floatRow draws them in mode.
+func floatValues(r *rand.Rand, n, mode int) []float32 {
+	b := make([]byte, 4*n)
+	floatRow(r, dtype.F32, b, mode)
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
 // floatRow fills b with values of float type wt (f32, f16 or bf16): mode 0 normal values;
 // 1 magnitudes spread from the subnormals to 2^40 (f16: 2^10; no product or sum of a test
 // overflows);
@@ -283,11 +294,7 @@ func TestLaneSumMatchesWarpTotal(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := 0; trial < 20000; trial++ {
 		var v [32]float32
-		b := make([]byte, 4*32)
-		floatRow(r, dtype.F32, b, trial%4)
-		for l := range v {
-			v[l] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*l:]))
-		}
+		copy(v[:], floatValues(r, 32, trial%4))
 		if trial%7 == 0 {
 			v[r.IntN(32)] = math.Float32frombits(0xffc00000 | r.Uint32()&0x3fffff) // a CPU NaN
 		}
@@ -358,15 +365,7 @@ func TestVectorAttentionMatchesPortable(t *testing.T) {
 			nkv, slots := 1+r.IntN(3), 1+r.IntN(80)
 			stride := nkv * hd
 			mode := trial % 4
-			fill := func(n, mode int) []float32 {
-				b := make([]byte, 4*n)
-				floatRow(r, dtype.F32, b, mode)
-				v := make([]float32, n)
-				for i := range v {
-					v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-				}
-				return v
-			}
+			fill := func(n, mode int) []float32 { return floatValues(r, n, mode) }
 			kc, vc := fill(slots*stride, mode), fill(slots*stride, mode)
 			q := fill(hd, min(mode, 2)) // one special value, in the cache only
 			if mode == 1 {              // spread keys and values, normal queries
@@ -564,15 +563,7 @@ func TestMultiDotsMatchPackedDot(t *testing.T) {
 // finite specials), decays and write strengths from 0 to 1 and a few specials.
 func TestVectorDeltaRuleMatchesPortable(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
-	fill := func(n, mode int) []float32 {
-		b := make([]byte, 4*n)
-		floatRow(r, dtype.F32, b, mode)
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return v
-	}
+	fill := func(n, mode int) []float32 { return floatValues(r, n, mode) }
 	nonFinite := 0
 	for trial := 0; trial < 200; trial++ {
 		d := 8 * (1 + r.IntN(16))
