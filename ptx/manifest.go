@@ -19,8 +19,8 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "0d1508409baea634ff50ed543ae493b58fd8361beb403f5f4c68433a70e8225e",
-	"src/argmax.cu":            "f833170769323dd5081f02570b4e0bda3e1cb5a2c87c7735c9cd719de208bad3",
+	"src/act.cu":               "871cfae22fe484d88c562cc2e998372a069cb3533c014c3ee0deb173edf1cd2c",
+	"src/argmax.cu":            "6ec63dbe0e8e7453fdc8073af9f8d3dd879e42ad8c8a6918f8117d69b0586f9d",
 	"src/attention.cu":         "efbf89ad7e12ff2af33af2a3b1afd915c360a55bd6f31354d04d5de094265a79",
 	"src/elementwise.cu":       "b706ec27c944bf605ec9a425c1760284a75a10d79b6f529a38bbff468c815807",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
@@ -36,21 +36,21 @@ var sources = map[string]string{
 	"src/grid.cuh":             "71f23347df3c572573a9d493875fe85ee8c57f7a3876b764fab930092ba9a55d",
 	"src/megakernel_table.cuh": "b8a956e47cf0a0f18e8a9442e0607fbe6fbef28544974cbc246eaeb56d3588c7",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
-	"src/num.cuh":              "a65ff40a08d0d92ba48da650c4c1853b89c18535cb253c16064e77c6b5ef0ce5",
+	"src/num.cuh":              "6390fea1866bbe9e9b8a2f3427198a15d8269c960288314d5b76a5fbae8ad094",
 	"src/packed.cuh":           "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "b097eeef6c274b282def0b89609e0a375a46beab00eda8c0d71eaa1125ca9a65",
-	"argmax.ptx":      "95e05149cc1ba32a4f6735c9d2fa6db45a09fd9129955671596ce336883e6bc6",
+	"act.ptx":         "193cc1e71ee1031132f3c980c62742ac957f031e69b08a0158fb30daaf1efb50",
+	"argmax.ptx":      "ac74ccd41297e6b3541570f787dc7d2f1ed9d693a952059444ea1e65896db3d4",
 	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
 	"elementwise.ptx": "b9f6662f2b7721ebd6a9b01e1507873e29d6e29c1d63181b9a770a5b1923657b",
 	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "79741e253f115d3eff6beee5925b594f6b5516fe41ce17c0c3e58b34a992edd2",
 	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "050c8ffbfe6e24a91a707327f815a0986e58eae55cd74b74e4f0e3e9bd6e28a3",
+	"megakernel.ptx":  "ed3c8b1a864d4dad62b6f5f8b2816808d5ddf747ac48ebd36f1cf992a8bd8590",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "f07797b186e0b364d8b688599929ecd703a47c42144be33a4050864fc4a538ba",
@@ -60,11 +60,11 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "79208e2e7d3dc59a54493e74bf00eafc0f756c9a158bb7951e0c3c2f7a88982e",
+		sha256:  "d4f9bba26065c7a1fd279c90979aa848148bc7aa83a32b4e728aaebd92139268",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
-		sha256:  "41a085482218a3b5d09595e93bc6c3f4adb5373a28a9746e65a23590dbe0f962",
+		sha256:  "7451fd6093a39fb4798fb0a47236212498864d431a7e7a5176ba7f189b8c9b6c",
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {

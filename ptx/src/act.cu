@@ -108,14 +108,7 @@ __device__ __forceinline__ void q8k_convert_block(const Grid &gr, const float *x
 	float a = fabsf(v);
 	float ba = a > 0.0f ? a : 0.0f; // NaN and zero are never chosen
 	int32_t bi = t;
-	for (int off = 16; off > 0; off >>= 1) {
-		float oa = __shfl_xor_sync(NUM_FULL_MASK, ba, off);
-		int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, bi, off);
-		if (q8k_better(oa, oi, ba, bi)) {
-			ba = oa;
-			bi = oi;
-		}
-	}
+	warp_arg_best<q8k_better>(ba, bi);
 	if (lane == 0) {
 		sa[warp] = ba;
 		si[warp] = bi;

@@ -36,14 +36,7 @@ __device__ __forceinline__ void argmax_f32_body(const Grid &gr, const float *x, 
 			bi = c;
 		}
 	}
-	for (int off = 16; off > 0; off >>= 1) {
-		float ov = __shfl_xor_sync(NUM_FULL_MASK, bv, off);
-		int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, bi, off);
-		if (better(ov, oi, bv, bi)) {
-			bv = ov;
-			bi = oi;
-		}
-	}
+	warp_arg_best<better>(bv, bi);
 	if (lane == 0) {
 		sv[warp] = bv;
 		si[warp] = bi;

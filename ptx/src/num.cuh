@@ -338,6 +338,22 @@ NUM_FN float warp_max(float v) {
 	return v;
 }
 
+// warp_arg_best folds (value, index) pairs over the warp with the xor butterfly, keeping the
+// pair for which better(candidate, its index, kept, its index) holds; every lane ends with the
+// warp's best pair when better is a strict total order on the pairs (argmax, the q8_K scale's
+// largest magnitude). All 32 lanes must call it.
+template <bool (*better)(float, int32_t, float, int32_t)>
+NUM_FN void warp_arg_best(float &v, int32_t &i) {
+	for (int off = 16; off > 0; off >>= 1) {
+		float ov = __shfl_xor_sync(NUM_FULL_MASK, v, off);
+		int32_t oi = __shfl_xor_sync(NUM_FULL_MASK, i, off);
+		if (better(ov, oi, v, i)) {
+			v = ov;
+			i = oi;
+		}
+	}
+}
+
 // warp_sum_i32 adds an int32 over the warp (exact: any order gives the same bits).
 NUM_FN int32_t warp_sum_i32(int32_t v) {
 #pragma unroll
