@@ -3,10 +3,12 @@ module verity
 go 1.26.0
 
 require (
+	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.17.0
 	gorgonia.org/cu v0.9.6
 )
@@ -18,5 +20,4 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
-	golang.org/x/term v0.44.0 // indirect
 )

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"verity/host/engine"
+	"verity/host/tokenizer"
 )
 
 // maxBody bounds a request body (a prompt of a few hundred thousand tokens as JSON).
@@ -15,6 +16,7 @@ const maxBody = 8 << 20
 // Handler serves the service over HTTP with JSON bodies:
 //
 //	POST   /v1/sessions               {"prompt": [ids], "sampler": {…}}  → Opened
+//	                                  or {"text": "…", …}: tokenized by Options.Tokenizer
 //	POST   /v1/sessions/{id}/verify   Draft                               → Verified
 //	DELETE /v1/sessions/{id}                                              → 204
 //	GET    /v1/stats                                                      → Stats
@@ -27,10 +29,19 @@ func (sv *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Prompt  []int32 `json:"prompt"`
+			Text    *string `json:"text"`
 			Sampler Sampler `json:"sampler"`
 		}
 		if !decode(w, r, &req) {
 			return
+		}
+		if req.Text != nil {
+			ids, err := sv.tokenize(*req.Text, req.Prompt)
+			if err != nil {
+				reply(w, nil, err)
+				return
+			}
+			req.Prompt = ids
 		}
 		out, err := sv.Open(req.Prompt, req.Sampler)
 		reply(w, out, err)
@@ -55,10 +66,27 @@ func (sv *Service) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		c := sv.e.Program().Config
-		reply(w, map[string]any{"arch": c.Arch, "vocab": c.NVocab, "context": sv.e.Context(),
-			"max_draft_nodes": sv.opt.MaxNodes, "backend": sv.e.Executor().Name()}, nil)
+		h := map[string]any{"arch": c.Arch, "vocab": c.NVocab, "context": sv.e.Context(),
+			"max_draft_nodes": sv.opt.MaxNodes, "backend": sv.e.Executor().Name()}
+		if sv.opt.Tokenizer != nil {
+			h["tokenizer"] = sv.opt.Tokenizer.String()
+		}
+		reply(w, h, nil)
 	})
 	return mux
+}
+
+// tokenize turns a session's text prompt into ids as a chat client's prompt is tokenized: BOS
+// where the model asks for it, and special tokens written in the text (a chat template's
+// <|im_start|>, …) recognised.
+func (sv *Service) tokenize(text string, ids []int32) ([]int32, error) {
+	if ids != nil {
+		return nil, fmt.Errorf("%w: give prompt or text, not both", ErrBad)
+	}
+	if sv.opt.Tokenizer == nil {
+		return nil, fmt.Errorf("%w: this service has no tokenizer: give the prompt as token ids", ErrBad)
+	}
+	return sv.opt.Tokenizer.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true}), nil
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

@@ -16,6 +16,7 @@ import (
 	"verity/fixtures"
 	"verity/host/engine"
 	"verity/host/serve"
+	"verity/host/tokenizer"
 )
 
 func load(t testing.TB, name string, o engine.LoadOptions) *engine.Model {
@@ -447,4 +448,76 @@ func TestSpeculativeSampling(t *testing.T) {
 			t.Errorf("draft %+v: error %v, want ErrBad", bad, err)
 		}
 	}
+}
+
+// A prompt given as text opens the session its token ids open; without a tokenizer, or with
+// both forms, it is refused.
+func TestHTTPText(t *testing.T) {
+	const name = "tiny-llama-q8_0"
+	f, err := fixtures.Parse(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
+	for _, withTokenizer := range []bool{true, false} {
+		o := serve.Options{}
+		if withTokenizer {
+			o.Tokenizer = tk
+		}
+		sv := serve.New(m.Engine, o)
+		srv := httptest.NewServer(sv.Handler())
+		open := func(body string) (int, serve.Opened) {
+			resp, err := http.Post(srv.URL+"/v1/sessions", "application/json", bytes.NewBufferString(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var op serve.Opened
+			if resp.StatusCode == 200 {
+				if err := json.NewDecoder(resp.Body).Decode(&op); err != nil {
+					t.Fatal(err)
+				}
+				if code, _ := callDelete(t, srv.URL+"/v1/sessions/"+op.Session); code != 204 {
+					t.Fatalf("close: %d", code)
+				}
+			}
+			return resp.StatusCode, op
+		}
+		const text = "<|begin_of_text|>Hello world"
+		code, byText := open(`{"text": "` + text + `"}`)
+		if !withTokenizer {
+			if code != 400 {
+				t.Errorf("text without a tokenizer: status %d, want 400", code)
+			}
+		} else {
+			ids := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+			body, _ := json.Marshal(map[string]any{"prompt": ids})
+			_, byIDs := open(string(body))
+			if code != 200 || byText.Position != len(ids)+1 || byText.Next != byIDs.Next {
+				t.Errorf("text: status %d, %+v; ids %v: %+v", code, byText, ids, byIDs)
+			}
+			if ids[1] != tk.BOS() {
+				t.Errorf("the BOS written in the text was not recognised: %v", ids)
+			}
+		}
+		if code, _ := open(`{"text": "x", "prompt": [1]}`); code != 400 {
+			t.Errorf("text and prompt: status %d, want 400", code)
+		}
+		srv.Close()
+		sv.Shutdown()
+	}
+}
+
+func callDelete(t *testing.T, url string) (int, error) {
+	req, _ := http.NewRequest("DELETE", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"verity/host/engine"
+	"verity/host/tokenizer"
 )
 
 // Errors the HTTP layer maps to status codes.
@@ -42,6 +43,8 @@ type Options struct {
 	MaxPrompt int
 	// IdleTimeout closes sessions unused for this long (0: never).
 	IdleTimeout time.Duration
+	// Tokenizer, if set, lets a new session's prompt be given as text.
+	Tokenizer *tokenizer.Tokenizer
 }
 
 // Service holds sessions over one engine. Its methods are safe for concurrent use. Verify

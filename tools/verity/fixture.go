@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"verity/fixtures"
@@ -49,9 +48,9 @@ machine.`,
 func generateFixture(s fixtures.Spec, out string, cmd *cobra.Command) (string, error) {
 	var progress func(done, total int64)
 	if s.FileBytes() > 64<<20 {
-		bar := progressbar.DefaultBytes(s.FileBytes(), "generating "+s.Name)
-		progress = func(done, total int64) { _ = bar.Set64(done) }
-		defer func() { _ = bar.Finish(); fmt.Fprintln(cmd.ErrOrStderr()) }()
+		var finish func()
+		progress, finish = byteProgress(cmd.ErrOrStderr(), s.FileBytes(), "generating "+s.Name)
+		defer finish()
 	}
 	if out != "" {
 		return out, fixtures.Generate(s, out, progress)

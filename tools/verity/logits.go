@@ -12,20 +12,24 @@ import (
 	"verity/device"
 	"verity/device/kernels"
 	"verity/host/engine"
+	"verity/host/tokenizer"
 )
 
 func newLogitsCmd() *cobra.Command {
-	var modelPath, tokens, tree, out string
+	var modelPath, tokens, prompt, tree, out string
+	var parseSpecial bool
 	var threads int
 	var backend string
 	var layers []int
 	var megakernel bool
 	var sms int
 	cmd := &cobra.Command{
-		Use:   "logits --model FILE --tokens 1,2,3 --out LOGITS",
+		Use:   "logits --model FILE (--tokens 1,2,3 | --prompt TEXT) --out LOGITS",
 		Short: "Write the logits of every position (or of every draft-tree node)",
 		Long: `Run the model over --tokens and write the logits of every position as float32
-little-endian [n_tokens][n_vocab] (llama.cpp oracle format). With --verify-tree
+little-endian [n_tokens][n_vocab] (llama.cpp oracle format). --prompt gives the tokens as
+text, tokenized by the model's tokenizer with BOS/EOS as the model asks (see verity tokenize;
+special tokens in the text are recognised with --parse-special). With --verify-tree
 'tok:parent,tok:parent,...' the tokens are the committed prefix and the tree's nodes follow it:
 node 0 is the root (parent -1) continuing the prefix, every other parent index is smaller than
 its node's; the output then has one row per node, each bit-identical to decoding the path to
@@ -35,6 +39,16 @@ that node.`,
 			toks, err := parseInts(tokens)
 			if err != nil {
 				return fmt.Errorf("--tokens: %w", err)
+			}
+			if cmd.Flags().Changed("prompt") {
+				if tokens != "" {
+					return fmt.Errorf("give --tokens or --prompt, not both")
+				}
+				tk, err := loadTokenizer(modelPath)
+				if err != nil {
+					return err
+				}
+				toks = tk.Encode(prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
 			}
 			var t *engine.Tree
 			if tree != "" {
@@ -84,6 +98,8 @@ that node.`,
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "GGUF model file")
 	cmd.Flags().StringVar(&tokens, "tokens", "", "comma-separated token ids")
+	cmd.Flags().StringVar(&prompt, "prompt", "", "text to tokenize with the model's tokenizer instead of --tokens")
+	cmd.Flags().BoolVar(&parseSpecial, "parse-special", false, "with --prompt: recognise special tokens written in the text")
 	cmd.Flags().StringVar(&tree, "verify-tree", "", "draft tree as tok:parent,tok:parent,...")
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")

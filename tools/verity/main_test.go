@@ -199,3 +199,48 @@ func TestServeArguments(t *testing.T) {
 		t.Error("serve on an unknown backend: no error")
 	}
 }
+
+// tokenize prints the ids logits --prompt runs, decodes them back, and refuses bad input.
+func TestTokenize(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	out, err := run(t, "tokenize", "--model", path, "Hello world")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.TrimSpace(out)
+	if !strings.HasPrefix(ids, "318,") { // BOS first
+		t.Errorf("tokenize: %q", out)
+	}
+	text, err := run(t, "tokenize", "--model", path, "--decode", ids)
+	if err != nil || text != "<|begin_of_text|>Hello world\n" {
+		t.Errorf("decode %s: %q, %v", ids, text, err)
+	}
+	js, err := run(t, "tokenize", "--model", path, "--json", "--no-special", "Hi")
+	if err != nil || js != `{"ids":[72,105],"pieces":["H","i"]}`+"\n" {
+		t.Errorf("json: %q, %v", js, err)
+	}
+	dir := t.TempDir()
+	byPrompt, byIDs := filepath.Join(dir, "p.f32"), filepath.Join(dir, "i.f32")
+	if _, err := run(t, "logits", "--model", path, "--prompt", "Hello world", "--out", byPrompt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "logits", "--model", path, "--tokens", ids, "--out", byIDs); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(byPrompt)
+	b, _ := os.ReadFile(byIDs)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Error("logits --prompt differs from logits --tokens with the prompt's ids")
+	}
+	for _, bad := range [][]string{
+		{"tokenize", "--model", path, "--decode", "1,x"},
+		{"tokenize", "--model", path, "--decode", "99999"},
+		{"tokenize", "Hello"},
+		{"tokenize", "--model", path, "--file", filepath.Join(dir, "none.txt")},
+		{"logits", "--model", path, "--prompt", "x", "--tokens", "1", "--out", byIDs},
+	} {
+		if _, err := run(t, bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

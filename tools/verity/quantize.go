@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"verity/device/dtype"
@@ -38,13 +37,9 @@ Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 			}
 			defer in.Close()
 			o.Warn = func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", msg) }
-			var bar *progressbar.ProgressBar
+			finish := func() {}
 			if !quiet {
-				bar = progressbar.DefaultBytes(-1, "quantising")
-				o.Progress = func(done, total int64) {
-					bar.ChangeMax64(total)
-					_ = bar.Set64(done)
-				}
+				o.Progress, finish = byteProgress(cmd.ErrOrStderr(), -1, "quantising")
 			}
 			tmp, err := os.CreateTemp(filepath.Dir(args[1]), ".verity-quantize-*")
 			if err != nil {
@@ -65,10 +60,7 @@ Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 			if err := os.Rename(tmp.Name(), args[1]); err != nil {
 				return err
 			}
-			if bar != nil {
-				_ = bar.Finish()
-				fmt.Fprintln(cmd.ErrOrStderr())
-			}
+			finish()
 			n := 0
 			for _, a := range plan {
 				if a.To != a.From {

@@ -31,6 +31,8 @@ func newServeCmd() *cobra.Command {
 
   POST   /v1/sessions              {"prompt": [ids], "sampler": {"temperature", "top_k", "top_p", "seed"}}
                                    → {"session", "position", "next": {"id", "logprob"}}
+                                   ("text": "…" instead of "prompt": tokenized with the model's
+                                   tokenizer, BOS as the model asks, special tokens recognised)
   POST   /v1/sessions/{id}/verify  {"position", "tokens": [ids], "parents": [−1 or an earlier node]}
                                    → {"accepted": [nodes], "tokens": [...], "next", "position", "drafted"}
   DELETE /v1/sessions/{id}
@@ -60,7 +62,12 @@ sampler, whatever the drafts.`,
 				return err
 			}
 			defer m.Close()
-			sv := serve.New(m.Engine, serve.Options{MaxNodes: maxNodes, IdleTimeout: idle})
+			tk, err := loadTokenizer(path)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "verity: prompts must be token ids: %v\n", err)
+				tk = nil
+			}
+			sv := serve.New(m.Engine, serve.Options{MaxNodes: maxNodes, IdleTimeout: idle, Tokenizer: tk})
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err

@@ -1,0 +1,241 @@
+package tokenizer
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"verity/host/gguf"
+)
+
+// sanitized is text as the tokenizer reads it: llama.cpp's UTF-8 decoding, re-encoded.
+func sanitized(s string) string { return string(encodeUTF8(decodeUTF8(s))) }
+
+// TestRoundTrip: byte-level BPE loses nothing — decoding the ids gives the text back (as
+// llama.cpp reads malformed UTF-8), with special tokens written as text when they were parsed.
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 7))
+	texts := append([]string{}, corpus...)
+	for range 200 {
+		texts = append(texts, randomText(rng, 1+rng.IntN(64)))
+	}
+	for _, v := range vocabularies {
+		tk := fixtureTokenizer(t, v.arch, v.n)
+		for _, text := range texts {
+			for _, parse := range []bool{false, true} {
+				ids := tk.Encode(text, Options{AddSpecial: true, ParseSpecial: parse})
+				for _, id := range ids {
+					if id < 0 || int(id) >= tk.NVocab() {
+						t.Fatalf("%s: id %d outside the vocabulary", v.fixture, id)
+					}
+				}
+				got, err := tk.Decode(ids, parse)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := sanitized(text)
+				if parse && tk.addBOS {
+					want = tk.tokens[tk.bos] + want
+				}
+				if got != want {
+					t.Errorf("%s parse_special=%v: %q decodes to %q", v.fixture, parse, text, got)
+				}
+			}
+		}
+	}
+}
+
+// randomText mixes ASCII, whitespace, multi-byte characters, special-token texts and stray bytes.
+func randomText(rng *rand.Rand, n int) string {
+	parts := []string{"a", "Z", "9", " ", "  ", "\n", "\r\n", "\t", "'s", "'LL", ".", "!?", "é", "e\u0301",
+		"日本", "😀", "\u00a0", "<|im_start|>", "<|end_of_text|>", "\xff", "\xc3", "\xe2\x82", "hello", "world"}
+	var b strings.Builder
+	for range n {
+		b.WriteString(parts[rng.IntN(len(parts))])
+	}
+	return b.String()
+}
+
+func TestSpecialTokens(t *testing.T) {
+	tk := fixtureTokenizer(t, "qwen35moe", 1024)
+	start, _ := tk.lookup("<|im_start|>")
+	end, _ := tk.lookup("<|im_end|>")
+	text := "<|im_start|>user\nhi<|im_end|>"
+	parsed := tk.Encode(text, Options{ParseSpecial: true})
+	if parsed[0] != start || parsed[len(parsed)-1] != end {
+		t.Errorf("parsed: %v does not start with %d and end with %d", parsed, start, end)
+	}
+	plain := tk.Encode(text, Options{})
+	for _, id := range plain {
+		if id == start || id == end {
+			t.Errorf("unparsed: special token %d in %v", id, plain)
+		}
+	}
+	// Control tokens decode to nothing unless asked for.
+	if p, _ := tk.Piece(start, false); len(p) != 0 {
+		t.Errorf("Piece(<|im_start|>, false) = %q", p)
+	}
+	if p, _ := tk.Piece(start, true); string(p) != "<|im_start|>" {
+		t.Errorf("Piece(<|im_start|>, true) = %q", p)
+	}
+	if _, err := tk.Piece(int32(tk.NVocab()), false); err == nil {
+		t.Error("Piece of an id outside the vocabulary: no error")
+	}
+	// Qwen adds no BOS; Llama 3 does.
+	if ids := tk.Encode("x", Options{AddSpecial: true}); len(ids) != 1 {
+		t.Errorf("qwen35: %v", ids)
+	}
+	ll := fixtureTokenizer(t, "llama", 1024)
+	if ids := ll.Encode("x", Options{AddSpecial: true}); len(ids) != 2 || ids[0] != ll.BOS() {
+		t.Errorf("llama: %v, BOS %d", ids, ll.BOS())
+	}
+}
+
+func (t *Tokenizer) lookup(s string) (int32, bool) {
+	id, ok := t.index[s]
+	return id, ok
+}
+
+// TestMalformedUTF8 follows llama.cpp's decoder on its own boundaries.
+func TestMalformedUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []rune
+	}{
+		{"a", []rune{'a'}},
+		{"\x80", []rune{utf8.RuneError}},                                         // a lone continuation byte
+		{"\xc3", []rune{utf8.RuneError}},                                         // truncated
+		{"\xc3(", []rune{utf8.RuneError, '('}},                                   // bad continuation: resume at the next byte
+		{"\xc0\xaf", []rune{'/'}},                                                // overlong, accepted
+		{"\xed\xa0\x80", []rune{0xD800}},                                         // a surrogate, accepted
+		{"\xf4\x90\x80\x80", []rune{0x110000}},                                   // beyond U+10FFFF decodes …
+		{"\xf8\x88\x80\x80\x80", []rune{0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}}, // no 5-byte forms
+		{"é", []rune{'é'}},
+	} {
+		got := decodeUTF8(tc.in)
+		if string(got) != string(tc.want) || len(got) != len(tc.want) {
+			t.Errorf("decodeUTF8(%q) = %U, want %U", tc.in, got, tc.want)
+		}
+	}
+	// … and is encoded as U+FFFD (llama.cpp aborts there).
+	if got := encodeUTF8([]rune{0x110000, 0xD800, -1}); !bytes.Equal(got, []byte("\uFFFD\xed\xa0\x80\uFFFD")) {
+		t.Errorf("encodeUTF8 = %q", got)
+	}
+	tk := fixtureTokenizer(t, "llama", 1024)
+	if ids := tk.Encode("\xf4\x90\x80\x80", Options{}); len(ids) == 0 {
+		t.Error("no tokens for a code point beyond U+10FFFF")
+	}
+}
+
+func TestByteAlphabet(t *testing.T) {
+	seen := map[rune]bool{}
+	for b := range 256 {
+		r := byteRune[b]
+		if seen[r] {
+			t.Fatalf("byte %d: %U twice", b, r)
+		}
+		seen[r] = true
+		if runeByte[r] != byte(b) {
+			t.Fatalf("byte %d → %U → %d", b, r, runeByte[r])
+		}
+	}
+	if byteText[' '] != "Ġ" || byteText['\n'] != "Ċ" || byteText['a'] != "a" || byteText[0xAD] != "Ń" {
+		t.Errorf("space %q, newline %q, a %q, 0xAD %q", byteText[' '], byteText['\n'], byteText['a'], byteText[0xAD])
+	}
+}
+
+// vocabFile writes a GGUF holding only the given tokenizer keys.
+func vocabFile(t *testing.T, kv map[string]gguf.Value) *gguf.File {
+	t.Helper()
+	w := gguf.NewWriter()
+	for k, v := range kv {
+		w.Set(k, v)
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestLoadErrors(t *testing.T) {
+	base := func() map[string]gguf.Value {
+		return map[string]gguf.Value{
+			"tokenizer.ggml.model":      gguf.Str("gpt2"),
+			"tokenizer.ggml.pre":        gguf.Str("qwen2"),
+			"tokenizer.ggml.tokens":     gguf.ArrStrings([]string{"a", "b", "ab", "<s>"}),
+			"tokenizer.ggml.token_type": gguf.ArrInt32s([]int32{1, 1, 1, 3}),
+			"tokenizer.ggml.merges":     gguf.ArrStrings([]string{"a b"}),
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(map[string]gguf.Value)
+		want   string
+	}{
+		{"no model", func(m map[string]gguf.Value) { delete(m, "tokenizer.ggml.model") }, "tokenizer.ggml.model"},
+		{"spm", func(m map[string]gguf.Value) { m["tokenizer.ggml.model"] = gguf.Str("llama") }, `"llama" is not supported`},
+		{"pre", func(m map[string]gguf.Value) { m["tokenizer.ggml.pre"] = gguf.Str("klingon") }, `pre-tokenizer "klingon" is not supported`},
+		{"no tokens", func(m map[string]gguf.Value) { delete(m, "tokenizer.ggml.tokens") }, "tokenizer.ggml.tokens"},
+		{"empty", func(m map[string]gguf.Value) { m["tokenizer.ggml.tokens"] = gguf.ArrStrings(nil) }, "holds 0 tokens"},
+		{"types", func(m map[string]gguf.Value) { m["tokenizer.ggml.token_type"] = gguf.ArrInt32s([]int32{1}) }, "1 token types for 4 tokens"},
+		{"no merges", func(m map[string]gguf.Value) { delete(m, "tokenizer.ggml.merges") }, "needs its merges"},
+		{"bos", func(m map[string]gguf.Value) { m["tokenizer.ggml.bos_token_id"] = gguf.U32(4) }, "outside the vocabulary"},
+		{"add bos", func(m map[string]gguf.Value) { m["tokenizer.ggml.add_bos_token"] = gguf.Bool(true) }, "names none"},
+		{"bos type", func(m map[string]gguf.Value) { m["tokenizer.ggml.bos_token_id"] = gguf.Str("3") }, "bos_token_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv := base()
+			tc.change(kv)
+			_, err := Load(vocabFile(t, kv))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	tk, err := Load(vocabFile(t, base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tk.Encode("abab", Options{}); len(got) != 2 || got[0] != 2 || got[1] != 2 {
+		t.Errorf("Encode(abab) = %v, want [2 2]", got)
+	}
+	// A character with no token falls back to its bytes' tokens (none here), as llama.cpp does.
+	if got := tk.Encode("abc", Options{}); len(got) != 1 || got[0] != 2 {
+		t.Errorf("Encode(abc) = %v, want [2]", got)
+	}
+}
+
+// FuzzEncode: any text encodes to ids inside the vocabulary that decode to the text as read.
+func FuzzEncode(f *testing.F) {
+	for _, s := range corpus {
+		f.Add(s, false)
+	}
+	f.Add("<|im_start|>\xff<|im_end|>", true)
+	f.Fuzz(func(t *testing.T, text string, parse bool) {
+		tk := fixtureTokenizer(t, "qwen35moe", 1024)
+		ids := tk.Encode(text, Options{AddSpecial: true, ParseSpecial: parse})
+		got, err := tk.Decode(ids, parse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sanitized(text); got != want {
+			t.Errorf("%q decodes to %q, want %q", text, got, want)
+		}
+	})
+}
+
+func BenchmarkEncode(b *testing.B) {
+	tk := fixtureTokenizer(b, "llama", 128256)
+	text := strings.Repeat(corpus[3]+" "+corpus[13]+" "+corpus[15]+"\n", 64)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		tk.Encode(text, Options{AddSpecial: true})
+	}
+}
