@@ -96,8 +96,10 @@ func newBPE(preName string, merges []string) (*bpe, error) {
 	return b, nil
 }
 
+func (b *bpe) piece(t *Tokenizer, id int32) []byte { return decodeBytes(t.tokens[id]) }
+
 // encode appends the tokens of a piece of raw text (steps 2 and 3 of the package comment).
-func (b *bpe) encode(t *Tokenizer, text string, out []int32) []int32 {
+func (b *bpe) encode(t *Tokenizer, text string, _ bool, out []int32) []int32 {
 	words := b.split(decodeUTF8(text))
 	var m merger
 	for _, w := range words {

@@ -88,6 +88,27 @@ var vocabularies = []struct {
 	{"qwen35moe", "small-q35moe-q4_k_m", 1024, ""},
 	{"llama", "tiny-llama-q8_0", 320, "gpt-2"},
 	{"llama", "tiny-llama-q8_0", 320, "default"},
+	{"spm", "", 0, ""}, // testdata/spm.gguf
+}
+
+// spmFile is a SentencePiece vocabulary (Llama 2's tokenizer model) for llama.cpp: the tokenizer
+// keys of the oracle's synthetic model "mkgguf.py llama --tokenizer spm --n-vocab 1200".
+const spmFile = "testdata/spm.gguf"
+
+// vocabOnly returns a GGUF file with only the tokenizer.* keys of f.
+func vocabOnly(t testing.TB, f *gguf.File) []byte {
+	t.Helper()
+	w := gguf.NewWriter()
+	for _, kv := range f.KVs {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			w.Set(kv.Key, kv.Value)
+		}
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // withPre returns GGUF file bytes with tokenizer.ggml.pre replaced (tensors copied).
@@ -153,7 +174,13 @@ func fixtureTokenizer(t testing.TB, arch string, n int, pre ...string) *Tokenize
 	if tk, ok := vocabCache.Load(key); ok {
 		return tk.(*Tokenizer)
 	}
-	b, err := fixtures.VocabFile(arch, n)
+	var b []byte
+	var err error
+	if arch == "spm" {
+		b, err = os.ReadFile(spmFile)
+	} else {
+		b, err = fixtures.VocabFile(arch, n)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +242,29 @@ func TestOracle(t *testing.T) {
 	tmp := t.TempDir()
 	var recs []expected
 	for _, v := range vocabularies {
-		path, err := fixtures.Path(v.fixture)
-		if err != nil {
+		var path string
+		var err error
+		if v.arch == "spm" {
+			path = filepath.Join(tmp, "spm.gguf")
+			cmd := exec.Command("python3", "mkgguf.py", "llama", "--tokenizer", "spm", "--n-vocab", "1200", "-o", path)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("mkgguf.py: %v\n%s", err, out)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vocab := vocabOnly(t, f)
+			f.Close()
+			if *update {
+				if err := os.WriteFile(spmFile, vocab, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if old, err := os.ReadFile(spmFile); err != nil || !bytes.Equal(old, vocab) {
+				t.Fatalf("%s differs from the oracle's SentencePiece vocabulary (or is missing: %v): rerun with -update", spmFile, err)
+			}
+		} else if path, err = fixtures.Path(v.fixture); err != nil {
 			t.Fatal(err)
 		}
 		if v.pre != "" {
@@ -258,7 +306,7 @@ func TestOracle(t *testing.T) {
 				}
 				got := tk.Encode(text, Options{AddSpecial: true, ParseSpecial: parse})
 				if !slices.Equal(got, ids) {
-					t.Errorf("%s %s parse_special=%v %q:\n      got %v\nllama.cpp %v", v.fixture, v.pre, parse, text, got, ids)
+					t.Errorf("%s %s %s parse_special=%v %q:\n      got %v\nllama.cpp %v", v.arch, v.fixture, v.pre, parse, text, got, ids)
 				}
 				recs = append(recs, record(v.arch, v.n, v.pre, parse, text, ids))
 			}

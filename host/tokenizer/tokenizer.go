@@ -4,10 +4,11 @@
 //
 // Supported: byte-level BPE (tokenizer.ggml.model "gpt2") with the pre-tokenizers of Llama 3
 // (llama-bpe and its aliases), Qwen2/Qwen3 (qwen2), Qwen3.5 (qwen35), GPT-2 (gpt-2) and
-// llama.cpp's default. Each pre-tokenizer is one entry in preTokenizers (bpe.go); another
-// tokenizer model is one file with its Encode.
+// llama.cpp's default; and SentencePiece BPE ("llama": Llama 2, Mistral), see spm.go. Each
+// pre-tokenizer is one entry in preTokenizers (bpe.go); another tokenizer model is one file
+// with its encoder.
 //
-// Encoding, as llama.cpp does it:
+// Byte-level BPE encoding, as llama.cpp does it:
 //  1. Special tokens are cut out of the text first: USER_DEFINED tokens always, CONTROL and
 //     UNKNOWN tokens only with ParseSpecial. Longer special tokens are cut first; each cuts
 //     every remaining piece of text at its occurrences, left to right.
@@ -54,7 +55,8 @@ type Tokenizer struct {
 	tokens         []string
 	types          []int32
 	index          map[string]int32
-	bpe            *bpe
+	enc            encoder
+	spm            *spm    // the SentencePiece encoder, nil for byte-level BPE
 	specials       []int32 // CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first
 	bos, eos       int32   // -1 when the vocabulary has none
 	addBOS, addEOS bool
@@ -104,12 +106,19 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: a gpt2 tokenizer needs its merges: %w", err)
 		}
-		if t.bpe, err = newBPE(t.preName, merges); err != nil {
+		b, err := newBPE(t.preName, merges)
+		if err != nil {
 			return nil, err
 		}
-		t.addBOS = t.bpe.pre.addBOS
+		t.enc, t.addBOS = b, b.pre.addBOS
+	case "llama":
+		t.preName = "sentencepiece"
+		if t.spm, err = newSPM(f, t); err != nil {
+			return nil, err
+		}
+		t.enc, t.addBOS = t.spm, true
 	default:
-		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.model %q is not supported (supported: gpt2)", model)
+		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.model %q is not supported (supported: gpt2, llama)", model)
 	}
 	for _, k := range []struct {
 		key string
@@ -172,6 +181,15 @@ func (t *Tokenizer) Token(id int32) (string, int32, error) {
 	return t.tokens[id], t.types[id], nil
 }
 
+// encoder is a tokenizer model's encoding of raw text (no special tokens in it).
+type encoder interface {
+	// encode appends the tokens of one piece of raw text; afterSpecial says whether the piece
+	// starts the text or follows a special token.
+	encode(t *Tokenizer, text string, afterSpecial bool, out []int32) []int32
+	// piece is the bytes of a normal or byte token.
+	piece(t *Tokenizer, id int32) []byte
+}
+
 // fragment is a piece of the text being encoded: raw text, or one special token.
 type fragment struct {
 	text  string
@@ -184,12 +202,15 @@ func (t *Tokenizer) Encode(text string, o Options) []int32 {
 	if o.AddSpecial && t.addBOS {
 		out = append(out, t.bos)
 	}
+	afterSpecial := true // the text's start counts as following a special token
 	for _, fr := range t.partition(text, o.ParseSpecial) {
 		if fr.token >= 0 {
 			out = append(out, fr.token)
+			afterSpecial = true
 			continue
 		}
-		out = t.bpe.encode(t, fr.text, out)
+		out = t.enc.encode(t, fr.text, afterSpecial, out)
+		afterSpecial = false
 	}
 	if o.AddSpecial && t.addEOS {
 		out = append(out, t.eos)
@@ -238,7 +259,8 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 
 // Piece returns the bytes token id stands for. CONTROL and UNKNOWN tokens give their text only
 // with special (else nothing); USER_DEFINED tokens give their text; normal tokens are read
-// back from GPT-2's byte alphabet (a character outside it is kept as it is).
+// back from GPT-2's byte alphabet (a character outside it is kept as it is), or for
+// SentencePiece with "▁" read as a space; byte tokens give their byte.
 func (t *Tokenizer) Piece(id int32, special bool) ([]byte, error) {
 	s, ty, err := t.Token(id)
 	if err != nil {
@@ -252,19 +274,31 @@ func (t *Tokenizer) Piece(id int32, special bool) ([]byte, error) {
 		return []byte(s), nil
 	case TypeUserDefined:
 		return []byte(s), nil
-	case TypeNormal:
-		return decodeBytes(s), nil
+	case TypeNormal, TypeByte:
+		return t.enc.piece(t, id), nil
 	}
 	return nil, nil
 }
 
-// Decode concatenates the pieces of ids (see Piece).
+// Decode concatenates the pieces of ids (see Piece). For SentencePiece, the space that Encode
+// puts before the text and after each special token is taken off again, so that Decode undoes
+// Encode.
 func (t *Tokenizer) Decode(ids []int32, special bool) (string, error) {
 	var b []byte
+	afterSpecial := true
 	for _, id := range ids {
 		p, err := t.Piece(id, special)
 		if err != nil {
 			return "", err
+		}
+		switch t.types[id] {
+		case TypeControl, TypeUserDefined, TypeUnknown:
+			afterSpecial = true
+		default:
+			if afterSpecial && t.spm != nil && t.spm.addSpacePrefix && len(p) > 0 && p[0] == ' ' {
+				p = p[1:]
+			}
+			afterSpecial = false
 		}
 		b = append(b, p...)
 	}
