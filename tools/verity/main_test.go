@@ -244,3 +244,37 @@ func TestTokenize(t *testing.T) {
 		}
 	}
 }
+
+// drift: identical logits pass --max-ulp 0; a changed value is found and fails it.
+func TestDrift(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.f32"), filepath.Join(dir, "b.f32")
+	if _, err := run(t, "logits", "--model", path, "--tokens", "5,6,7", "--out", a); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(a)
+	if err := os.WriteFile(b, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "drift", a, b, "--model", path, "--max-ulp", "0"); err != nil || !strings.Contains(out, "3 identical rows") {
+		t.Errorf("identical: %q, %v", out, err)
+	}
+	raw[4*(320+5)] ^= 1 // row 1, index 5: one ulp
+	if err := os.WriteFile(b, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "drift", a, b, "--vocab", "320", "--max-ulp", "0")
+	if err == nil || !strings.Contains(out, "first: row 1, index 5") || !strings.Contains(out, "ulps: max 1") {
+		t.Errorf("one ulp: %q, %v", out, err)
+	}
+	if _, err := run(t, "drift", a, b, "--vocab", "320", "--max-ulp", "1"); err != nil {
+		t.Errorf("--max-ulp 1: %v", err)
+	}
+	if _, err := run(t, "drift", a, b); err == nil {
+		t.Error("no vocabulary size: accepted")
+	}
+	if _, err := run(t, "drift", a, b, "--vocab", "7"); err == nil {
+		t.Error("rows of 7: accepted")
+	}
+}
