@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 	var models []string
 	var asJSON bool
 	var format string
-	var threads int
+	var threadList, prompts, decodes []int
 	var backend string
 	var layers []int
 	var megakernel bool
@@ -39,7 +40,10 @@ func newBenchCmd() *cobra.Command {
 token moves and the fraction of the measured memory bandwidth that decoding reaches: host
 memory copies for the CPU backends, device-to-device copies on a GPU (--backend cuda). Without
 --model, the ` + defaultBenchModel + ` fixture is generated (once, cached) and measured. --model
-takes a GGUF path or a fixture name (see verity fixture).`,
+takes a GGUF path or a fixture name (see verity fixture). --threads, --prompt and --decode take
+lists (e.g. --prompt 128,512,2048 --threads 1,2): every combination is one row, and decoding
+after a long prompt measures decode at that depth. --format sql writes CREATE TABLE and INSERT
+statements (pipe them into sqlite3) for a result store that verity compare's rows come from.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(models) == 0 {
@@ -49,45 +53,37 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 				format = "json"
 			}
 			switch format {
-			case "table", "md", "csv", "json", "jsonl":
+			case "table", "md", "csv", "json", "jsonl", "sql":
 			default:
-				return fmt.Errorf("--format %q: want table, md, csv, json or jsonl", format)
+				return fmt.Errorf("--format %q: want table, md, csv, json, jsonl or sql", format)
 			}
-			bes, err := openBackends(backend, threads)
-			if err != nil {
-				return err
+			if len(threadList) == 0 {
+				threadList = []int{0}
 			}
-			defer closeAll(bes)
-			be := bes[0] // the bandwidth of the first stage's memory
-			probe, probeWhat, err := probeBandwidth(be, threads)
-			if err != nil {
-				return fmt.Errorf("bandwidth probe: %w", err)
+			for _, l := range []struct {
+				name string
+				v    []int
+			}{{"--threads", threadList}, {"--prompt", prompts}, {"--decode", decodes}} {
+				if len(l.v) == 0 {
+					return fmt.Errorf("%s: no value", l.name)
+				}
+				for _, x := range l.v {
+					if x < 0 || (x == 0 && l.name != "--threads") {
+						return fmt.Errorf("%s %d: want a positive count", l.name, x)
+					}
+				}
 			}
 			var rows []bench.Result
-			for _, m := range models {
-				path, name, err := resolveModel(m, cmd)
+			var probes []string
+			for _, threads := range threadList {
+				rs, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, prompts, decodes, o)
 				if err != nil {
 					return err
 				}
-				ctx := o.Prompt + o.Decode + 64
-				if ctx < 256 {
-					ctx = 256
-				}
-				mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms})
-				if err != nil {
-					return err
-				}
-				r, err := bench.Run(mdl.Engine, name, probe, o)
-				if c, ok := be.(*cpu.Backend); ok {
-					r.Threads = c.Workers()
-				}
-				r.Host.Command = strings.Join(os.Args, " ")
-				mdl.Close()
-				if err != nil {
-					return err
-				}
-				rows = append(rows, r)
+				rows = append(rows, rs...)
+				probes = append(probes, fmt.Sprintf("%.2f GB/s (%s)", p/1e9, what))
 			}
+			probe := strings.Join(probes, ", ")
 			w := cmd.OutOrStdout()
 			switch format {
 			case "json":
@@ -104,20 +100,22 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 				return nil
 			case "csv":
 				return writeCSV(w, rows)
+			case "sql":
+				return writeSQL(w, rows)
 			case "md":
-				fmt.Fprintln(w, "| model | backend | weights MB | prefill tok/s | decode tok/s | verify ms/tree | MB/tok | GB/s | of probe |")
-				fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|")
+				fmt.Fprintln(w, "| model | backend | threads | prompt | decode | weights MB | prefill tok/s | decode tok/s | verify ms/tree | MB/tok | GB/s | of probe |")
+				fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 				for _, r := range rows {
-					fmt.Fprintf(w, "| %s | %s | %.1f | %.1f ± %.1f | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.2f | %.0f%% |\n", r.Model, r.Backend, r.WeightMB,
+					fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.1f | %.1f ± %.1f | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.2f | %.0f%% |\n", r.Model, r.Backend, r.Threads, r.Prompt, r.Decoded, r.WeightMB,
 						r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.VerifyMS, r.VerifySD, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
 				}
-				_, err = fmt.Fprintf(w, "\n%d repetitions (mean ± sd); memory bandwidth probe %.2f GB/s (%s)\n", o.Repetitions, probe/1e9, probeWhat)
+				_, err := fmt.Fprintf(w, "\n%d repetitions (mean ± sd); memory bandwidth probe %s\n", o.Repetitions, probe)
 				return err
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "model\tbackend\tweights MB\tprefill tok/s\tdecode tok/s\tms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
+			fmt.Fprintln(tw, "model\tbackend\tthreads\tprompt\tdecode\tweights MB\tprefill tok/s\tdecode tok/s\tms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f ± %.1f\t%.2f ± %.2f\t%.1f (%.1f)\t%.1f ± %.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.WeightMB,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.1f ± %.1f\t%.2f ± %.2f\t%.1f (%.1f)\t%.1f ± %.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.Threads, r.Prompt, r.Decoded, r.WeightMB,
 					r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.DecodeMS, r.DecodeSD, r.VerifyMS, r.VerifySD, r.VerifyTPS,
 					r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
 			}
@@ -128,7 +126,7 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 				if len(r.Curve) == 0 {
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nverify cost curve, %s (median of %d):\n", r.Model, o.Trees)
+				fmt.Fprintf(cmd.OutOrStdout(), "\nverify cost curve, %s, %d threads, after %d+%d tokens (median of %d):\n", r.Model, r.Threads, r.Prompt, r.Decoded, o.Trees)
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintln(tw, "nodes\tms/step\tms/node\t")
 				for _, p := range r.Curve {
@@ -138,26 +136,71 @@ takes a GGUF path or a fixture name (see verity fixture).`,
 					return err
 				}
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d repetitions (mean ± sd); memory bandwidth probe: %.2f GB/s (%s); MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe/1e9, probeWhat)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%d repetitions (mean ± sd); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
 			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&models, "model", nil, "GGUF file or fixture name (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (--format json)")
-	cmd.Flags().StringVar(&format, "format", "table", "output: table, md, csv, json or jsonl (json and jsonl hold every sample and the provenance)")
+	cmd.Flags().StringVar(&format, "format", "table", "output: table, md, csv, json, jsonl or sql (json and jsonl hold every sample and the provenance)")
 	cmd.Flags().IntVarP(&o.Repetitions, "repetitions", "r", 3, "measure prefill, decode and verify this many times (mean ± sd)")
 	cmd.Flags().BoolVar(&o.NoWarmup, "no-warmup", false, "skip the untimed warm-up pass")
-	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	cmd.Flags().IntSliceVar(&threadList, "threads", []int{0}, "CPU threads (0: all); a list sweeps")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
-	cmd.Flags().IntVar(&o.Prompt, "prompt", 128, "prefill tokens")
-	cmd.Flags().IntVar(&o.Decode, "decode", 32, "decoded tokens")
+	cmd.Flags().IntSliceVar(&prompts, "prompt", []int{128}, "prefill tokens; a list sweeps")
+	cmd.Flags().IntSliceVar(&decodes, "decode", []int{32}, "decoded tokens (after the prompt); a list sweeps")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
 	cmd.Flags().IntSliceVar(&o.Widths, "widths", nil, "also measure the verify cost curve at these tree sizes (e.g. 1,2,4,8,16,32,64)")
 	return cmd
+}
+
+// benchThreads measures every model at every prompt and decode length with one thread count,
+// and returns the rows and the memory bandwidth probe it measured them against.
+func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
+	prompts, decodes []int, o bench.Options) ([]bench.Result, float64, string, error) {
+	bes, err := openBackends(backend, threads)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	defer closeAll(bes)
+	be := bes[0] // the bandwidth of the first stage's memory
+	probe, probeWhat, err := probeBandwidth(be, threads)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("bandwidth probe: %w", err)
+	}
+	var rows []bench.Result
+	for _, m := range models {
+		path, name, err := resolveModel(m, cmd)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		ctx := max(256, slices.Max(prompts)+slices.Max(decodes)+64)
+		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms})
+		if err != nil {
+			return nil, 0, "", err
+		}
+		for _, p := range prompts {
+			for _, d := range decodes {
+				o.Prompt, o.Decode = p, d
+				r, err := bench.Run(mdl.Engine, name, probe, o)
+				if err != nil {
+					mdl.Close()
+					return nil, 0, "", err
+				}
+				if c, ok := be.(*cpu.Backend); ok {
+					r.Threads = c.Workers()
+				}
+				r.Host.Command = strings.Join(os.Args, " ")
+				rows = append(rows, r)
+			}
+		}
+		mdl.Close()
+	}
+	return rows, probe, probeWhat, nil
 }
 
 // resolveModel maps a fixture name or a path to a file and a display name.
@@ -173,20 +216,66 @@ func resolveModel(m string, cmd *cobra.Command) (string, string, error) {
 	return m, filepath.Base(m), nil
 }
 
+// resultColumns are the flat columns of a result row (csv and sql): name, SQL type, value.
+func resultColumns(r bench.Result) [][3]string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	i := strconv.Itoa
+	return [][3]string{
+		{"model", "TEXT", r.Model}, {"arch", "TEXT", r.Arch}, {"backend", "TEXT", r.Backend}, {"threads", "INTEGER", i(r.Threads)},
+		{"weight_mb", "REAL", f(r.WeightMB)}, {"prompt_tokens", "INTEGER", i(r.Prompt)}, {"decoded_tokens", "INTEGER", i(r.Decoded)},
+		{"repetitions", "INTEGER", i(r.Repetitions)}, {"prefill_tok_s", "REAL", f(r.PrefillTPS)}, {"prefill_tok_s_stddev", "REAL", f(r.PrefillSD)},
+		{"decode_tok_s", "REAL", f(r.DecodeTPS)}, {"decode_tok_s_stddev", "REAL", f(r.DecodeTPSSD)}, {"decode_ms_per_tok", "REAL", f(r.DecodeMS)},
+		{"decode_ms_stddev", "REAL", f(r.DecodeSD)}, {"verify_ms_per_tree", "REAL", f(r.VerifyMS)}, {"verify_ms_stddev", "REAL", f(r.VerifySD)},
+		{"tree_nodes", "INTEGER", i(r.TreeNodes)}, {"bytes_per_token", "REAL", f(r.BytesPerToken)}, {"decode_gb_s", "REAL", f(r.DecodeGBs)},
+		{"probe_gb_s", "REAL", f(r.ProbeGBs)}, {"bandwidth_fraction", "REAL", f(r.Fraction)},
+		{"verity", "TEXT", r.Host.Verity}, {"go", "TEXT", r.Host.Go}, {"os", "TEXT", r.Host.OS}, {"cpu", "TEXT", r.Host.CPU},
+		{"device", "TEXT", r.Host.Device}, {"twin", "TEXT", r.Host.Twin}, {"time", "TEXT", r.Host.Time},
+	}
+}
+
 // writeCSV writes one row per result with its provenance.
 func writeCSV(w io.Writer, rows []bench.Result) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"model", "arch", "backend", "threads", "weight_mb", "prompt_tokens", "decoded_tokens", "repetitions",
-		"prefill_tok_s", "prefill_tok_s_stddev", "decode_tok_s", "decode_tok_s_stddev", "decode_ms_per_tok", "decode_ms_stddev",
-		"verify_ms_per_tree", "verify_ms_stddev", "tree_nodes", "bytes_per_token", "decode_gb_s", "probe_gb_s", "bandwidth_fraction",
-		"verity", "go", "os", "cpu", "device", "twin", "time"})
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	var head []string
+	for _, c := range resultColumns(bench.Result{}) {
+		head = append(head, c[0])
+	}
+	cw.Write(head)
 	for _, r := range rows {
-		cw.Write([]string{r.Model, r.Arch, r.Backend, strconv.Itoa(r.Threads), f(r.WeightMB), strconv.Itoa(r.Prompt), strconv.Itoa(r.Decoded),
-			strconv.Itoa(r.Repetitions), f(r.PrefillTPS), f(r.PrefillSD), f(r.DecodeTPS), f(r.DecodeTPSSD), f(r.DecodeMS), f(r.DecodeSD),
-			f(r.VerifyMS), f(r.VerifySD), strconv.Itoa(r.TreeNodes), f(r.BytesPerToken), f(r.DecodeGBs), f(r.ProbeGBs), f(r.Fraction),
-			r.Host.Verity, r.Host.Go, r.Host.OS, r.Host.CPU, r.Host.Device, r.Host.Twin, r.Host.Time})
+		var rec []string
+		for _, c := range resultColumns(r) {
+			rec = append(rec, c[2])
+		}
+		cw.Write(rec)
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// writeSQL writes a CREATE TABLE (if it does not exist) and one INSERT per result, for sqlite3.
+func writeSQL(w io.Writer, rows []bench.Result) error {
+	var defs, names []string
+	for _, c := range resultColumns(bench.Result{}) {
+		defs = append(defs, "  "+c[0]+" "+c[1])
+		names = append(names, c[0])
+	}
+	if _, err := fmt.Fprintf(w, "CREATE TABLE IF NOT EXISTS verity_bench (\n%s\n);\n", strings.Join(defs, ",\n")); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		var vals []string
+		for _, c := range resultColumns(r) {
+			v := c[2]
+			if c[1] == "TEXT" {
+				v = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+			} else if v == "NaN" || strings.HasSuffix(v, "Inf") {
+				v = "NULL"
+			}
+			vals = append(vals, v)
+		}
+		if _, err := fmt.Fprintf(w, "INSERT INTO verity_bench (%s) VALUES (%s);\n", strings.Join(names, ", "), strings.Join(vals, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }

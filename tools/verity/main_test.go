@@ -278,3 +278,33 @@ func TestDrift(t *testing.T) {
 		t.Error("rows of 7: accepted")
 	}
 }
+
+// bench sweeps every combination of --threads, --prompt and --decode, one row each, in every
+// format.
+func TestBenchSweep(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	args := []string{"bench", "--model", path, "--prompt", "8,16", "--decode", "2", "--threads", "1,2", "-r", "1", "--trees", "1", "--no-warmup"}
+	out, err := run(t, append(args, "--format", "csv")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "model,arch,backend,threads,") {
+		t.Fatalf("csv: %q", out)
+	}
+	for i, want := range []string{",1,", ",1,", ",2,", ",2,"} {
+		if !strings.Contains(lines[i+1], want) {
+			t.Errorf("row %d: %q lacks threads %s", i, lines[i+1], want)
+		}
+	}
+	sql, err := run(t, append(args, "--format", "sql")...)
+	if err != nil || !strings.HasPrefix(sql, "CREATE TABLE IF NOT EXISTS verity_bench (") || strings.Count(sql, "INSERT INTO verity_bench") != 4 {
+		t.Errorf("sql: %q, %v", sql, err)
+	}
+	if _, err := run(t, append(args, "--format", "xml")...); err == nil {
+		t.Error("--format xml accepted")
+	}
+	if _, err := run(t, "bench", "--model", path, "--prompt", "0"); err == nil {
+		t.Error("--prompt 0 accepted")
+	}
+}
