@@ -194,7 +194,6 @@ func twinGDNScan(x *device.Exec, a GDNScanArgs) error {
 	}
 	qScale := 1 / num.Sqrt32(float32(d))
 	x.For(nv, func(lo, hi int) {
-		s := make([]float32, hs)
 		q := make([]float32, d)
 		k := make([]float32, d)
 		for h := lo; h < hi; h++ {
@@ -208,9 +207,13 @@ func twinGDNScan(x *device.Exec, a GDNScanArgs) error {
 				}
 				b := num.Sigmoid32(beta[r*nv+h])
 				g := ssmA[h] * num.Softplus32(alpha[r*nv+h]+dtBias[h])
-				copy(s, st[int(src[r])*slot+h*hs:][:hs])
+				// The state is updated in place in its destination slot (a decode step's source
+				// and destination are the same slot; a tree node's is copied there first).
+				s := st[int(dst[r])*slot+h*hs:][:hs]
+				if src[r] != dst[r] {
+					copy(s, st[int(src[r])*slot+h*hs:][:hs])
+				}
 				deltaRule(out[(r*nv+h)*d:(r*nv+h+1)*d], s, q, k, row[(2*nk+h)*d:(2*nk+h+1)*d], num.Exp32(g), b)
-				copy(st[int(dst[r])*slot+h*hs:][:hs], s)
 			}
 		}
 	})

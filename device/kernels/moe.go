@@ -151,14 +151,18 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 	}
 	x.For(n*k*out, func(lo, hi int) {
 		rg, ru := newRowDot(f, &l), newRowDot(f, &l)
+		// The gate and up dot products of the range first, then SwiGLU's element-wise op over
+		// them (with its vector form): the bits of Canon(SiLU32(gate)·up) per value.
+		g, u := make([]float32, hi-lo), make([]float32, hi-lo)
 		for i := lo; i < hi; i++ {
 			s, o := i/out, i%out
 			off := int64(ids[s])*l.ExpertStride + int64(o)*l.RowStride
 			xr := xs[s/k*xb : (s/k+1)*xb]
 			rg.load(wg[off:])
 			ru.load(wu[off:])
-			y[i] = num.Canon(num.SiLU32(rg.dot(xr)) * ru.dot(xr))
+			g[i-lo], u[i-lo] = rg.dot(xr), ru.dot(xr)
 		}
+		swigluOp.apply(y[lo:hi], g, u)
 	})
 	return nil
 }
