@@ -27,8 +27,8 @@ type Sampler struct {
 	Seed        uint64  `json:"seed"`
 }
 
-// check reports a sampler setting outside its range.
-func (s Sampler) check() error {
+// Check reports a sampler setting outside its range.
+func (s Sampler) Check() error {
 	switch {
 	case !(s.Temperature >= 0) || math.IsInf(s.Temperature, 0):
 		return fmt.Errorf("temperature %v: want a finite value ≥ 0", s.Temperature)

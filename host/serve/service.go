@@ -202,7 +202,7 @@ type Opened struct {
 
 // Open starts a session: it prefills the prompt and chooses the target's next token.
 func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
-	if err := smp.check(); err != nil {
+	if err := smp.Check(); err != nil {
 		return Opened{}, fmt.Errorf("%w: sampler: %v", ErrBad, err)
 	}
 	if len(prompt) == 0 {

@@ -26,6 +26,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,7 +59,8 @@ type Tokenizer struct {
 	enc            encoder
 	spm            *spm    // the SentencePiece encoder, nil for byte-level BPE
 	specials       []int32 // CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first
-	bos, eos       int32   // -1 when the vocabulary has none
+	eog            map[int32]bool
+	bos, eos       int32 // -1 when the vocabulary has none
 	addBOS, addEOS bool
 }
 
@@ -86,6 +88,7 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 		if len(t.types) != len(tokens) {
 			return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(t.types), len(tokens))
 		}
+		t.types = slices.Clone(t.types) // Load may change some; the file's values stay as read
 	} else {
 		t.types = make([]int32, len(tokens))
 		for i := range t.types {
@@ -148,6 +151,31 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	if t.addEOS && t.eos < 0 {
 		return nil, fmt.Errorf("tokenizer: the vocabulary asks for an EOS token but names none")
 	}
+	// End of generation: EOS, the end-of-turn and end-of-message tokens the file names, and the
+	// tokens spelled like one of them, which llama.cpp also makes CONTROL tokens.
+	t.eog = map[int32]bool{}
+	if t.eos >= 0 {
+		t.eog[t.eos] = true
+	}
+	for _, key := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if f.Has(key) {
+			v, err := f.Int(key)
+			if err != nil {
+				return nil, fmt.Errorf("tokenizer: %w", err)
+			}
+			if v >= 0 && v < int64(len(tokens)) {
+				t.eog[int32(v)] = true
+			}
+		}
+	}
+	for _, text := range eogTexts {
+		if id, ok := t.index[text]; ok {
+			t.eog[id] = true
+			if t.types[id] != TypeControl {
+				t.types[id] = TypeControl
+			}
+		}
+	}
 	for i, ty := range t.types {
 		if (ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown) && tokens[i] != "" {
 			t.specials = append(t.specials, int32(i))
@@ -158,6 +186,13 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	})
 	return t, nil
 }
+
+// eogTexts are the texts of tokens that end generation (llama.cpp's list, the common part).
+var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>",
+	"<|eom_id|>", "<|end_of_text|>", "<eos>"}
+
+// IsEOG reports whether token id ends generation (EOS, end of turn, end of message).
+func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
 
 // NVocab is the number of tokens.
 func (t *Tokenizer) NVocab() int { return len(t.tokens) }

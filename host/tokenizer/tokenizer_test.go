@@ -288,3 +288,36 @@ func BenchmarkEncode(b *testing.B) {
 		tk.Encode(text, Options{AddSpecial: true})
 	}
 }
+
+// End-of-generation tokens: EOS and the tokens spelled like an end of turn, which become
+// CONTROL tokens (parsed only with ParseSpecial) whatever type the file gives them.
+func TestEOG(t *testing.T) {
+	q := fixtureTokenizer(t, "qwen35moe", 1024)
+	for _, text := range []string{"<|im_end|>", "<|endoftext|>"} {
+		if id, ok := q.lookup(text); !ok || !q.IsEOG(id) {
+			t.Errorf("%s: id %d, EOG %v", text, id, q.IsEOG(id))
+		}
+	}
+	if id, _ := q.lookup("<|im_start|>"); q.IsEOG(id) {
+		t.Error("<|im_start|> ends generation")
+	}
+	tk, err := Load(vocabFile(t, map[string]gguf.Value{
+		"tokenizer.ggml.model":      gguf.Str("gpt2"),
+		"tokenizer.ggml.pre":        gguf.Str("qwen2"),
+		"tokenizer.ggml.tokens":     gguf.ArrStrings([]string{"a", "<|eot_id|>"}),
+		"tokenizer.ggml.token_type": gguf.ArrInt32s([]int32{1, 1}),
+		"tokenizer.ggml.merges":     gguf.ArrStrings(nil),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tk.IsEOG(1) || tk.types[1] != TypeControl {
+		t.Errorf("<|eot_id|>: EOG %v, type %d", tk.IsEOG(1), tk.types[1])
+	}
+	if got := tk.Encode("<|eot_id|>", Options{ParseSpecial: true}); !slices.Equal(got, []int32{1}) {
+		t.Errorf("parsed: %v", got)
+	}
+	if got := tk.Encode("a<|eot_id|>", Options{}); slices.Contains(got, 1) {
+		t.Errorf("unparsed: %v", got)
+	}
+}

@@ -46,6 +46,6 @@ func newRoot() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd())
+	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd(), newGenerateCmd())
 	return root
 }

@@ -308,3 +308,33 @@ func TestBenchSweep(t *testing.T) {
 		t.Error("--prompt 0 accepted")
 	}
 }
+
+// generate is reproducible, the same on the twin and the PTX interpreter, and refuses bad
+// settings.
+func TestGenerate(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	args := []string{"generate", "--model", path, "--prompt", "Hello world", "-n", "6", "--temperature", "0.9", "--seed", "5"}
+	a, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := run(t, append(args, "--backend", "ptxvm")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(out string) string { // the generated text, before the timing line
+		i := strings.LastIndex(out, " prompt tokens in ")
+		if i < 0 {
+			t.Fatalf("no timing line in %q", out)
+		}
+		return out[:strings.LastIndex(out[:i], "\n")]
+	}
+	if text(a) != text(b) || !strings.Contains(a, "8 prompt tokens") || !strings.Contains(a, "6 generated") {
+		t.Errorf("cpu %q, ptxvm %q", a, b)
+	}
+	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}} {
+		if _, err := run(t, append(args[:6], bad...)...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
