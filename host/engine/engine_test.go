@@ -53,6 +53,7 @@ var testModels = []string{
 	"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-qwen3-q5_0", "tiny-qwen3-q5_1",
 	"small-llama-q4_k_m", "small-qwen3-q6_k", "small-llama-q2_k", "small-llama-q3_k_m", "small-qwen3-q5_k_m",
 	"tiny-q35moe-f32", "tiny-q35moe-q8_0", "tiny-q35moe-q4_0", "small-q35moe-q4_k_m",
+	"tiny-mixtral-f32", "tiny-mixtral-q8_0", "small-mixtral-q6_k",
 }
 
 // Prefill in any chunking gives the bits of token-by-token decoding.

@@ -700,8 +700,12 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 		if err != nil {
 			return nil, nil, err
 		}
-		return k, kernels.MoEDownArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Weights: in(2), Shared: in(3), Gate: in(4),
-			Out: out, N: int32(n), K: int32(op.Used), Rows: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)}, nil
+		a := kernels.MoEDownArgs{W: e.packed[op.Weight], X: in(0), Ids: in(1), Weights: in(2),
+			Out: out, N: int32(n), K: int32(op.Used), Rows: int32(op.Rows), Cols: int32(op.Cols), NExpert: int32(op.Experts)}
+		if len(op.In) == 5 { // the shared expert and its gate
+			a.Shared, a.Gate = in(3), in(4)
+		}
+		return k, a, nil
 	}
 	return nil, nil, fmt.Errorf("unknown op kind %d", op.Kind)
 }

@@ -19,6 +19,11 @@ type denseOptions struct {
 //	           rope(q), rope(k); a = attention(q; K, V); x += Wo a;
 //	           h = rmsnorm(x)·ffn_norm; x += Wdown (silu(Wgate h) ⊙ Wup h)
 //	logits = Woutput rmsnorm(x)·output_norm     (Woutput = token_embd when output.weight is absent)
+//
+// With expert_count > 0 (Mixtral-style MoE, as llama.cpp reads a "llama" file with experts)
+// the feed-forward is a mixture of experts without a shared expert: the router's softmax over
+// ffn_gate_inp h, the top expert_used_count experts with their probabilities renormalised, and
+// x += Σ_k w_k · Wdown_k (silu(Wgate_k h) ⊙ Wup_k h) over the 3-D ffn_{gate,up,down}_exps.
 func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	c, err := readCommon(f, arch)
 	if err != nil {
@@ -47,8 +52,28 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	}
 	_, hasOut := f.Tensor("output.weight")
 	c.Tied = !hasOut
+	m := meta{f, arch}
+	if c.MoE.Experts, err = m.intOr("expert_count", 0); err != nil {
+		return nil, err
+	}
+	if c.MoE.Experts > 0 {
+		if c.MoE.Used, err = m.int("expert_used_count"); err != nil {
+			return nil, err
+		}
+		if c.MoE.Used > c.MoE.Experts {
+			return nil, fmt.Errorf("model: expert_used_count %d exceeds expert_count %d", c.MoE.Used, c.MoE.Experts)
+		}
+		if s, err := f.FloatOr(m.key("expert_weights_scale"), 0); err != nil || (s != 0 && s != 1) {
+			if err != nil {
+				return nil, fmt.Errorf("model: %w", err)
+			}
+			return nil, fmt.Errorf("model: %s = %v: scaled expert weights are not supported", m.key("expert_weights_scale"), s)
+		}
+		c.MoE.NFFExp = c.NFF
+	}
 
 	b := newBuilder(f, c)
+	b.p.Used = c.MoE.Used
 	E, H, HD, KV := int64(c.NEmbd), int64(c.NHead), int64(c.HeadDim), int64(c.NHeadKV)
 	tokEmb, err := b.tensor("token_embd.weight", E, int64(c.NVocab))
 	if err != nil {
@@ -93,19 +118,10 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		if err != nil {
 			return nil, err
 		}
-		wg, err := w("ffn_gate", E, int64(c.NFF))
-		if err != nil {
-			return nil, err
+		ffn := b.denseFFN
+		if c.MoE.Experts > 0 {
+			ffn = b.expertFFN
 		}
-		wu, err := w("ffn_up", E, int64(c.NFF))
-		if err != nil {
-			return nil, err
-		}
-		wd, err := w("ffn_down", int64(c.NFF), E)
-		if err != nil {
-			return nil, err
-		}
-
 		h := b.rmsnorm(p+".attn_norm", x, attnNorm, c.Eps)
 		q := b.matvec(p+".attn_q", h, wq)
 		k := b.matvec(p+".attn_k", h, wk)
@@ -129,10 +145,10 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		b.add(p+".attn_residual", x, o)
 
 		h = b.rmsnorm(p+".ffn_norm", x, ffnNorm, c.Eps)
-		g := b.matvec(p+".ffn_gate", h, wg)
-		u := b.matvec(p+".ffn_up", h, wu)
-		b.swiglu(p+".ffn_swiglu", g, u)
-		d := b.matvec(p+".ffn_down", g, wd)
+		d, err := ffn(p, h, c)
+		if err != nil {
+			return nil, err
+		}
 		b.add(p+".ffn_residual", x, d)
 	}
 	outNorm, err := b.tensor("output_norm.weight", E)
@@ -147,4 +163,58 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	}
 	b.head(x, outNorm, head, c.Eps)
 	return b.finish()
+}
+
+// denseFFN emits Wdown (silu(Wgate h) ⊙ Wup h).
+func (b *builder) denseFFN(p string, h Buf, c Config) (Buf, error) {
+	E, FF := int64(c.NEmbd), int64(c.NFF)
+	wg, err := b.tensor(p+".ffn_gate.weight", E, FF)
+	if err != nil {
+		return 0, err
+	}
+	wu, err := b.tensor(p+".ffn_up.weight", E, FF)
+	if err != nil {
+		return 0, err
+	}
+	wd, err := b.tensor(p+".ffn_down.weight", FF, E)
+	if err != nil {
+		return 0, err
+	}
+	g := b.matvec(p+".ffn_gate", h, wg)
+	u := b.matvec(p+".ffn_up", h, wu)
+	b.swiglu(p+".ffn_swiglu", g, u)
+	return b.matvec(p+".ffn_down", g, wd), nil
+}
+
+// expertFFN emits the mixture of experts without a shared expert (see buildDense).
+func (b *builder) expertFFN(p string, h Buf, c Config) (Buf, error) {
+	E, FF, NE := int64(c.NEmbd), int64(c.NFF), int64(c.MoE.Experts)
+	w := func(name string, dims ...int64) (*Tensor, error) { return b.tensor(p+"."+name+".weight", dims...) }
+	router, err := w("ffn_gate_inp", E, NE)
+	if err != nil {
+		return 0, err
+	}
+	gateExps, err := w("ffn_gate_exps", E, FF, NE)
+	if err != nil {
+		return 0, err
+	}
+	upExps, err := w("ffn_up_exps", E, FF, NE)
+	if err != nil {
+		return 0, err
+	}
+	downExps, err := w("ffn_down_exps", FF, E, NE)
+	if err != nil {
+		return 0, err
+	}
+	logits := b.matvec(p+".ffn_router", h, router)
+	ids, weights := b.route(p, logits, c.MoE.Experts, c.MoE.Used)
+	var act Buf
+	if gateExps.Type == upExps.Type {
+		act = b.moeGateUp(p+".ffn_gate_up_exps", h, ids, gateExps, upExps)
+	} else { // no grouped kernel for mixed types: two expert matvecs and SwiGLU
+		act = b.moeMatVec(p+".ffn_gate_exps", h, ids, gateExps, false)
+		ue := b.moeMatVec(p+".ffn_up_exps", h, ids, upExps, false)
+		b.swiglu(p+".ffn_swiglu_exps", act, ue)
+	}
+	return b.moeDown(p+".ffn_moe", act, ids, weights, noBuf, noBuf, downExps), nil
 }

@@ -99,6 +99,20 @@ func TestBuildErrors(t *testing.T) {
 		{"too many layers", func(w *gguf.Writer) { w.Set("llama.block_count", gguf.U32(3)) }, `"blk.2.attn_norm.weight" is missing`},
 		{"wrong vocab size", func(w *gguf.Writer) { w.Set("llama.vocab_size", gguf.U32(7)) }, "vocab_size"},
 		{"unsupported rope scaling", func(w *gguf.Writer) { w.Set("llama.rope.scaling.type", gguf.Str("yarn")) }, `"yarn"`},
+		{"experts without their tensors", func(w *gguf.Writer) {
+			w.Set("llama.expert_count", gguf.U32(4))
+			w.Set("llama.expert_used_count", gguf.U32(2))
+		}, `"blk.0.ffn_gate_inp.weight" is missing`},
+		{"experts without a count used", func(w *gguf.Writer) { w.Set("llama.expert_count", gguf.U32(4)) }, `"llama.expert_used_count"`},
+		{"more experts used than exist", func(w *gguf.Writer) {
+			w.Set("llama.expert_count", gguf.U32(2))
+			w.Set("llama.expert_used_count", gguf.U32(3))
+		}, "expert_used_count 3 exceeds expert_count 2"},
+		{"scaled expert weights", func(w *gguf.Writer) {
+			w.Set("llama.expert_count", gguf.U32(4))
+			w.Set("llama.expert_used_count", gguf.U32(2))
+			w.Set("llama.expert_weights_scale", gguf.F32(2.5))
+		}, "scaled expert weights"},
 	}
 	for _, c := range cases {
 		w := fixtureWriter(t, "tiny-llama-f32")

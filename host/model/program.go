@@ -13,6 +13,9 @@ import (
 // Buf identifies a buffer of a Program.
 type Buf int
 
+// noBuf stands for an absent optional input (MoE without a shared expert).
+const noBuf Buf = -1
+
 // BufKind says what a buffer's rows hold.
 type BufKind uint8
 
@@ -66,7 +69,7 @@ const (
 	OpRouter     // In[0] router logits → Out (expert ids), Out2 (weights)
 	OpMoEMatVec  // Out[slot] = Weight[ids[slot]] · In[0] (In[1]: ids); per token or per slot input
 	OpMoEGateUp  // Out[slot] = silu(Weight[ids[slot]] · In[0]) ⊙ (Weight2[ids[slot]] · In[0]) (In[1]: ids)
-	OpMoEDown    // Out = Σ_k In[2][k]·(Weight[ids[slot k]] · In[0][slot k]) + sigmoid(In[4])·In[3] (In[1]: ids)
+	OpMoEDown    // Out = Σ_k In[2][k]·(Weight[ids[slot k]] · In[0][slot k]) [+ sigmoid(In[4])·In[3], a shared expert] (In[1]: ids)
 )
 
 var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather",

@@ -394,7 +394,7 @@ func (b *builder) moeGateUp(name string, in, ids Buf, gate, up *Tensor) Buf {
 }
 
 // moeDown emits the grouped down projection of the per-slot activations in, weighted by the
-// router's weights, plus the sigmoid-gated shared expert.
+// router's weights, plus the sigmoid-gated shared expert unless shared is noBuf.
 func (b *builder) moeDown(name string, in, ids, weights, shared, gate Buf, w *Tensor) Buf {
 	f, _ := kernels.Lookup(w.Type)
 	cols, rows, experts := int(w.Dims[0]), int(w.Dims[1]), int(w.Dims[2])
@@ -402,7 +402,11 @@ func (b *builder) moeDown(name string, in, ids, weights, shared, gate Buf, w *Te
 	src := b.actInput(in, f.Act, cols)
 	out := b.f32(name, rows)
 	expertBytes := int64(len(w.Data)) / int64(experts)
-	b.emit(Op{Kind: OpMoEDown, Name: name, In: []Buf{src, ids, weights, shared, gate}, Out: out, Weight: w.Name,
+	ins := []Buf{src, ids, weights, shared, gate}
+	if shared == noBuf {
+		ins = ins[:3]
+	}
+	b.emit(Op{Kind: OpMoEDown, Name: name, In: ins, Out: out, Weight: w.Name,
 		Rows: rows, Cols: cols, Experts: experts, Used: used,
 		BytesPerRow: int64(used)*(expertBytes+int64(f.Act.RowBytes(cols))) + 4*int64(used+2*rows),
 		FlopsPerRow: 2*int64(used)*int64(rows)*int64(cols) + 4*int64(rows)})

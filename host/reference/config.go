@@ -184,8 +184,30 @@ func readConfig(f *gguf.File) (Config, error) {
 		if err := readHybrid(m, &c); err != nil {
 			return c, err
 		}
+	} else if arch == "llama" {
+		if err := readExperts(m, &c); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
+}
+
+// readExperts reads the optional experts of a llama file (Mixtral-style MoE: every layer's
+// feed-forward is expert_count experts of feed_forward_length, expert_used_count per token, no
+// shared expert).
+func readExperts(m meta, c *Config) error {
+	var err error
+	if c.NExpert, err = m.count("expert_count", 0); err != nil || c.NExpert == 0 {
+		return err
+	}
+	if c.NExpertUsed, err = m.count("expert_used_count", -1); err != nil {
+		return err
+	}
+	if c.NExpertUsed == 0 || c.NExpertUsed > c.NExpert {
+		return fmt.Errorf("reference: key %q = %d: want 1 … %q = %d", m.key("expert_used_count"), c.NExpertUsed, m.key("expert_count"), c.NExpert)
+	}
+	c.NFFExp = c.NFF
+	return nil
 }
 
 // readHybrid reads the qwen35moe keys: the trunk and its layer pattern, the IMROPE sections,

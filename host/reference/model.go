@@ -53,7 +53,7 @@ type layer struct {
 	wq, wk, wv, wo    *matrix
 	gate, up, down    *matrix   // the dense SwiGLU FFN (llama, qwen3)
 	gdn               *deltaNet // deltaNetMixer layers
-	moe               *moe      // qwen35moe
+	moe               *moe      // qwen35moe, and llama with experts
 }
 
 // deltaNet holds the weights of a Gated DeltaNet layer; C = 2·nk·dk + nv·dv is the number of
@@ -70,7 +70,8 @@ type deltaNet struct {
 	norm  []float64 // ssm_norm (dv)
 }
 
-// moe holds the weights of the qwen35moe feed-forward: routed experts plus a shared expert.
+// moe holds the weights of a mixture-of-experts feed-forward: routed experts, plus for
+// qwen35moe a shared expert (nil for a Mixtral-style llama).
 type moe struct {
 	router         *matrix   // ffn_gate_inp: n → NExpert logits
 	gate, up, down []*matrix // ffn_{gate,up,down}_exps, one matrix per expert
@@ -186,11 +187,19 @@ func (l *loader) layer(ly *layer, c Config, i int) error {
 			return err
 		}
 	}
-	return l.matrices(p, []matrixSpec{
+	if err := l.matrices(p, []matrixSpec{
 		{&ly.wq, "attn_q.weight", E, c.NHead * D},
 		{&ly.wk, "attn_k.weight", E, c.NHeadKV * D},
 		{&ly.wv, "attn_v.weight", E, c.NHeadKV * D},
 		{&ly.wo, "attn_output.weight", c.NHead * D, E},
+	}); err != nil {
+		return err
+	}
+	if c.NExpert > 0 { // Mixtral-style experts, no shared expert
+		ly.moe, err = l.moe(c, p)
+		return err
+	}
+	return l.matrices(p, []matrixSpec{
 		{&ly.gate, "ffn_gate.weight", E, F},
 		{&ly.up, "ffn_up.weight", E, F},
 		{&ly.down, "ffn_down.weight", F, E},
@@ -283,13 +292,15 @@ func (l *loader) deltaNet(c Config, p string) (*deltaNet, error) {
 func (l *loader) moe(c Config, p string) (*moe, error) {
 	E, NE, FE, FS := c.NEmbd, c.NExpert, c.NFFExp, c.NFFShared
 	e := &moe{}
-	if err := l.matrices(p, []matrixSpec{
-		{&e.router, "ffn_gate_inp.weight", E, NE},
-		{&e.shGate, "ffn_gate_shexp.weight", E, FS},
-		{&e.shUp, "ffn_up_shexp.weight", E, FS},
-		{&e.shDown, "ffn_down_shexp.weight", FS, E},
-		{&e.shInp, "ffn_gate_inp_shexp.weight", E, 1},
-	}); err != nil {
+	specs := []matrixSpec{{&e.router, "ffn_gate_inp.weight", E, NE}}
+	if archTraits[c.Arch].hybrid { // the shared expert
+		specs = append(specs,
+			matrixSpec{&e.shGate, "ffn_gate_shexp.weight", E, FS},
+			matrixSpec{&e.shUp, "ffn_up_shexp.weight", E, FS},
+			matrixSpec{&e.shDown, "ffn_down_shexp.weight", FS, E},
+			matrixSpec{&e.shInp, "ffn_gate_inp_shexp.weight", E, 1})
+	}
+	if err := l.matrices(p, specs); err != nil {
 		return nil, err
 	}
 	for _, x := range []struct {

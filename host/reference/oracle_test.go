@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"verity/device/dtype"
+	"verity/fixtures"
 	"verity/host/gguf"
 )
 
@@ -149,6 +150,30 @@ func TestOracleLogits(t *testing.T) {
 	}
 	for _, om := range oracleQ35Models {
 		addModel(om.name, om.model.writer(t, om.model.tensors()), om.model.vocab, 80, oracleQ35Ftypes)
+	}
+	// Mixtral-style llama (experts, no shared expert), from the fixtures, quantised by llama.cpp.
+	for _, name := range []string{"tiny-mixtral-f32", "small-mixtral-q6_k"} {
+		if !wanted(name) {
+			continue
+		}
+		spec, err := fixtures.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(tmp, name+".gguf")
+		if err := fixtures.Generate(spec, path, nil); err != nil {
+			t.Fatal(err)
+		}
+		if spec.FileType != fixtures.FileF32 {
+			files = append(files, file{name, path, strings.ToUpper(spec.FileType.String()), 80})
+			continue
+		}
+		files = append(files, file{name, path, "F32", 80})
+		for _, ft := range []string{"Q8_0", "Q4_0"} {
+			q := filepath.Join(tmp, name+"-"+ft+".gguf")
+			runOracle(t, oracle, "./llama_quantize", path, q, "--ftype", ft, "--pure", "-q")
+			files = append(files, file{name, q, ft, 80})
+		}
 	}
 	if _, err := exec.LookPath("python3"); err == nil {
 		dir := filepath.Join(tmp, "mkgguf")

@@ -94,9 +94,9 @@ func (m *Model) deltaNet(g *deltaNet, n []float64, st *gdnState) []float64 {
 	return g.out.mul(y, aq)
 }
 
-// moeFFN returns the qwen35moe feed-forward of the normed input n: the routed experts
-// weighted by their renormalised router probabilities, plus the shared expert scaled by the
-// sigmoid of its gate.
+// moeFFN returns the mixture-of-experts feed-forward of the normed input n: the routed experts
+// weighted by their renormalised router probabilities, plus (qwen35moe) the shared expert
+// scaled by the sigmoid of its gate.
 func (m *Model) moeFFN(e *moe, n []float64) []float64 {
 	aq := m.opt.ActQuant
 	p := softmax(e.router.mul(n, aq))
@@ -114,6 +114,9 @@ func (m *Model) moeFFN(e *moe, n []float64) []float64 {
 		for d, v := range swiglu(e.gate[x], e.up[x], e.down[x], n, aq) {
 			y[d] += float64(w * v)
 		}
+	}
+	if e.shInp == nil { // no shared expert (Mixtral-style)
+		return y
 	}
 	g := sigmoid(e.shInp.mul(n, aq)[0])
 	for d, v := range swiglu(e.shGate, e.shUp, e.shDown, n, aq) {

@@ -338,3 +338,23 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 }
+
+// Off a terminal, progress is one line at the start and one at the end, and nothing for a job
+// that never reports (a cached fixture).
+func TestByteProgress(t *testing.T) {
+	var b bytes.Buffer
+	_, finish := byteProgress(&b, 100, "generating x")
+	finish()
+	if b.Len() != 0 {
+		t.Errorf("a job that never reported printed %q", b.String())
+	}
+	update, finish := byteProgress(&b, 2e6, "generating x")
+	update(0, 2e6)
+	update(1e6, 2e6)
+	update(2e6, 2e6)
+	finish()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || lines[0] != "generating x …" || !strings.HasPrefix(lines[1], "generating x: 2.0 MB in ") {
+		t.Errorf("progress lines %q", lines)
+	}
+}
