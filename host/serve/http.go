@@ -19,6 +19,7 @@ const maxBody = 8 << 20
 //	                                  or {"text": "…", …}: tokenized by Options.Tokenizer
 //	POST   /v1/sessions/{id}/verify   Draft                               → Verified
 //	DELETE /v1/sessions/{id}                                              → 204
+//	POST   /v1/completions            CompletionRequest (OpenAI's)        → Completion, or server-sent events
 //	GET    /v1/stats                                                      → Stats
 //	GET    /v1/health                                                     → {"model": …, …}
 //
@@ -61,6 +62,7 @@ func (sv *Service) Handler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /v1/completions", sv.handleCompletion)
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, sv.Stats(), nil)
 	})

@@ -43,8 +43,11 @@ type Options struct {
 	MaxPrompt int
 	// IdleTimeout closes sessions unused for this long (0: never).
 	IdleTimeout time.Duration
-	// Tokenizer, if set, lets a new session's prompt be given as text.
+	// Tokenizer, if set, lets a new session's prompt be given as text, and serves
+	// /v1/completions.
 	Tokenizer *tokenizer.Tokenizer
+	// ModelName names the model in completions.
+	ModelName string
 }
 
 // Service holds sessions over one engine. Its methods are safe for concurrent use. Verify

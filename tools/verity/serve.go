@@ -36,6 +36,9 @@ func newServeCmd() *cobra.Command {
   POST   /v1/sessions/{id}/verify  {"position", "tokens": [ids], "parents": [−1 or an earlier node]}
                                    → {"accepted": [nodes], "tokens": [...], "next", "position", "drafted"}
   DELETE /v1/sessions/{id}
+  POST   /v1/completions           OpenAI's completions ({"prompt": "…" or [ids], "max_tokens",
+                                   "temperature", "top_p", "top_k", "seed", "stream"}), plain
+                                   decoding batched with the verify rounds
   GET    /v1/stats, /v1/health
 
 A session holds its committed tokens and the target's chosen next token. Each verify runs the
@@ -67,7 +70,7 @@ sampler, whatever the drafts.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "verity: prompts must be token ids: %v\n", err)
 				tk = nil
 			}
-			sv := serve.New(m.Engine, serve.Options{MaxNodes: maxNodes, IdleTimeout: idle, Tokenizer: tk})
+			sv := serve.New(m.Engine, serve.Options{MaxNodes: maxNodes, IdleTimeout: idle, Tokenizer: tk, ModelName: model})
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err

@@ -1,0 +1,130 @@
+package serve_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"verity/fixtures"
+	"verity/host/engine"
+	"verity/host/serve"
+	"verity/host/tokenizer"
+)
+
+// Completions are plain decoding: the same tokens, whole or streamed, with the text of their
+// pieces.
+func TestCompletions(t *testing.T) {
+	const name = "tiny-llama-q8_0"
+	f, err := fixtures.Parse(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 3})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
+	defer sv.Shutdown()
+	srv := httptest.NewServer(sv.Handler())
+	defer srv.Close()
+
+	smp := serve.Sampler{Temperature: 0.8, TopP: 0.95, TopK: 40, Seed: 9}
+	prompt := tk.Encode("Hello world", tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+	var got []int32
+	reason, err := sv.Complete(context.Background(), prompt, smp, 12, func(tok serve.Token) error {
+		got = append(got, tok.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plain(t, m, prompt, smp, len(got))
+	for i, w := range want {
+		if got[i] != w.ID {
+			t.Fatalf("token %d: %d, plain decoding %d (%v)", i, got[i], w.ID, got)
+		}
+	}
+	if reason != "length" && !tk.IsEOG(got[len(got)-1]) {
+		t.Errorf("finish %q after %v", reason, got)
+	}
+
+	post := func(body string) *http.Response {
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const req = `{"prompt": "Hello world", "max_tokens": 12, "temperature": 0.8, "top_p": 0.95, "top_k": 40, "seed": 9`
+	resp := post(req + `}`)
+	var c serve.Completion
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	ch := c.Choices[0]
+	raw, _ := tk.Decode(got, false)
+	// JSON carries text as UTF-8: a random model's stray bytes arrive as U+FFFD.
+	var text string
+	b, _ := json.Marshal(raw)
+	json.Unmarshal(b, &text)
+	if !slices.Equal(ch.Tokens, got) || ch.Text != text || *ch.FinishReason != reason || c.Model != name ||
+		c.Usage.PromptTokens != len(prompt) || c.Usage.CompletionTokens != len(got) || c.Object != "text_completion" {
+		t.Errorf("completion %+v %+v, want tokens %v text %q", c, ch, got, text)
+	}
+
+	// Streamed: the same tokens and text in chunks, then the finish reason, usage and [DONE].
+	resp = post(req + `, "stream": true}`)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	var streamed []int32
+	var stext string
+	var last serve.Completion
+	done := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			break
+		}
+		var chunk serve.Completion
+		if err := json.Unmarshal([]byte(line), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		streamed = append(streamed, chunk.Choices[0].Tokens...)
+		stext += chunk.Choices[0].Text
+		last = chunk
+	}
+	if !done || !slices.Equal(streamed, got) || stext != text || last.Choices[0].FinishReason == nil ||
+		*last.Choices[0].FinishReason != reason || last.Usage == nil || last.Usage.CompletionTokens != len(got) {
+		t.Errorf("stream: done %v, tokens %v, text %q, last %+v", done, streamed, stext, last)
+	}
+
+	for _, bad := range []string{`{"prompt": 5}`, `{"prompt": "x", "max_tokens": 0}`, `{"prompt": "x", "temperature": -1}`,
+		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {}}`} {
+		if resp := post(bad); resp.StatusCode != 400 {
+			t.Errorf("%s: status %d, want 400", bad, resp.StatusCode)
+		}
+	}
+	// Without a tokenizer there are no completions.
+	plainSv := serve.New(m.Engine, serve.Options{})
+	defer plainSv.Shutdown()
+	rec := httptest.NewRecorder()
+	plainSv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", bytes.NewBufferString(`{"prompt": [1, 2]}`)))
+	if rec.Code != 400 {
+		t.Errorf("no tokenizer: status %d", rec.Code)
+	}
+}
