@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"container/heap"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,11 +67,8 @@ type bpe struct {
 func newBPE(preName string, merges []string) (*bpe, error) {
 	pre, ok := preTokenizers[preName]
 	if !ok {
-		names := make([]string, 0, len(preTokenizers))
-		for n := range preTokenizers {
-			names = append(names, n)
-		}
-		return nil, fmt.Errorf("tokenizer: pre-tokenizer %q is not supported (supported: %s)", preName, strings.Join(sortedStrings(names), ", "))
+		return nil, fmt.Errorf("tokenizer: pre-tokenizer %q is not supported (supported: %s)", preName,
+			strings.Join(slices.Sorted(maps.Keys(preTokenizers)), ", "))
 	}
 	b := &bpe{pre: pre, ranks: make(map[pair]int, len(merges))}
 	for _, expr := range pre.regexes {

@@ -1,9 +1,6 @@
 package tokenizer
 
-import (
-	"slices"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // GPT-2's byte alphabet (bytes_to_unicode): the printable bytes '!'…'~', '¡'…'¬' and '®'…'ÿ'
 // stand for themselves; the other 68 bytes, in increasing order, are U+0100, U+0101, ….
@@ -140,9 +137,4 @@ func encodeUTF8(cpts []rune) []byte {
 		}
 	}
 	return out
-}
-
-func sortedStrings(s []string) []string {
-	slices.Sort(s)
-	return s
 }

@@ -171,9 +171,7 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	for _, text := range eogTexts {
 		if id, ok := t.index[text]; ok {
 			t.eog[id] = true
-			if t.types[id] != TypeControl {
-				t.types[id] = TypeControl
-			}
+			t.types[id] = TypeControl
 		}
 	}
 	for i, ty := range t.types {
