@@ -230,6 +230,11 @@ func FuzzEncode(f *testing.F) {
 	}
 	f.Add("<|im_start|>\xff<|im_end|>", true)
 	f.Fuzz(func(t *testing.T, text string, parse bool) {
+		if len(text) > 1024 {
+			// Long texts are TestLongTexts' job; here they would only slow the fuzzer (an
+			// interesting input is minimised one byte at a time).
+			t.Skip()
+		}
 		tk := fixtureTokenizer(t, "qwen35moe", 1024)
 		ids := tk.Encode(text, Options{AddSpecial: true, ParseSpecial: parse})
 		got, err := tk.Decode(ids, parse)
@@ -277,6 +282,34 @@ func TestSentencePiece(t *testing.T) {
 	}
 	if p, _ := tk.Piece(ids[1], false); string(p) != " Hello" {
 		t.Errorf("Piece = %q", p)
+	}
+}
+
+// TestLongTexts: long runs of one character class — the pre-tokenizers' backtracking cases
+// (whitespace runs before text and at the end), one huge word, malformed bytes — encode and
+// decode back on both tokenizer models.
+func TestLongTexts(t *testing.T) {
+	for _, tk := range []*Tokenizer{fixtureTokenizer(t, "qwen35moe", 1024), fixtureTokenizer(t, "spm", 0)} {
+		for _, text := range []string{
+			strings.Repeat(" ", 20000) + "x", strings.Repeat(" ", 20000), strings.Repeat("\n ", 10000),
+			strings.Repeat("z", 20000), strings.Repeat("(", 20000), strings.Repeat("9", 20000),
+			strings.Repeat("\xfd", 5000) + "(zzz c    \xfd", strings.Repeat("é", 10000), strings.Repeat("<|im_end|>", 2000),
+		} {
+			ids := tk.Encode(text, Options{ParseSpecial: true})
+			got, err := tk.Decode(ids, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := text
+			if tk.spm == nil {
+				want = sanitized(text)
+			}
+			if tk.spm == nil || utf8.ValidString(text) {
+				if got != want {
+					t.Errorf("%s: %q… (%d bytes) does not decode back", tk, text[:8], len(text))
+				}
+			}
+		}
 	}
 }
 
