@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"verity/host/engine"
+	"verity/host/tokenizer"
 )
 
 // Plain completions, for clients that speak OpenAI's /v1/completions: a session whose verify
@@ -116,8 +117,7 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	tk := sv.opt.Tokenizer
-	if tk == nil {
+	if sv.opt.Tokenizer == nil {
 		reply(w, nil, fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad))
 		return
 	}
@@ -126,25 +126,47 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	smp := Sampler{Temperature: 1, TopP: 1, TopK: req.TopK, Seed: req.Seed}
-	if req.Temperature != nil {
-		smp.Temperature = *req.Temperature
+	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, req.Seed), maxTokensOf(req.MaxTokens), req.Stream,
+		func(c Completion, text string, toks []int32, reason *string) any {
+			c.Object = "text_completion"
+			c.Choices = []CompletionChoice{{Text: text, Tokens: toks, FinishReason: reason}}
+			return c
+		})
+}
+
+// samplerOf is the sampler of an OpenAI request: temperature and top_p default to 1.
+func samplerOf(temperature, topP *float64, topK int, seed uint64) Sampler {
+	s := Sampler{Temperature: 1, TopP: 1, TopK: topK, Seed: seed}
+	if temperature != nil {
+		s.Temperature = *temperature
 	}
-	if req.TopP != nil {
-		smp.TopP = *req.TopP
+	if topP != nil {
+		s.TopP = *topP
 	}
-	maxTokens := defaultMaxTokens
-	if req.MaxTokens != nil {
-		maxTokens = *req.MaxTokens
+	return s
+}
+
+func maxTokensOf(n *int) int {
+	if n == nil {
+		return defaultMaxTokens
 	}
+	return *n
+}
+
+// respond generates after prompt and replies, whole or as server-sent events (a chunk per
+// token, then one with the finish reason and the usage, then [DONE]); shape turns the text,
+// tokens and finish reason (nil while streaming) of a reply or chunk into its object, from the
+// common fields in c.
+func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int32, smp Sampler, maxTokens int, stream bool,
+	shape func(c Completion, text string, toks []int32, reason *string) any) {
+	tk := sv.opt.Tokenizer
 	id, err := newID()
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
-	c := Completion{ID: "cmpl-" + id, Object: "text_completion", Created: time.Now().Unix(), Model: sv.opt.ModelName}
+	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName}
 	var text utf8Buffer
-	var toks []int32
 	piece := func(t Token) string {
 		if tk.IsEOG(t.ID) {
 			return text.flush()
@@ -152,8 +174,9 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		p, _ := tk.Piece(t.ID, true)
 		return text.add(p)
 	}
-	if !req.Stream {
+	if !stream {
 		var all string
+		var toks []int32
 		reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
 			all += piece(t)
 			toks = append(toks, t.ID)
@@ -164,22 +187,21 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		all += text.flush()
-		c.Choices = []CompletionChoice{{Text: all, Tokens: toks, FinishReason: &reason}}
 		c.Usage = &CompletionUsage{len(prompt), len(toks), len(prompt) + len(toks)}
-		reply(w, c, nil)
+		reply(w, shape(c, all, toks, &reason), nil)
 		return
 	}
-	// Streaming: errors before the first token are ordinary replies; afterwards the stream
-	// just ends (the headers are gone).
+	// Errors before the first token are ordinary replies; afterwards the stream just ends (the
+	// headers are gone).
 	flusher, _ := w.(http.Flusher)
 	started := false
-	send := func(c Completion) error {
+	send := func(v any) error {
 		if !started {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set("Cache-Control", "no-cache")
 			started = true
 		}
-		b, err := json.Marshal(c)
+		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -194,8 +216,7 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
 		n++
-		c.Choices = []CompletionChoice{{Text: piece(t), Tokens: []int32{t.ID}}}
-		return send(c)
+		return send(shape(c, piece(t), []int32{t.ID}, nil))
 	})
 	if err != nil {
 		if !started {
@@ -203,11 +224,79 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c.Choices = []CompletionChoice{{Text: text.flush(), Tokens: []int32{}, FinishReason: &reason}}
 	c.Usage = &CompletionUsage{len(prompt), n, len(prompt) + n}
-	if send(c) == nil {
+	if send(shape(c, text.flush(), []int32{}, &reason)) == nil {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+}
+
+// ChatRequest is the body of POST /v1/chat/completions (OpenAI's fields, plus top_k and seed).
+type ChatRequest struct {
+	Model       string              `json:"model,omitempty"` // ignored
+	Messages    []tokenizer.Message `json:"messages"`
+	MaxTokens   *int                `json:"max_tokens,omitempty"`
+	Temperature *float64            `json:"temperature,omitempty"`
+	TopP        *float64            `json:"top_p,omitempty"`
+	TopK        int                 `json:"top_k,omitempty"`
+	Seed        uint64              `json:"seed,omitempty"`
+	Stream      bool                `json:"stream,omitempty"`
+}
+
+// ChatCompletion is the reply (object "chat.completion") or a streamed chunk
+// ("chat.completion.chunk", with Delta instead of Message) of /v1/chat/completions.
+type ChatCompletion struct {
+	ID      string           `json:"id"`
+	Object  string           `json:"object"`
+	Created int64            `json:"created"`
+	Model   string           `json:"model"`
+	Choices []ChatChoice     `json:"choices"`
+	Usage   *CompletionUsage `json:"usage,omitempty"`
+}
+
+// ChatChoice holds the assistant's message (or a streamed piece of it) and its token ids.
+type ChatChoice struct {
+	Index        int                `json:"index"`
+	Message      *tokenizer.Message `json:"message,omitempty"`
+	Delta        *tokenizer.Message `json:"delta,omitempty"`
+	Tokens       []int32            `json:"tokens"`
+	FinishReason *string            `json:"finish_reason"`
+}
+
+// handleChat serves POST /v1/chat/completions: the messages in the model's chat template
+// (tokenizer.Chat), then as a completion.
+func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req ChatRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	tk := sv.opt.Tokenizer
+	if tk == nil {
+		reply(w, nil, fmt.Errorf("%w: chat completions need the model's tokenizer, which this service does not have", ErrBad))
+		return
+	}
+	text, err := tk.Chat(req.Messages)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
+		return
+	}
+	prompt, err := sv.tokenize(text, nil)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, req.Seed), maxTokensOf(req.MaxTokens), req.Stream,
+		func(c Completion, text string, toks []int32, reason *string) any {
+			cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Created: c.Created, Model: c.Model, Usage: c.Usage}
+			m := &tokenizer.Message{Role: "assistant", Content: text}
+			if req.Stream {
+				cc.Object = "chat.completion.chunk"
+				cc.Choices = []ChatChoice{{Delta: m, Tokens: toks, FinishReason: reason}}
+			} else {
+				cc.Object = "chat.completion"
+				cc.Choices = []ChatChoice{{Message: m, Tokens: toks, FinishReason: reason}}
+			}
+			return cc
+		})
 }
 
 // utf8Buffer holds back the bytes of a character that a token split, so that every text it

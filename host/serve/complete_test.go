@@ -128,3 +128,89 @@ func TestCompletions(t *testing.T) {
 		t.Errorf("no tokenizer: status %d", rec.Code)
 	}
 }
+
+// Chat completions: the messages in the model's template, then a completion; whole and
+// streamed agree, and a model without a known template is refused.
+func TestChatCompletions(t *testing.T) {
+	const name = "tiny-qwen3-q8_0"
+	f, err := fixtures.Parse(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 96, Sessions: 2})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
+	defer sv.Shutdown()
+	srv := httptest.NewServer(sv.Handler())
+	defer srv.Close()
+	post := func(body string) *http.Response {
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello"}}
+	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 10, "temperature": 0})
+	resp := post(string(body))
+	var cc serve.ChatCompletion
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	text, _ := tk.Chat(msgs)
+	prompt := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+	var want []int32
+	if _, err := sv.Complete(context.Background(), prompt, serve.Sampler{TopP: 1}, 10, func(tok serve.Token) error {
+		want = append(want, tok.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ch := cc.Choices[0]
+	if cc.Object != "chat.completion" || ch.Message == nil || ch.Message.Role != "assistant" || !slices.Equal(ch.Tokens, want) ||
+		cc.Usage.PromptTokens != len(prompt) {
+		t.Errorf("chat completion %+v, choice %+v, want tokens %v", cc, ch, want)
+	}
+	body, _ = json.Marshal(map[string]any{"messages": msgs, "max_tokens": 10, "temperature": 0, "stream": true})
+	resp = post(string(body))
+	defer resp.Body.Close()
+	var content string
+	var toks []int32
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var chunk serve.ChatCompletion
+		if err := json.Unmarshal([]byte(line), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		if chunk.Object != "chat.completion.chunk" || chunk.Choices[0].Delta == nil {
+			t.Fatalf("chunk %+v", chunk)
+		}
+		content += chunk.Choices[0].Delta.Content
+		toks = append(toks, chunk.Choices[0].Tokens...)
+	}
+	if content != ch.Message.Content || !slices.Equal(toks, want) {
+		t.Errorf("streamed %q %v, whole %q %v", content, toks, ch.Message.Content, want)
+	}
+	if resp := post(`{"messages": []}`); resp.StatusCode != 400 {
+		t.Errorf("no messages: status %d", resp.StatusCode)
+	}
+	// The fixtures' Llama vocabulary has no chat template.
+	lf, _ := fixtures.Parse("tiny-llama-q8_0")
+	ltk, _ := tokenizer.Load(lf)
+	lm := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
+	lsv := serve.New(lm.Engine, serve.Options{Tokenizer: ltk})
+	defer lsv.Shutdown()
+	rec := httptest.NewRecorder()
+	lsv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(string(body))))
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "chat_template") {
+		t.Errorf("no template: %d %s", rec.Code, rec.Body.String())
+	}
+}

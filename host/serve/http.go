@@ -20,6 +20,7 @@ const maxBody = 8 << 20
 //	POST   /v1/sessions/{id}/verify   Draft                               → Verified
 //	DELETE /v1/sessions/{id}                                              → 204
 //	POST   /v1/completions            CompletionRequest (OpenAI's)        → Completion, or server-sent events
+//	POST   /v1/chat/completions       ChatRequest (OpenAI's)              → ChatCompletion, or server-sent events
 //	GET    /v1/stats                                                      → Stats
 //	GET    /v1/health                                                     → {"model": …, …}
 //
@@ -63,6 +64,7 @@ func (sv *Service) Handler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/completions", sv.handleCompletion)
+	mux.HandleFunc("POST /v1/chat/completions", sv.handleChat)
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, sv.Stats(), nil)
 	})

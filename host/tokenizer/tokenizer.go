@@ -62,6 +62,8 @@ type Tokenizer struct {
 	eog            map[int32]bool
 	bos, eos       int32 // -1 when the vocabulary has none
 	addBOS, addEOS bool
+	// the chat template: tokenizer.chat_template's text, and which one Chat writes
+	templateText, template string
 }
 
 // MaxTokens bounds a vocabulary's size (the id must fit an int32 with room to spare).
@@ -182,6 +184,10 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	sort.SliceStable(t.specials, func(a, b int) bool {
 		return len(tokens[t.specials[a]]) > len(tokens[t.specials[b]])
 	})
+	if t.templateText, err = f.StringOr("tokenizer.chat_template", ""); err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t.template = t.detectTemplate(t.templateText)
 	return t, nil
 }
 

@@ -15,7 +15,8 @@ import (
 func newGenerateCmd() *cobra.Command {
 	var model, prompt, backend string
 	var layers []int
-	var megakernel, parseSpecial, showPrompt bool
+	var megakernel, parseSpecial, showPrompt, chat bool
+	var system string
 	var sms, threads, n int
 	var smp serve.Sampler
 	cmd := &cobra.Command{
@@ -27,7 +28,8 @@ decode up to -n tokens, printing each as it is chosen, until an end-of-generatio
 of turn). The sampler is the verify service's: greedy at --temperature 0 (the default), else a
 sample from the softmax at that temperature within --top-k and --top-p, seeded by (--seed,
 position), so a run is reproducible — and, because the logits are bit-exact, identical on
-every backend. Timings go to standard error.`,
+every backend. With --chat the prompt is a user message (after --system, if given) in the
+model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if model == "" {
@@ -47,7 +49,18 @@ every backend. Timings go to standard error.`,
 			if err != nil {
 				return err
 			}
-			ids := tk.Encode(prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
+			text := prompt
+			if chat {
+				var msgs []tokenizer.Message
+				if system != "" {
+					msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
+				}
+				if text, err = tk.Chat(append(msgs, tokenizer.Message{Role: "user", Content: prompt})); err != nil {
+					return err
+				}
+				parseSpecial = true
+			}
+			ids := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
 			if len(ids) == 0 {
 				return errors.New("--prompt: no tokens (an empty prompt for a model that adds no BOS)")
 			}
@@ -110,6 +123,8 @@ every backend. Timings go to standard error.`,
 	cmd.Flags().StringVar(&prompt, "prompt", "", "the text to continue")
 	cmd.Flags().BoolVar(&parseSpecial, "parse-special", false, "recognise special tokens written in the prompt")
 	cmd.Flags().BoolVar(&showPrompt, "echo", false, "print the prompt before the generated text")
+	cmd.Flags().BoolVar(&chat, "chat", false, "the prompt is a user message, in the model's chat template")
+	cmd.Flags().StringVar(&system, "system", "", "with --chat: a system message first")
 	cmd.Flags().IntVarP(&n, "tokens", "n", 128, "most tokens to generate")
 	cmd.Flags().Float64Var(&smp.Temperature, "temperature", 0, "0: greedy; else sample at this temperature")
 	cmd.Flags().IntVar(&smp.TopK, "top-k", 0, "sample among the k most likely tokens (0: all)")

@@ -39,6 +39,7 @@ func newServeCmd() *cobra.Command {
   POST   /v1/completions           OpenAI's completions ({"prompt": "…" or [ids], "max_tokens",
                                    "temperature", "top_p", "top_k", "seed", "stream"}), plain
                                    decoding batched with the verify rounds
+  POST   /v1/chat/completions      the same with "messages" in the model's chat template
   GET    /v1/stats, /v1/health
 
 A session holds its committed tokens and the target's chosen next token. Each verify runs the
