@@ -29,6 +29,9 @@ type Options struct {
 	// NoWarmup skips the untimed warm-up pass (a short prefill, decode and verify) that first
 	// loads — on a GPU, JIT-compiles — every kernel the measured passes run.
 	NoWarmup bool
+	// Ops, if positive, adds the per-op profile of decoding this many tokens after the prompt
+	// (ProfileOps).
+	Ops int
 }
 
 // WidthTime is one point of the verify cost curve.
@@ -70,7 +73,9 @@ type Result struct {
 	Fraction      float64 `json:"bandwidth_fraction"`
 	// Curve is the verify cost curve (Options.Widths).
 	Curve []WidthTime `json:"verify_curve,omitempty"`
-	Host  Provenance  `json:"host"`
+	// Ops is the per-op decode profile (Options.Ops).
+	Ops  []OpTime   `json:"ops,omitempty"`
+	Host Provenance `json:"host"`
 }
 
 // Run measures prefill, decode and verify on engine e (which must have room for the prompt,
@@ -100,6 +105,9 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 		if o.Prompt+o.Decode+w > e.Context() {
 			return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, w, e.Context())
 		}
+	}
+	if o.Ops < 0 || o.Prompt+o.Ops > e.Context() {
+		return Result{}, fmt.Errorf("bench: a profile of %d decode steps after %d prompt tokens: the context holds %d", o.Ops, o.Prompt, e.Context())
 	}
 	if o.Repetitions == 0 {
 		o.Repetitions = 3
@@ -172,6 +180,12 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 			res.Curve = append(res.Curve, WidthTime{Nodes: w, MS: med, MSPerNode: med / float64(w)})
 		}
 		s.Close()
+	}
+	if o.Ops > 0 {
+		var err error
+		if res.Ops, err = ProfileOps(e, o.Prompt, o.Ops, tok); err != nil {
+			return res, fmt.Errorf("bench: op profile: %w", err)
+		}
 	}
 	res.PrefillTPS, res.PrefillSD = meanSD(res.PrefillSamples)
 	res.DecodeTPS, res.DecodeTPSSD = meanSD(res.DecodeSamples)

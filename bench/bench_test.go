@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"math"
 	"testing"
 
 	"verity/device/cpu"
@@ -51,6 +52,28 @@ func TestRun(t *testing.T) {
 	}
 	if _, err := Run(m.Engine, s.Name, 1e9, Options{Prompt: 8, Decode: 2, Widths: []int{17}}); err == nil {
 		t.Error("a curve point past the step size accepted")
+	}
+
+	// The op profile: every op of a decode step, once per token, shares summing to 1, and the
+	// cost model's bytes per token (at the mean context) in total.
+	r, err = Run(m.Engine, s.Name, 1e9, Options{Prompt: 8, Decode: 2, Trees: 1, Repetitions: 1, Ops: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var share, calls, mb float64
+	for _, o := range r.Ops {
+		share, calls, mb = share+o.Share, calls+o.Calls, mb+o.MB
+		if o.MS <= 0 || o.Calls <= 0 {
+			t.Errorf("op %+v", o)
+		}
+	}
+	// the steps attend to 9, 10, 11 and 12 keys: 10.5 on average
+	want := float64(StepBytes(m.Program(), 1, 10)+StepBytes(m.Program(), 1, 11)) / 2
+	if math.Abs(share-1) > 1e-9 || int(calls) != len(m.Program().Ops) || math.Abs(mb*1e6-want) > 1 {
+		t.Errorf("profile: shares %v, %v calls for %d ops, %v MB vs %v bytes: %+v", share, calls, len(m.Program().Ops), mb, want, r.Ops)
+	}
+	if _, err := Run(m.Engine, s.Name, 1e9, Options{Prompt: 60, Decode: 1, Ops: 10}); err == nil {
+		t.Error("a profile past the context accepted")
 	}
 }
 

@@ -117,14 +117,14 @@ bench() { # file, seconds, extra flags…
 	local brc=$?
 	cat "$out/$file"
 	{
-		echo "whole-model bench (verity bench --backend cuda $*, exit $brc; verify cost curves in $file):"
+		echo "whole-model bench (verity bench --backend cuda $*, exit $brc; verify cost curves and the per-op profile in $file):"
 		awk '/^$/ { exit } { print }' "$out/$file" | tail -n 6
 		tail -n 1 "$out/$file"
 	} >>"$out/summary.txt"
 }
 if [ "${VERITY_BENCH:-1}" != 0 ]; then
 	bench bench.txt 90 --model small-llama-q4_k_m --model small-q35moe-q4_k_m --model llama-1b-q4_k_m \
-		--widths 1,2,4,8,16,32,64
+		--widths 1,2,4,8,16,32,64 --ops 16
 	bench bench-megakernel.txt 60 --megakernel --model small-llama-q4_k_m --model llama-1b-q4_k_m --widths 1,8,64
 	echo
 	cat "$out/summary.txt"

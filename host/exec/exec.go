@@ -18,6 +18,7 @@ package exec
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"verity/device"
 	"verity/device/kernels"
@@ -57,7 +58,14 @@ type Executor struct {
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
+	// Profile, when set, is called after each op with the time from its launch to the end of
+	// a device sync that follows it (so each op is timed alone, launch overhead included).
+	// Like Trace, it makes a megakernel executor run op by op.
+	Profile func(op *model.Op, d time.Duration)
 }
+
+// SetProfile sets Profile (see Profiler).
+func (e *Executor) SetProfile(f func(op *model.Op, d time.Duration)) { e.Profile = f }
 
 // New uploads the program's weights and allocates its buffers and caches.
 func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
@@ -426,19 +434,31 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 		return nil, err
 	}
 	rows, outs := len(s.Tokens), len(s.OutRows)
-	if e.launcher != nil && e.Trace == nil {
+	byOp := e.Trace != nil || e.Profile != nil
+	if e.launcher != nil && !byOp {
 		if err := e.runLauncher(rows, outs); err != nil {
 			return nil, err
 		}
 	}
-	for i := e.lo; i < e.hi && (e.launcher == nil || e.Trace != nil); i++ {
+	if e.Profile != nil {
+		if err := e.b.Sync(); err != nil { // the inputs' copies are not the first op's time
+			return nil, err
+		}
+	}
+	for i := e.lo; i < e.hi && (e.launcher == nil || byOp); i++ {
 		op := &e.p.Ops[i]
 		if outs == 0 && e.outStage(op) {
 			continue
 		}
+		start := time.Now()
 		k, args, err := e.lower(op, rows, outs)
 		if err == nil {
 			err = e.b.Launch(k, args)
+		}
+		if err == nil && e.Profile != nil {
+			if err = e.b.Sync(); err == nil {
+				e.Profile(op, time.Since(start))
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"verity/device"
 	"verity/host/model"
@@ -19,6 +20,19 @@ type Runner interface {
 	ClearState(s int32) error
 	CopyState(dst, src int32) error
 	Close() error
+}
+
+// Profiler is a Runner that can time each op (Executor.Profile; a Pipeline sets it on every
+// stage). nil turns the timing off.
+type Profiler interface {
+	SetProfile(f func(op *model.Op, d time.Duration))
+}
+
+// SetProfile times every stage's ops with f.
+func (pl *Pipeline) SetProfile(f func(op *model.Op, d time.Duration)) {
+	for _, st := range pl.stages {
+		st.Profile = f
+	}
 }
 
 // Name is the backend's name, and the megakernel's size where steps run through one.

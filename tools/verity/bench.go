@@ -136,6 +136,20 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 					return err
 				}
 			}
+			for _, r := range rows {
+				if len(r.Ops) == 0 {
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nper-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone, with a sync):\n", r.Model, r.Threads, o.Ops, r.Prompt)
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "op\tcalls/tok\tms/tok\tshare\tMB/tok\tGB/s\t")
+				for _, p := range r.Ops {
+					fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.1f%%\t%.2f\t%.2f\t\n", p.Name, p.Calls, p.MS, 100*p.Share, p.MB, p.GBs)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%d repetitions (mean ± sd); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
 			return err
 		},
@@ -154,6 +168,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 	cmd.Flags().IntSliceVar(&decodes, "decode", []int{32}, "decoded tokens (after the prompt); a list sweeps")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
+	cmd.Flags().IntVar(&o.Ops, "ops", 0, "also profile decoding this many tokens op by op: time, bytes and GB/s per kind of op")
 	cmd.Flags().IntSliceVar(&o.Widths, "widths", nil, "also measure the verify cost curve at these tree sizes (e.g. 1,2,4,8,16,32,64)")
 	return cmd
 }
@@ -178,7 +193,7 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 		if err != nil {
 			return nil, 0, "", err
 		}
-		ctx := max(256, slices.Max(prompts)+slices.Max(decodes)+64)
+		ctx := max(256, slices.Max(prompts)+max(slices.Max(decodes), o.Ops)+64)
 		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms})
 		if err != nil {
 			return nil, 0, "", err
