@@ -70,3 +70,6 @@ func DeltaRule(o, s, q, k, v []float32, e, b float32, vector bool) bool {
 	portableDeltaRule(o, s, q, k, v, e, b)
 	return false
 }
+
+// SiLUApply is the Gated DeltaNet convolution's SiLU pass: y = SiLU32(a) where b is all ones.
+var SiLUApply = siluOp.apply

@@ -68,6 +68,16 @@ func twinGDNConv(x *device.Exec, a GDNConvArgs) error {
 	}
 	x.For(c, func(lo, hi int) {
 		win := make([]float32, k)
+		ones := make([]float32, hi-lo)
+		for i := range ones {
+			ones[i] = 1
+		}
+		defer func() { // SiLU over the range's outputs, row by row, with its vector form
+			for r := 0; r < rows; r++ {
+				y := out[r*c+lo : r*c+hi]
+				siluOp.apply(y, y, ones)
+			}
+		}()
 		for ch := lo; ch < hi; ch++ {
 			wc := w[ch*k : (ch+1)*k]
 			for r := 0; r < rows; r++ {
@@ -80,7 +90,7 @@ func twinGDNConv(x *device.Exec, a GDNConvArgs) error {
 				for j, v := range win {
 					acc = num.FMA32(wc[j], v, acc)
 				}
-				out[r*c+ch] = num.SiLU32(acc)
+				out[r*c+ch] = acc // SiLU32 follows (the deferred pass)
 				d := st[int(dst[r])*slot:]
 				for j := 0; j < k-1; j++ {
 					d[j*c+ch] = win[j+1]
@@ -90,6 +100,10 @@ func twinGDNConv(x *device.Exec, a GDNConvArgs) error {
 	})
 	return nil
 }
+
+// siluOp is SiLU32 alone, as an element-wise op whose b is 1: SwiGLU's vector form then has its
+// bits (SiLU32's only NaN is the canonical one, and v·1 = v for every other value).
+var siluOp = binaryOp{scalar: func(a, _ float32) float32 { return num.SiLU32(a) }, vector: vectorSwiGLU}
 
 // stateSlots reads the Src and Dst slot lists of rows rows and checks every slot is below ns.
 func stateSlots(x *device.Exec, srcP, dstP device.Ptr, rows, ns int) (src, dst []int32, err error) {

@@ -9,6 +9,7 @@ import (
 	"verity/device"
 	"verity/device/cpu"
 	"verity/device/kernels"
+	"verity/device/num"
 )
 
 // sameBits fails the test at the first value whose bits differ.
@@ -413,4 +414,25 @@ func TestGDNBadArguments(t *testing.T) {
 		}
 	}
 	sameBits(t, "conv state after rejected launches", readF32(t, b, csp, len(cs)), cs)
+}
+
+// siluOp (SwiGLU's vector form with b = 1) has SiLU32's bits on special and random values.
+func TestSiLUOp(t *testing.T) {
+	in := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 128, 129, -128, -129, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), math.Float32frombits(0x7fa00001), math.Float32frombits(0xffc00000), math.SmallestNonzeroFloat32, -math.MaxFloat32}
+	r := rand.New(rand.NewPCG(8, 9))
+	for range 1000 {
+		in = append(in, math.Float32frombits(r.Uint32()))
+	}
+	ones := make([]float32, len(in))
+	for i := range ones {
+		ones[i] = 1
+	}
+	y := make([]float32, len(in))
+	kernels.SiLUApply(y, in, ones)
+	for i, x := range in {
+		if want := num.SiLU32(x); math.Float32bits(y[i]) != math.Float32bits(want) {
+			t.Errorf("SiLU(%x) = %x, want %x", math.Float32bits(x), math.Float32bits(y[i]), math.Float32bits(want))
+		}
+	}
 }
