@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"verity/device"
-	"verity/device/num"
 )
 
 // GatedNormArgs: Y[r][h] = RMSNorm(X[r][h])·W ⊙ SiLU32(Z[r][h]) for Heads heads of D values
@@ -49,13 +48,15 @@ func twinGatedNorm(x *device.Exec, a GatedNormArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(groups, func(lo, hi int) {
+		n := make([]float32, d)
 		for g := lo; g < hi; g++ {
 			xs, zs, ys := in[g*d:(g+1)*d], z[g*d:(g+1)*d], out[g*d:(g+1)*d]
 			s := rmsScale(xs, a.Eps)
 			for i := range xs {
-				n := float32(xs[i]*s) * w[i]
-				ys[i] = num.Canon(n * num.SiLU32(zs[i]))
+				n[i] = float32(xs[i]*s) * w[i]
 			}
+			// Canon(n·SiLU32(z)) = Canon(SiLU32(z)·n): SwiGLU's op, with its vector form
+			swigluOp.apply(ys, zs, n)
 		}
 	})
 	return nil
