@@ -323,7 +323,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := func(out string) string { // the generated text, before the timing line
-		i := strings.LastIndex(out, " prompt tokens in ")
+		i := strings.LastIndex(out, " prompt tokens")
 		if i < 0 {
 			t.Fatalf("no timing line in %q", out)
 		}
@@ -332,7 +332,22 @@ func TestGenerate(t *testing.T) {
 	if text(a) != text(b) || !strings.Contains(a, "8 prompt tokens") || !strings.Contains(a, "6 generated") {
 		t.Errorf("cpu %q, ptxvm %q", a, b)
 	}
-	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}} {
+	// Speculating with prompt-lookup drafts emits the same text, greedy and sampled.
+	rep := []string{"generate", "--model", path, "--prompt", strings.Repeat("a b c d ", 6), "-n", "24"}
+	for _, smp := range [][]string{{"--temperature", "0"}, {"--temperature", "0.9", "--seed", "5"}} {
+		plainOut, err := run(t, append(rep, smp...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specOut, err := run(t, append(append(rep, smp...), "--draft", "4")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(specOut, "verify steps") || text(specOut) != text(plainOut) {
+			t.Errorf("%v: with --draft %q, without %q", smp, specOut, plainOut)
+		}
+	}
+	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}, {"--draft", "64"}} {
 		if _, err := run(t, append(args[:6], bad...)...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
