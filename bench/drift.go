@@ -22,11 +22,13 @@ type Drift struct {
 	FirstCol int `json:"first_col"`
 	// MaxULP is the largest distance in units in the last place between finite values of
 	// the same sign class (the float32 encodings ordered as integers); ULPHist counts values
-	// by distance (ULPBuckets), the last bucket for a NaN or infinity on one side only.
+	// by distance (ULPBuckets), the last bucket for differing values where either is a NaN or
+	// an infinity. NMSE is +Inf when there is such a pair; identical non-finite values count
+	// as equal and stay out of it.
 	MaxULP  uint64  `json:"max_ulp"`
 	ULPHist []int64 `json:"ulp_histogram"`
 	MaxAbs  float64 `json:"max_abs_diff"`
-	// NMSE is Σ(a−b)² / Σa² over all values.
+	// NMSE is Σ(a−b)² / Σa² over the finite values.
 	NMSE float64 `json:"nmse"`
 	// Top1 counts rows whose argmax (first index of the maximum) agrees.
 	Top1 int `json:"top1_agree"`
@@ -85,7 +87,9 @@ func CompareLogits(a, b []float32, vocab int) (Drift, error) {
 			x, y := ra[i], rb[i]
 			if math.Float32bits(x) == math.Float32bits(y) {
 				d.ULPHist[0]++
-				den += float64(x) * float64(x)
+				if f := float64(x); !math.IsNaN(f) && !math.IsInf(f, 0) {
+					den += f * f
+				}
 				continue
 			}
 			same = false
@@ -95,8 +99,8 @@ func CompareLogits(a, b []float32, vocab int) (Drift, error) {
 			}
 			fx, fy := float64(x), float64(y)
 			if math.IsNaN(fx) || math.IsNaN(fy) || math.IsInf(fx, 0) || math.IsInf(fy, 0) {
-				d.ULPHist[len(ULPBuckets)]++
-				num, den = math.Inf(1), den+fx*fx
+				d.ULPHist[len(ULPBuckets)]++ // different bits, one side (or both) not finite
+				num = math.Inf(1)
 				continue
 			}
 			u := ulps(x, y)

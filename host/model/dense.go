@@ -53,8 +53,15 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	_, hasOut := f.Tensor("output.weight")
 	c.Tied = !hasOut
 	m := meta{f, arch}
-	if c.MoE.Experts, err = m.intOr("expert_count", 0); err != nil {
-		return nil, err
+	if arch == "llama" && f.Has(m.key("expert_count")) {
+		n, err := f.Int(m.key("expert_count"))
+		if err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		if n < 0 || n > 1<<16 {
+			return nil, fmt.Errorf("model: key %q = %d is out of range", m.key("expert_count"), n)
+		}
+		c.MoE.Experts = int(n) // 0: dense, as llama.cpp reads it
 	}
 	if c.MoE.Experts > 0 {
 		if c.MoE.Used, err = m.int("expert_used_count"); err != nil {

@@ -114,6 +114,12 @@ func TestBuildErrors(t *testing.T) {
 			w.Set("llama.expert_weights_scale", gguf.F32(2.5))
 		}, "scaled expert weights"},
 	}
+	// expert_count = 0 is a dense model, as llama.cpp reads it
+	w := fixtureWriter(t, "tiny-llama-f32")
+	w.Set("llama.expert_count", gguf.U32(0))
+	if _, err := build(t, w); err != nil {
+		t.Errorf("expert_count 0: %v", err)
+	}
 	for _, c := range cases {
 		w := fixtureWriter(t, "tiny-llama-f32")
 		c.damage(w)

@@ -394,7 +394,7 @@ func (b *builder) moeGateUp(name string, in, ids Buf, gate, up *Tensor) Buf {
 }
 
 // moeDown emits the grouped down projection of the per-slot activations in, weighted by the
-// router's weights, plus the sigmoid-gated shared expert unless shared is noBuf.
+// router's weights, plus the sigmoid-gated shared expert unless shared (and gate) are noBuf.
 func (b *builder) moeDown(name string, in, ids, weights, shared, gate Buf, w *Tensor) Buf {
 	f, _ := kernels.Lookup(w.Type)
 	cols, rows, experts := int(w.Dims[0]), int(w.Dims[1]), int(w.Dims[2])
@@ -403,12 +403,13 @@ func (b *builder) moeDown(name string, in, ids, weights, shared, gate Buf, w *Te
 	out := b.f32(name, rows)
 	expertBytes := int64(len(w.Data)) / int64(experts)
 	ins := []Buf{src, ids, weights, shared, gate}
-	if shared == noBuf {
-		ins = ins[:3]
+	sharedBytes := int64(4 * 2 * rows) // reading the shared expert's row and writing the output
+	if shared == noBuf || gate == noBuf {
+		ins, sharedBytes = ins[:3], int64(4*rows)
 	}
 	b.emit(Op{Kind: OpMoEDown, Name: name, In: ins, Out: out, Weight: w.Name,
 		Rows: rows, Cols: cols, Experts: experts, Used: used,
-		BytesPerRow: int64(used)*(expertBytes+int64(f.Act.RowBytes(cols))) + 4*int64(used+2*rows),
+		BytesPerRow: int64(used)*(expertBytes+int64(f.Act.RowBytes(cols))) + 4*int64(used) + sharedBytes,
 		FlopsPerRow: 2*int64(used)*int64(rows)*int64(cols) + 4*int64(rows)})
 	return out
 }

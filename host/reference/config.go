@@ -197,7 +197,7 @@ func readConfig(f *gguf.File) (Config, error) {
 // shared expert).
 func readExperts(m meta, c *Config) error {
 	var err error
-	if c.NExpert, err = m.count("expert_count", 0); err != nil || c.NExpert == 0 {
+	if c.NExpert, err = m.natural("expert_count"); err != nil || c.NExpert == 0 { // 0: dense
 		return err
 	}
 	if c.NExpertUsed, err = m.count("expert_used_count", -1); err != nil {

@@ -2,10 +2,14 @@ package serve
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -27,8 +31,57 @@ type CompletionRequest struct {
 	Temperature *float64        `json:"temperature,omitempty"` // default 1, as OpenAI's
 	TopP        *float64        `json:"top_p,omitempty"`
 	TopK        int             `json:"top_k,omitempty"`
-	Seed        uint64          `json:"seed,omitempty"`
+	Seed        *uint64         `json:"seed,omitempty"` // absent: a random one
 	Stream      bool            `json:"stream,omitempty"`
+	openAIExtras
+}
+
+// openAIExtras are OpenAI request fields accepted only at their defaults (user and
+// stream_options are ignored), so that clients' default bodies work while a setting the
+// service does not honour is refused rather than silently dropped.
+type openAIExtras struct {
+	N                *int               `json:"n,omitempty"`
+	Stop             json.RawMessage    `json:"stop,omitempty"`
+	User             string             `json:"user,omitempty"`
+	StreamOptions    json.RawMessage    `json:"stream_options,omitempty"`
+	Logprobs         json.RawMessage    `json:"logprobs,omitempty"`
+	TopLogprobs      *int               `json:"top_logprobs,omitempty"`
+	Echo             bool               `json:"echo,omitempty"`
+	PresencePenalty  float64            `json:"presence_penalty,omitempty"`
+	FrequencyPenalty float64            `json:"frequency_penalty,omitempty"`
+	LogitBias        map[string]float64 `json:"logit_bias,omitempty"`
+}
+
+func (x openAIExtras) check() error {
+	unset := func(raw json.RawMessage, zero ...string) bool {
+		v := string(raw)
+		return v == "" || v == "null" || slices.Contains(zero, v)
+	}
+	switch {
+	case x.N != nil && *x.N != 1:
+		return fmt.Errorf("%w: n = %d: one choice per request", ErrBad, *x.N)
+	case !unset(x.Stop, `""`, `[]`):
+		return fmt.Errorf("%w: stop sequences are not supported (generation stops at the model's end-of-generation tokens)", ErrBad)
+	case !unset(x.Logprobs, "false", "0") || x.TopLogprobs != nil && *x.TopLogprobs != 0:
+		return fmt.Errorf("%w: logprobs are not supported here (the verify API returns them)", ErrBad)
+	case x.Echo:
+		return fmt.Errorf("%w: echo is not supported", ErrBad)
+	case x.PresencePenalty != 0 || x.FrequencyPenalty != 0 || len(x.LogitBias) > 0:
+		return fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
+	}
+	return nil
+}
+
+// seedOf is a request's seed, or a random one.
+func seedOf(seed *uint64) (uint64, error) {
+	if seed != nil {
+		return *seed, nil
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
 // Completion is the reply (or, streamed, each chunk) of /v1/completions.
@@ -117,6 +170,15 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	if err := req.check(); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	seed, err := seedOf(req.Seed)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
 	if sv.opt.Tokenizer == nil {
 		reply(w, nil, fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad))
 		return
@@ -126,7 +188,7 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, req.Seed), maxTokensOf(req.MaxTokens), req.Stream,
+	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, seed), maxTokensOf(req.MaxTokens), req.Stream,
 		func(c Completion, text string, toks []int32, reason *string) any {
 			c.Object = "text_completion"
 			c.Choices = []CompletionChoice{{Text: text, Tokens: toks, FinishReason: reason}}
@@ -175,10 +237,10 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 		return text.add(p)
 	}
 	if !stream {
-		var all string
+		var all strings.Builder
 		var toks []int32
 		reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
-			all += piece(t)
+			all.WriteString(piece(t))
 			toks = append(toks, t.ID)
 			return nil
 		})
@@ -186,9 +248,9 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 			reply(w, nil, err)
 			return
 		}
-		all += text.flush()
+		all.WriteString(text.flush())
 		c.Usage = &CompletionUsage{len(prompt), len(toks), len(prompt) + len(toks)}
-		reply(w, shape(c, all, toks, &reason), nil)
+		reply(w, shape(c, all.String(), toks, &reason), nil)
 		return
 	}
 	// Errors before the first token are ordinary replies; afterwards the stream just ends (the
@@ -238,8 +300,9 @@ type ChatRequest struct {
 	Temperature *float64            `json:"temperature,omitempty"`
 	TopP        *float64            `json:"top_p,omitempty"`
 	TopK        int                 `json:"top_k,omitempty"`
-	Seed        uint64              `json:"seed,omitempty"`
+	Seed        *uint64             `json:"seed,omitempty"` // absent: a random one
 	Stream      bool                `json:"stream,omitempty"`
+	openAIExtras
 }
 
 // ChatCompletion is the reply (object "chat.completion") or a streamed chunk
@@ -269,6 +332,15 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	if err := req.check(); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	seed, err := seedOf(req.Seed)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
 	tk := sv.opt.Tokenizer
 	if tk == nil {
 		reply(w, nil, fmt.Errorf("%w: chat completions need the model's tokenizer, which this service does not have", ErrBad))
@@ -284,7 +356,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, req.Seed), maxTokensOf(req.MaxTokens), req.Stream,
+	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, seed), maxTokensOf(req.MaxTokens), req.Stream,
 		func(c Completion, text string, toks []int32, reason *string) any {
 			cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Created: c.Created, Model: c.Model, Usage: c.Usage}
 			m := &tokenizer.Message{Role: "assistant", Content: text}

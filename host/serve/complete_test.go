@@ -114,10 +114,22 @@ func TestCompletions(t *testing.T) {
 	}
 
 	for _, bad := range []string{`{"prompt": 5}`, `{"prompt": "x", "max_tokens": 0}`, `{"prompt": "x", "temperature": -1}`,
-		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {}}`} {
+		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {"5": 10}}`, `{"prompt": "x", "n": 2}`,
+		`{"prompt": "x", "stop": ["\n"]}`, `{"prompt": "x", "presence_penalty": 0.5}`, `{"prompt": "x", "logprobs": 3}`,
+		`{"prompt": "x", "frobnicate": 1}`} {
 		if resp := post(bad); resp.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400", bad, resp.StatusCode)
 		}
+	}
+	// A client's default fields are accepted.
+	if resp := post(`{"prompt": "x", "max_tokens": 2, "n": 1, "stop": null, "user": "u", "stream_options": {"include_usage": true},
+		"logprobs": null, "logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0, "echo": false, "model": "m"}`); resp.StatusCode != 200 {
+		t.Errorf("default fields: status %d", resp.StatusCode)
+	}
+	// A text longer than any prompt of the context's tokens could hold is refused unencoded.
+	long, _ := json.Marshal(map[string]any{"prompt": strings.Repeat("x", 64*tk.MaxPieceBytes()+1)})
+	if resp := post(string(long)); resp.StatusCode != 413 {
+		t.Errorf("an over-long text: status %d, want 413", resp.StatusCode)
 	}
 	// Without a tokenizer there are no completions.
 	plainSv := serve.New(m.Engine, serve.Options{})
@@ -153,7 +165,7 @@ func TestChatCompletions(t *testing.T) {
 		}
 		return resp
 	}
-	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello"}}
+	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello", Name: "ann"}}
 	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 10, "temperature": 0})
 	resp := post(string(body))
 	var cc serve.ChatCompletion

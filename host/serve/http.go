@@ -87,10 +87,16 @@ func (sv *Service) tokenize(text string, ids []int32) ([]int32, error) {
 	if ids != nil {
 		return nil, fmt.Errorf("%w: give prompt or text, not both", ErrBad)
 	}
-	if sv.opt.Tokenizer == nil {
+	tk := sv.opt.Tokenizer
+	if tk == nil {
 		return nil, fmt.Errorf("%w: this service has no tokenizer: give the prompt as token ids", ErrBad)
 	}
-	return sv.opt.Tokenizer.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true}), nil
+	// No token covers more than MaxPieceBytes of text: a longer text cannot fit the prompt
+	// limit, and is refused before the work of encoding it.
+	if limit := sv.opt.MaxPrompt * tk.MaxPieceBytes(); len(text) > limit {
+		return nil, fmt.Errorf("%w: a text of %d bytes is more than a prompt of at most %d tokens can hold", ErrTooLarge, len(text), sv.opt.MaxPrompt)
+	}
+	return tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true}), nil
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

@@ -9,6 +9,7 @@ import (
 type Message struct {
 	Role    string `json:"role"` // system, user, assistant, tool, …
 	Content string `json:"content"`
+	Name    string `json:"name,omitempty"` // a participant's name; not part of the templates
 }
 
 // Chat templates, recognised the way llama.cpp recognises its built-in ones: from the markers

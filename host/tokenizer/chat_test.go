@@ -8,7 +8,7 @@ import (
 )
 
 func TestChat(t *testing.T) {
-	msgs := []Message{{"system", "Be brief."}, {"user", " Hi \n"}}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: " Hi \n"}}
 	for _, tc := range []struct {
 		arch     string
 		template string
@@ -39,7 +39,7 @@ func TestChat(t *testing.T) {
 		}
 	}
 	q := fixtureTokenizer(t, "qwen3", 1024)
-	for _, bad := range [][]Message{nil, {{"", "x"}}, {{"user\n", "x"}}} {
+	for _, bad := range [][]Message{nil, {{Role: "", Content: "x"}}, {{Role: "user\n", Content: "x"}}} {
 		if _, err := q.Chat(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -64,7 +64,12 @@ type Tokenizer struct {
 	addBOS, addEOS bool
 	// the chat template: tokenizer.chat_template's text, and which one Chat writes
 	templateText, template string
+	maxPiece               int // the most bytes of text one token covers
 }
+
+// MaxPieceBytes is the most bytes of text one token stands for: a text of n bytes encodes to at
+// least n / MaxPieceBytes tokens, which bounds a prompt's text before it is encoded.
+func (t *Tokenizer) MaxPieceBytes() int { return max(1, t.maxPiece) }
 
 // MaxTokens bounds a vocabulary's size (the id must fit an int32 with room to spare).
 const MaxTokens = 1 << 24
@@ -184,6 +189,14 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	sort.SliceStable(t.specials, func(a, b int) bool {
 		return len(tokens[t.specials[a]]) > len(tokens[t.specials[b]])
 	})
+	for i := range tokens {
+		if p, _ := t.Piece(int32(i), true); len(p) > t.maxPiece {
+			t.maxPiece = len(p)
+		}
+		if len(tokens[i]) > t.maxPiece { // a special token's text, SentencePiece's spelling
+			t.maxPiece = len(tokens[i])
+		}
+	}
 	if t.templateText, err = f.StringOr("tokenizer.chat_template", ""); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

@@ -285,6 +285,21 @@ func TestSentencePiece(t *testing.T) {
 	}
 }
 
+// No token covers more than MaxPieceBytes of text, so a text encodes to at least
+// len/MaxPieceBytes tokens.
+func TestMaxPieceBytes(t *testing.T) {
+	for _, v := range vocabularies {
+		tk := fixtureTokenizer(t, v.arch, v.n, v.pre)
+		for _, text := range corpus {
+			for _, parse := range []bool{false, true} {
+				if n := len(tk.Encode(text, Options{ParseSpecial: parse})); n*tk.MaxPieceBytes() < len(text) {
+					t.Errorf("%s: %q in %d tokens of at most %d bytes", tk, text, n, tk.MaxPieceBytes())
+				}
+			}
+		}
+	}
+}
+
 // TestLongTexts: long runs of one character class — the pre-tokenizers' backtracking cases
 // (whitespace runs before text and at the end), one huge word, malformed bytes — encode and
 // decode back on both tokenizer models.

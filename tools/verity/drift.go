@@ -45,7 +45,7 @@ distance in ulps (largest, and a histogram), the largest absolute difference, NM
 agreement, and the KL divergence of NEW's softmax from BASE's per row (float64: mean, p99,
 max) with the largest change of BASE's top-token probability. The vocabulary size comes from
 --vocab or the model's GGUF file. With --max-ulp N the exit status is 1 when any value is
-more than N ulps away (or non-finite on one side only): --max-ulp 0 asserts identical bits.`,
+more than N ulps away (or differs where either side is a NaN or infinity): --max-ulp 0 asserts identical bits.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if vocab == 0 && model != "" {
@@ -103,7 +103,7 @@ more than N ulps away (or non-finite on one side only): --max-ulp 0 asserts iden
 			}
 			if maxULP >= 0 && (d.MaxULP > uint64(maxULP) || d.ULPHist[len(d.ULPHist)-1] > 0) {
 				cmd.SilenceUsage = true
-				return fmt.Errorf("values differ by more than %d ulps (max %d, %d non-finite on one side)", maxULP, d.MaxULP, d.ULPHist[len(d.ULPHist)-1])
+				return fmt.Errorf("values differ by more than %d ulps (max %d; %d differing pairs with a NaN or infinity)", maxULP, d.MaxULP, d.ULPHist[len(d.ULPHist)-1])
 			}
 			return nil
 		},
