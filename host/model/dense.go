@@ -215,13 +215,6 @@ func (b *builder) expertFFN(p string, h Buf, c Config) (Buf, error) {
 	}
 	logits := b.matvec(p+".ffn_router", h, router)
 	ids, weights := b.route(p, logits, c.MoE.Experts, c.MoE.Used)
-	var act Buf
-	if gateExps.Type == upExps.Type {
-		act = b.moeGateUp(p+".ffn_gate_up_exps", h, ids, gateExps, upExps)
-	} else { // no grouped kernel for mixed types: two expert matvecs and SwiGLU
-		act = b.moeMatVec(p+".ffn_gate_exps", h, ids, gateExps, false)
-		ue := b.moeMatVec(p+".ffn_up_exps", h, ids, upExps, false)
-		b.swiglu(p+".ffn_swiglu_exps", act, ue)
-	}
+	act := b.expertsGateUp(p, h, ids, gateExps, upExps)
 	return b.moeDown(p+".ffn_moe", act, ids, weights, noBuf, noBuf, downExps), nil
 }

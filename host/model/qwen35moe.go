@@ -199,14 +199,7 @@ func buildQwen35MoE(f *gguf.File) (*Program, error) {
 		b.swiglu(p+".ffn_swiglu_shexp", sg, su)
 		sd := b.matvec(p+".ffn_down_shexp", sg, ds)
 		gate := b.matvec(p+".ffn_gate_inp_shexp", h, shGate)
-		var act Buf
-		if gateExps.Type == upExps.Type {
-			act = b.moeGateUp(p+".ffn_gate_up_exps", h, ids, gateExps, upExps)
-		} else { // no grouped kernel for mixed types: two expert matvecs and SwiGLU
-			act = b.moeMatVec(p+".ffn_gate_exps", h, ids, gateExps, false)
-			ue := b.moeMatVec(p+".ffn_up_exps", h, ids, upExps, false)
-			b.swiglu(p+".ffn_swiglu_exps", act, ue)
-		}
+		act := b.expertsGateUp(p, h, ids, gateExps, upExps)
 		moe := b.moeDown(p+".ffn_moe", act, ids, weights, sd, gate, downExps)
 		b.add(p+".ffn_residual", xb, moe)
 	}
@@ -376,6 +369,18 @@ func (b *builder) moeMatVec(name string, in, ids Buf, w *Tensor, perSlot bool) B
 		BytesPerRow: int64(used)*expertBytes + inRows*int64(f.Act.RowBytes(cols)) + 4*int64(used*rows),
 		FlopsPerRow: 2 * int64(used) * int64(rows) * int64(cols)})
 	return out
+}
+
+// expertsGateUp emits SwiGLU(gate, up) of the routed experts: the grouped kernel, or where
+// gate and up differ in type two expert matvecs and SwiGLU.
+func (b *builder) expertsGateUp(p string, h, ids Buf, gate, up *Tensor) Buf {
+	if gate.Type == up.Type {
+		return b.moeGateUp(p+".ffn_gate_up_exps", h, ids, gate, up)
+	}
+	act := b.moeMatVec(p+".ffn_gate_exps", h, ids, gate, false)
+	ue := b.moeMatVec(p+".ffn_up_exps", h, ids, up, false)
+	b.swiglu(p+".ffn_swiglu_exps", act, ue)
+	return act
 }
 
 // moeGateUp emits the grouped gate/up/SwiGLU of the selected experts (gate and up of one type).

@@ -164,23 +164,33 @@ func (sv *Service) completionPrompt(raw json.RawMessage) ([]int32, error) {
 	return ids, nil
 }
 
+// openAIRequest decodes an OpenAI request into req (whose extras and seed fields are given),
+// checks the extras and that the service has a tokenizer, and returns the sampler's seed; on
+// failure it has replied.
+func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, x *openAIExtras, seed **uint64) (uint64, bool) {
+	if !decode(w, r, req) {
+		return 0, false
+	}
+	err := x.check()
+	if err == nil && sv.opt.Tokenizer == nil {
+		err = fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad)
+	}
+	var s uint64
+	if err == nil {
+		s, err = seedOf(*seed)
+	}
+	if err != nil {
+		reply(w, nil, err)
+		return 0, false
+	}
+	return s, true
+}
+
 // handleCompletion serves POST /v1/completions, whole or as server-sent events.
 func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	var req CompletionRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	if err := req.check(); err != nil {
-		reply(w, nil, err)
-		return
-	}
-	seed, err := seedOf(req.Seed)
-	if err != nil {
-		reply(w, nil, err)
-		return
-	}
-	if sv.opt.Tokenizer == nil {
-		reply(w, nil, fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad))
+	seed, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	if !ok {
 		return
 	}
 	prompt, err := sv.completionPrompt(req.Prompt)
@@ -329,23 +339,11 @@ type ChatChoice struct {
 // (tokenizer.Chat), then as a completion.
 func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	if err := req.check(); err != nil {
-		reply(w, nil, err)
-		return
-	}
-	seed, err := seedOf(req.Seed)
-	if err != nil {
-		reply(w, nil, err)
+	seed, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	if !ok {
 		return
 	}
 	tk := sv.opt.Tokenizer
-	if tk == nil {
-		reply(w, nil, fmt.Errorf("%w: chat completions need the model's tokenizer, which this service does not have", ErrBad))
-		return
-	}
 	text, err := tk.Chat(req.Messages)
 	if err != nil {
 		reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))

@@ -17,10 +17,9 @@ import (
 	"verity/host/tokenizer"
 )
 
-// Completions are plain decoding: the same tokens, whole or streamed, with the text of their
-// pieces.
-func TestCompletions(t *testing.T) {
-	const name = "tiny-llama-q8_0"
+// fixtureTokenizer loads the tokenizer of a fixture.
+func fixtureTokenizer(t *testing.T, name string) *tokenizer.Tokenizer {
+	t.Helper()
 	f, err := fixtures.Parse(name)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +28,14 @@ func TestCompletions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tk
+}
+
+// Completions are plain decoding: the same tokens, whole or streamed, with the text of their
+// pieces.
+func TestCompletions(t *testing.T) {
+	const name = "tiny-llama-q8_0"
+	tk := fixtureTokenizer(t, name)
 	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 3})
 	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
 	defer sv.Shutdown()
@@ -145,14 +152,7 @@ func TestCompletions(t *testing.T) {
 // streamed agree, and a model without a known template is refused.
 func TestChatCompletions(t *testing.T) {
 	const name = "tiny-qwen3-q8_0"
-	f, err := fixtures.Parse(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := tokenizer.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := fixtureTokenizer(t, name)
 	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 96, Sessions: 2})
 	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
 	defer sv.Shutdown()
@@ -215,8 +215,7 @@ func TestChatCompletions(t *testing.T) {
 		t.Errorf("no messages: status %d", resp.StatusCode)
 	}
 	// The fixtures' Llama vocabulary has no chat template.
-	lf, _ := fixtures.Parse("tiny-llama-q8_0")
-	ltk, _ := tokenizer.Load(lf)
+	ltk := fixtureTokenizer(t, "tiny-llama-q8_0")
 	lm := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
 	lsv := serve.New(lm.Engine, serve.Options{Tokenizer: ltk})
 	defer lsv.Shutdown()

@@ -454,14 +454,7 @@ func TestSpeculativeSampling(t *testing.T) {
 // both forms, it is refused.
 func TestHTTPText(t *testing.T) {
 	const name = "tiny-llama-q8_0"
-	f, err := fixtures.Parse(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := tokenizer.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := fixtureTokenizer(t, name)
 	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
 	for _, withTokenizer := range []bool{true, false} {
 		o := serve.Options{}
