@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"verity/device/num"
+	"verity/repack"
 )
 
 // Shared pieces of the legacy weight formats (q4_0, q4_1, q5_0, q5_1, q8_0). Each stores
@@ -124,4 +125,17 @@ func dotHigh16(qh uint32, a []byte) int32 {
 		sumMasked8(binary.LittleEndian.Uint64(a[8:]), uint8(qh>>8)) +
 		sumMasked8(binary.LittleEndian.Uint64(a[16:]), uint8(qh>>16)) +
 		sumMasked8(binary.LittleEndian.Uint64(a[24:]), uint8(qh>>24))
+}
+
+// unitsFunc folds units from … to−1 of a row in the device layout, with activation row x, into
+// the 32 lane accumulators (lane u mod 32 takes unit u): a format's dot product in pieces.
+type unitsFunc func(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int)
+
+// packedFromUnits is the PackedDot of a format given as units: every unit, then the lane fold.
+func packedFromUnits(units unitsFunc) func(l *repack.Layout, row, x []byte) float32 {
+	return func(l *repack.Layout, row, x []byte) float32 {
+		var acc [32]float32
+		units(&acc, l, row, x, 0, int(l.Units))
+		return laneSum(&acc)
+	}
 }

@@ -20,7 +20,7 @@ import (
 //	S   = Σ_{j<32} (q_j − 8)·a_j                  int32, exact
 //	acc = fma(float32(S), d·d_x, acc)             d·d_x exact in float32; one rounding
 func init() {
-	registerFormat(&Format{Type: dtype.Q4_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ4_0, Dot: dotQ4_0, PackedDot: packedDotQ4_0})
+	registerFormat(&Format{Type: dtype.Q4_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ4_0, Dot: dotQ4_0, PackedDot: packedFromUnits(q4_0Units)})
 }
 
 func decodeQ4_0(dst []float32, row []byte) {
@@ -49,15 +49,8 @@ func dotQ4_0(row, x []byte, cols int) float32 {
 	return laneSum(&acc)
 }
 
-// packedDotQ4_0 is dotQ4_0 over the device layout: unit u's 16 quant bytes verbatim, its fp16
-// d at 2u.
-func packedDotQ4_0(l *repack.Layout, row, x []byte) float32 {
-	var acc [32]float32
-	q4_0Units(&acc, l, row, x, 0, int(l.Units))
-	return laneSum(&acc)
-}
-
-// q4_0Units folds units from … to−1 of a packed row into the lane accumulators.
+// q4_0Units is dotQ4_0 over the device layout, in units (a unitsFunc): unit u's 16 quant bytes
+// verbatim, its fp16 d at 2u.
 func q4_0Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	p := l.Planes[0]
 	for u := from; u < to; u++ {

@@ -27,7 +27,7 @@ import (
 // As in ggml's ggml_vec_dot_q4_1_q8_1 the minimum's share is m·s_x, so the result differs
 // from the exact Σ value_j·(d_x·a_j) by m·(s_x − d_x·Σa) per block, up to 2⁻¹² of m·d_x·Σa.
 func init() {
-	registerFormat(&Format{Type: dtype.Q4_1, Act: ActQ8_1, Unit: 32, Decode: decodeQ4_1, Dot: dotQ4_1, PackedDot: packedDotQ4_1})
+	registerFormat(&Format{Type: dtype.Q4_1, Act: ActQ8_1, Unit: 32, Decode: decodeQ4_1, Dot: dotQ4_1, PackedDot: packedFromUnits(q4_1Units)})
 }
 
 func decodeQ4_1(dst []float32, row []byte) {
@@ -57,15 +57,8 @@ func dotQ4_1(row, x []byte, cols int) float32 {
 	return laneSum(&acc)
 }
 
-// packedDotQ4_1 is dotQ4_1 over the device layout: unit u's 16 quant bytes at 16u of the
-// plane, its fp16 d and m in the fp16 section's two fields.
-func packedDotQ4_1(l *repack.Layout, row, x []byte) float32 {
-	var acc [32]float32
-	q4_1Units(&acc, l, row, x, 0, int(l.Units))
-	return laneSum(&acc)
-}
-
-// q4_1Units folds units from … to−1 of a packed row into the lane accumulators.
+// q4_1Units is dotQ4_1 over the device layout, in units (a unitsFunc): unit u's 16 quant bytes at
+// 16u of the plane, its fp16 d and m in the fp16 section's two fields.
 func q4_1Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	p := l.Planes[0]
 	for u := from; u < to; u++ {

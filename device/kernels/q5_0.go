@@ -23,7 +23,7 @@ import (
 //	S   = Σ_{j<32} (q_j − 16)·a_j                 int32, exact
 //	acc = fma(float32(S), d·d_x, acc)             d·d_x exact in float32; one rounding
 func init() {
-	registerFormat(&Format{Type: dtype.Q5_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ5_0, Dot: dotQ5_0, PackedDot: packedDotQ5_0})
+	registerFormat(&Format{Type: dtype.Q5_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ5_0, Dot: dotQ5_0, PackedDot: packedFromUnits(q5_0Units)})
 }
 
 func decodeQ5_0(dst []float32, row []byte) {
@@ -56,15 +56,8 @@ func dotQ5_0(row, x []byte, cols int) float32 {
 	return laneSum(&acc)
 }
 
-// packedDotQ5_0 is dotQ5_0 over the device layout: unit u's 16 quant bytes at 16u of the first
-// plane, its qh word (verbatim) in the second.
-func packedDotQ5_0(l *repack.Layout, row, x []byte) float32 {
-	var acc [32]float32
-	q5_0Units(&acc, l, row, x, 0, int(l.Units))
-	return laneSum(&acc)
-}
-
-// q5_0Units folds units from … to−1 of a packed row into the lane accumulators.
+// q5_0Units is dotQ5_0 over the device layout, in units (a unitsFunc): unit u's 16 quant bytes at
+// 16u of the first plane, its qh word (verbatim) in the second.
 func q5_0Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	pl, ph := l.Planes[0], l.Planes[1]
 	for u := from; u < to; u++ {

@@ -29,7 +29,7 @@ import (
 //
 // As in ggml's ggml_vec_dot_q5_1_q8_1 the minimum's share is m·s_x (see Q4_1).
 func init() {
-	registerFormat(&Format{Type: dtype.Q5_1, Act: ActQ8_1, Unit: 32, Decode: decodeQ5_1, Dot: dotQ5_1, PackedDot: packedDotQ5_1})
+	registerFormat(&Format{Type: dtype.Q5_1, Act: ActQ8_1, Unit: 32, Decode: decodeQ5_1, Dot: dotQ5_1, PackedDot: packedFromUnits(q5_1Units)})
 }
 
 func decodeQ5_1(dst []float32, row []byte) {
@@ -62,15 +62,9 @@ func dotQ5_1(row, x []byte, cols int) float32 {
 	return laneSum(&acc)
 }
 
-// packedDotQ5_1 is dotQ5_1 over the device layout: unit u's 16 quant bytes at 16u of the first
-// plane, its qh word (verbatim) in the second, its fp16 d and m in the fp16 section.
-func packedDotQ5_1(l *repack.Layout, row, x []byte) float32 {
-	var acc [32]float32
-	q5_1Units(&acc, l, row, x, 0, int(l.Units))
-	return laneSum(&acc)
-}
-
-// q5_1Units folds units from … to−1 of a packed row into the lane accumulators.
+// q5_1Units is dotQ5_1 over the device layout, in units (a unitsFunc): unit u's 16 quant bytes at
+// 16u of the first plane, its qh word (verbatim) in the second, its fp16 d and m in the fp16
+// section.
 func q5_1Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	pl, ph := l.Planes[0], l.Planes[1]
 	for u := from; u < to; u++ {

@@ -20,7 +20,7 @@ import (
 //	S   = Σ_{j<32} q_j·a_j                        int32, exact
 //	acc = fma(float32(S), d·d_x, acc)             d·d_x exact in float32; one rounding
 func init() {
-	registerFormat(&Format{Type: dtype.Q8_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ8_0, Dot: dotQ8_0, PackedDot: packedDotQ8_0})
+	registerFormat(&Format{Type: dtype.Q8_0, Act: ActQ8_0, Unit: 32, Decode: decodeQ8_0, Dot: dotQ8_0, PackedDot: packedFromUnits(q8_0Units)})
 }
 
 func decodeQ8_0(dst []float32, row []byte) {
@@ -53,15 +53,8 @@ func dotQ8_0(row, x []byte, cols int) float32 {
 	return laneSum(&acc)
 }
 
-// packedDotQ8_0 is dotQ8_0 over the device layout: unit u's 32 quants in two 16-byte pieces,
-// its fp16 d at 2u.
-func packedDotQ8_0(l *repack.Layout, row, x []byte) float32 {
-	var acc [32]float32
-	q8_0Units(&acc, l, row, x, 0, int(l.Units))
-	return laneSum(&acc)
-}
-
-// q8_0Units folds units from … to−1 of a packed row into the lane accumulators.
+// q8_0Units is dotQ8_0 over the device layout, in units (a unitsFunc): unit u's 32 quants in two
+// 16-byte pieces, its fp16 d at 2u.
 func q8_0Units(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int) {
 	p := l.Planes[0]
 	for u := from; u < to; u++ {

@@ -178,7 +178,7 @@ func kquantDot(run func(l *repack.Layout, row, x []byte, acc *[32]float32)) dotF
 
 // legacyDot wraps a legacy-format routine: whole chunks of 8 units (activation blocks of xb
 // bytes) in the vector code, the remaining units with the format's Go step.
-func legacyDot(xb int, tail func(acc *[32]float32, l *repack.Layout, row, x []byte, from, to int),
+func legacyDot(xb int, tail unitsFunc,
 	run func(l *repack.Layout, row, x []byte, chunks int, acc *[32]float32)) dotFunc {
 	return func(l *repack.Layout, row, x []byte) float32 {
 		units := int(l.Units)
