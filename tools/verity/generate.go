@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,46 +85,50 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 				text, _ := tk.Decode(ids, true)
 				fmt.Fprint(out, text)
 			}
+			// Plain decoding is the verify service's completion with no drafts: one loop for
+			// both, and the drafted text is plain decoding's by the service's guarantee.
+			sv := serve.New(m.Engine, serve.Options{MaxNodes: max(draft, 1), Tokenizer: tk})
+			defer sv.Shutdown()
+			var drafter serve.Drafter
 			if draft > 0 {
-				return speculate(cmd, m.Engine, tk, ids, smp, n, draft)
+				drafter = serve.PromptLookup(draft)
 			}
-			s := m.NewSession()
-			defer s.Close()
 			start := time.Now()
-			l, err := s.Prefill(ids, false)
-			if err != nil {
-				return err
-			}
-			prefill := time.Since(start)
-			logits, pos := l[0], len(ids)
-			start = time.Now()
+			var first time.Duration
 			made := 0
-			for made < n {
-				tok := smp.Choose(logits, pos)
-				made++
-				if tk.IsEOG(tok) {
-					break
+			if _, err := sv.CompleteDrafted(cmd.Context(), ids, smp, n, drafter, func(t serve.Token) error {
+				if made++; made == 1 {
+					first = time.Since(start)
 				}
-				p, err := tk.Piece(tok, true)
+				if tk.IsEOG(t.ID) {
+					return nil
+				}
+				p, err := tk.Piece(t.ID, true)
 				if err != nil {
 					return err
 				}
-				if _, err := out.Write(p); err != nil {
-					return err
-				}
-				if made == n {
-					break
-				}
-				if logits, err = s.Decode(tok); err != nil {
-					return err
-				}
-				pos++
+				_, err = out.Write(p)
+				return err
+			}); err != nil {
+				return err
 			}
 			fmt.Fprintln(out)
-			decode := time.Since(start)
-			fmt.Fprintf(errOut, "%d prompt tokens in %.2f s (%.1f tok/s), %d generated in %.2f s (%.1f tok/s), %s\n",
-				len(ids), prefill.Seconds(), float64(len(ids))/prefill.Seconds(), made, decode.Seconds(),
-				float64(made)/decode.Seconds(), m.Engine.Executor().Name())
+			el := time.Since(start)
+			st := sv.Stats()
+			rate := 0.0
+			if made > 1 && el > first {
+				rate = float64(made-1) / (el - first).Seconds()
+			}
+			fmt.Fprintf(errOut, "%d prompt tokens (first token after %.2f s), %d generated in %.2f s (%.1f tok/s after the first) in %d verify steps",
+				len(ids), first.Seconds(), made, el.Seconds(), rate, st.Rounds)
+			if draft > 0 {
+				share := 0.0
+				if st.Drafted > 0 {
+					share = 100 * float64(st.Accepted) / float64(st.Drafted)
+				}
+				fmt.Fprintf(errOut, ": %d of %d draft tokens accepted (%.0f%%)", st.Accepted, st.Drafted, share)
+			}
+			fmt.Fprintf(errOut, ", %s\n", m.Engine.Executor().Name())
 			return nil
 		},
 	}
@@ -147,87 +150,4 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	return cmd
-}
-
-// speculate generates like plain decoding, verifying prompt-lookup drafts of up to k tokens
-// per step through a verify service.
-func speculate(cmd *cobra.Command, e *engine.Engine, tk *tokenizer.Tokenizer, prompt []int32, smp serve.Sampler, n, k int) error {
-	sv := serve.New(e, serve.Options{MaxNodes: k, Tokenizer: tk})
-	defer sv.Shutdown()
-	out := cmd.OutOrStdout()
-	start := time.Now()
-	op, err := sv.Open(prompt, smp)
-	if err != nil {
-		return err
-	}
-	defer sv.Close(op.Session)
-	history := append([]int32(nil), prompt...)
-	made, steps, drafted, accepted := 0, 0, 0, 0
-	done := false
-	emit := func(t serve.Token) error {
-		if done {
-			return nil
-		}
-		made++
-		history = append(history, t.ID)
-		if tk.IsEOG(t.ID) || made == n {
-			done = true
-		}
-		if tk.IsEOG(t.ID) {
-			return nil
-		}
-		p, err := tk.Piece(t.ID, true)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(p)
-		return err
-	}
-	if err := emit(op.Next); err != nil {
-		return err
-	}
-	pos := op.Position
-	for !done {
-		d := lookupDraft(history, k)
-		parents := make([]int, len(d))
-		for i := range parents {
-			parents[i] = i - 1
-		}
-		v, err := sv.Verify(op.Session, serve.Draft{Position: pos, Tokens: d, Parents: parents})
-		if err != nil {
-			return err
-		}
-		steps++
-		drafted += len(d)
-		accepted += len(v.Tokens)
-		for _, t := range append(v.Tokens, v.Next) {
-			if err := emit(t); err != nil {
-				return err
-			}
-		}
-		pos = v.Position
-	}
-	fmt.Fprintln(out)
-	el := time.Since(start)
-	rate := 0.0
-	if drafted > 0 {
-		rate = 100 * float64(accepted) / float64(drafted)
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%d prompt tokens, %d generated in %.2f s (%.1f tok/s) in %d verify steps: %d of %d draft tokens accepted (%.0f%%), %s\n",
-		len(prompt), made, el.Seconds(), float64(made)/el.Seconds(), steps, accepted, drafted, rate, e.Executor().Name())
-	return nil
-}
-
-// lookupDraft drafts up to k tokens by prompt lookup: the most recent earlier occurrence of the
-// longest suffix of tokens (3, 2 or 1 of them), and the tokens that followed it.
-func lookupDraft(tokens []int32, k int) []int32 {
-	for g := min(3, len(tokens)-1); g >= 1; g-- {
-		suffix := tokens[len(tokens)-g:]
-		for i := len(tokens) - g - 1; i >= 0; i-- {
-			if slices.Equal(tokens[i:i+g], suffix) {
-				return slices.Clone(tokens[i+g : min(i+g+k, len(tokens))])
-			}
-		}
-	}
-	return nil
 }
