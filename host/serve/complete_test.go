@@ -52,6 +52,20 @@ func TestCompletions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Drafted by prompt lookup: the same tokens.
+	var drafted []int32
+	if _, err := sv.CompleteDrafted(context.Background(), prompt, smp, 12, serve.PromptLookup(4), func(tok serve.Token) error {
+		drafted = append(drafted, tok.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(drafted, got) {
+		t.Errorf("drafted %v, plain %v", drafted, got)
+	}
+	if d := serve.PromptLookup(2)([]int32{1, 2, 3, 9, 8, 1, 2, 3}); !slices.Equal(d, []int32{9, 8}) {
+		t.Errorf("prompt lookup: %v", d)
+	}
 	want := plain(t, m, prompt, smp, len(got))
 	for i, w := range want {
 		if got[i] != w.ID {
