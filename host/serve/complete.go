@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"verity/host/engine"
 	"verity/host/tokenizer"
@@ -33,43 +32,43 @@ type CompletionRequest struct {
 	TopK        int             `json:"top_k,omitempty"`
 	Seed        *uint64         `json:"seed,omitempty"` // absent: a random one
 	Stream      bool            `json:"stream,omitempty"`
+	// Logprobs asks for each token's log-probability and those of this many (0 … 20) most
+	// likely tokens at its position; absent or null: none.
+	Logprobs *int `json:"logprobs,omitempty"`
 	openAIExtras
 }
 
-// openAIExtras are OpenAI request fields accepted only at their defaults (user and
-// stream_options are ignored), so that clients' default bodies work while a setting the
-// service does not honour is refused rather than silently dropped.
+// openAIExtras are the request fields both endpoints share beyond the sampler's: stop
+// strings, and OpenAI fields accepted only at their defaults (user and stream_options are
+// ignored), so that clients' default bodies work while a setting the service does not honour
+// is refused rather than silently dropped.
 type openAIExtras struct {
-	N                *int               `json:"n,omitempty"`
+	// Stop is a string or an array of up to 16: the text ends before the first to occur in it.
 	Stop             json.RawMessage    `json:"stop,omitempty"`
+	N                *int               `json:"n,omitempty"`
 	User             string             `json:"user,omitempty"`
 	StreamOptions    json.RawMessage    `json:"stream_options,omitempty"`
-	Logprobs         json.RawMessage    `json:"logprobs,omitempty"`
-	TopLogprobs      *int               `json:"top_logprobs,omitempty"`
 	Echo             bool               `json:"echo,omitempty"`
 	PresencePenalty  float64            `json:"presence_penalty,omitempty"`
 	FrequencyPenalty float64            `json:"frequency_penalty,omitempty"`
 	LogitBias        map[string]float64 `json:"logit_bias,omitempty"`
 }
 
-func (x openAIExtras) check() error {
-	unset := func(raw json.RawMessage, zero ...string) bool {
-		v := string(raw)
-		return v == "" || v == "null" || slices.Contains(zero, v)
+// check refuses settings the service does not honour and returns the stop strings.
+func (x openAIExtras) check() ([]string, error) {
+	stops, err := stopsOf(x.Stop)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBad, err)
 	}
 	switch {
 	case x.N != nil && *x.N != 1:
-		return fmt.Errorf("%w: n = %d: one choice per request", ErrBad, *x.N)
-	case !unset(x.Stop, `""`, `[]`):
-		return fmt.Errorf("%w: stop sequences are not supported (generation stops at the model's end-of-generation tokens)", ErrBad)
-	case !unset(x.Logprobs, "false", "0") || x.TopLogprobs != nil && *x.TopLogprobs != 0:
-		return fmt.Errorf("%w: logprobs are not supported here (the verify API returns them)", ErrBad)
+		return nil, fmt.Errorf("%w: n = %d: one choice per request", ErrBad, *x.N)
 	case x.Echo:
-		return fmt.Errorf("%w: echo is not supported", ErrBad)
+		return nil, fmt.Errorf("%w: echo is not supported", ErrBad)
 	case x.PresencePenalty != 0 || x.FrequencyPenalty != 0 || len(x.LogitBias) > 0:
-		return fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
+		return nil, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
 	}
-	return nil
+	return stops, nil
 }
 
 // seedOf is a request's seed, or a random one.
@@ -94,12 +93,26 @@ type Completion struct {
 	Usage   *CompletionUsage   `json:"usage,omitempty"` // the whole reply, or a stream's last chunk
 }
 
-// CompletionChoice holds the generated text; Tokens (an extension) its token ids.
+// CompletionChoice holds the generated text; Tokens (an extension) its token ids: every token
+// generated, the end-of-generation token and those that made up a stop string included.
 type CompletionChoice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	Tokens       []int32 `json:"tokens"`
-	FinishReason *string `json:"finish_reason"` // "stop" (end of generation), "length"; null while streaming
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Tokens       []int32             `json:"tokens"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`      // when asked for
+	FinishReason *string             `json:"finish_reason"` // "stop" (end of generation, a stop string), "length"; null while streaming
+}
+
+// CompletionLogprobs are /v1/completions' log-probabilities of the tokens whose text the
+// choice shows (not an end-of-generation token, nor those that only made up a stop string):
+// each token's text, its log-probability, the most likely tokens' (text → log-probability)
+// and where its text begins in the choice's, in characters. A non-finite log-probability
+// (from non-finite logits) is null.
+type CompletionLogprobs struct {
+	Tokens        []string            `json:"tokens"`
+	TokenLogprobs []finite            `json:"token_logprobs"`
+	TopLogprobs   []map[string]finite `json:"top_logprobs"`
+	TextOffset    []int               `json:"text_offset"`
 }
 
 // CompletionUsage counts tokens.
@@ -114,8 +127,9 @@ const defaultMaxTokens = 16
 
 // Complete generates after prompt with sampler smp until an end-of-generation token, maxTokens
 // tokens or the end of the context, calling emit with each token (the end-of-generation token
-// included, which emit should not show); it returns why it stopped: "stop" or "length". The
-// session lives only for the call; ctx ends it early (with ctx's error).
+// included, which emit should not show; emit returns ErrStop to end there, as at a stop
+// string); it returns why it stopped: "stop" or "length". The session lives only for the
+// call; ctx ends it early (with ctx's error).
 func (sv *Service) Complete(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, emit func(Token) error) (string, error) {
 	return sv.CompleteDrafted(ctx, prompt, smp, maxTokens, nil, emit)
 }
@@ -139,7 +153,9 @@ func (sv *Service) CompleteDrafted(ctx context.Context, prompt []int32, smp Samp
 	toks, pos, n := []Token{op.Next}, op.Position, 0
 	for {
 		for _, tok := range toks {
-			if err := emit(tok); err != nil {
+			if err := emit(tok); errors.Is(err, ErrStop) {
+				return "stop", nil
+			} else if err != nil {
 				return "", err
 			}
 			history = append(history, tok.ID)
@@ -206,13 +222,13 @@ func (sv *Service) completionPrompt(raw json.RawMessage) ([]int32, error) {
 }
 
 // openAIRequest decodes an OpenAI request into req (whose extras and seed fields are given),
-// checks the extras and that the service has a tokenizer, and returns the sampler's seed; on
-// failure it has replied.
-func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, x *openAIExtras, seed **uint64) (uint64, bool) {
+// checks the extras and that the service has a tokenizer, and returns the sampler's seed and
+// the stop strings; on failure it has replied.
+func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, x *openAIExtras, seed **uint64) (uint64, []string, bool) {
 	if !decode(w, r, req) {
-		return 0, false
+		return 0, nil, false
 	}
-	err := x.check()
+	stops, err := x.check()
 	if err == nil && sv.opt.Tokenizer == nil {
 		err = fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad)
 	}
@@ -222,29 +238,67 @@ func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any
 	}
 	if err != nil {
 		reply(w, nil, err)
-		return 0, false
+		return 0, nil, false
 	}
-	return s, true
+	return s, stops, true
+}
+
+// topLogprobs checks a request's count of top log-probabilities.
+func topLogprobs(n int) error {
+	if n < 0 || n > MaxTopLogprobs {
+		return fmt.Errorf("%w: top log-probabilities %d: want 0 … %d", ErrBad, n, MaxTopLogprobs)
+	}
+	return nil
 }
 
 // handleCompletion serves POST /v1/completions, whole or as server-sent events.
 func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	var req CompletionRequest
-	seed, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	seed, stops, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
 	if !ok {
 		return
+	}
+	smp := samplerOf(req.Temperature, req.TopP, req.TopK, seed)
+	if req.Logprobs != nil {
+		if err := topLogprobs(*req.Logprobs); err != nil {
+			reply(w, nil, err)
+			return
+		}
+		smp.TopLogprobs = *req.Logprobs
 	}
 	prompt, err := sv.completionPrompt(req.Prompt)
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
-	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, seed), maxTokensOf(req.MaxTokens), req.Stream,
-		func(c Completion, text string, toks []int32, reason *string) any {
+	tk := sv.opt.Tokenizer
+	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, stops,
+		func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any {
 			c.Object = "text_completion"
-			c.Choices = []CompletionChoice{{Text: text, Tokens: toks, FinishReason: reason}}
+			ch := CompletionChoice{Text: text, Tokens: toks, FinishReason: reason}
+			if req.Logprobs != nil {
+				lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []finite{}, TopLogprobs: []map[string]finite{}, TextOffset: []int{}}
+				for _, p := range pieces {
+					top := map[string]finite{}
+					for _, t := range p.Top {
+						top[pieceText(tk, t.ID)] = finite(t.Logprob)
+					}
+					lp.Tokens = append(lp.Tokens, string(p.Bytes))
+					lp.TokenLogprobs = append(lp.TokenLogprobs, finite(p.Logprob))
+					lp.TopLogprobs = append(lp.TopLogprobs, top)
+					lp.TextOffset = append(lp.TextOffset, p.Offset)
+				}
+				ch.Logprobs = lp
+			}
+			c.Choices = []CompletionChoice{ch}
 			return c
 		})
+}
+
+// pieceText is a token's text (special tokens as written).
+func pieceText(tk *tokenizer.Tokenizer, id int32) string {
+	p, _ := tk.Piece(id, true)
+	return string(p)
 }
 
 // samplerOf is the sampler of an OpenAI request: temperature and top_p default to 1.
@@ -267,41 +321,41 @@ func maxTokensOf(n *int) int {
 }
 
 // respond generates after prompt and replies, whole or as server-sent events (a chunk per
-// token, then one with the finish reason and the usage, then [DONE]); shape turns the text,
-// tokens and finish reason (nil while streaming) of a reply or chunk into its object, from the
-// common fields in c.
-func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int32, smp Sampler, maxTokens int, stream bool,
-	shape func(c Completion, text string, toks []int32, reason *string) any) {
-	tk := sv.opt.Tokenizer
+// token, then one with the finish reason and the usage, then [DONE]), the text ending before
+// the first of stops; shape turns the text, tokens, shown tokens (TextStream's pieces) and
+// finish reason (nil while streaming) of a reply or chunk into its object, from the common
+// fields in c.
+func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int32, smp Sampler, maxTokens int, stream bool, stops []string,
+	shape func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any) {
 	id, err := newID()
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
 	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName}
-	var text utf8Buffer
-	piece := func(t Token) string {
-		if tk.IsEOG(t.ID) {
-			return text.flush()
-		}
-		p, _ := tk.Piece(t.ID, true)
-		return text.add(p)
-	}
+	ts := NewTextStream(sv.opt.Tokenizer, stops)
 	if !stream {
 		var all strings.Builder
 		var toks []int32
+		var shown []Piece
 		reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
-			all.WriteString(piece(t))
 			toks = append(toks, t.ID)
-			return nil
+			text, pieces, stopped, err := ts.Add(t)
+			all.WriteString(text)
+			shown = append(shown, pieces...)
+			if err == nil && stopped {
+				err = ErrStop
+			}
+			return err
 		})
 		if err != nil {
 			reply(w, nil, err)
 			return
 		}
-		all.WriteString(text.flush())
+		text, pieces := ts.End()
+		all.WriteString(text)
 		c.Usage = &CompletionUsage{len(prompt), len(toks), len(prompt) + len(toks)}
-		reply(w, shape(c, all.String(), toks, &reason), nil)
+		reply(w, shape(c, all.String(), toks, append(shown, pieces...), &reason), nil)
 		return
 	}
 	// Errors before the first token are ordinary replies; afterwards the stream just ends (the
@@ -329,7 +383,14 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 	n := 0
 	reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
 		n++
-		return send(shape(c, piece(t), []int32{t.ID}, nil))
+		text, pieces, stopped, err := ts.Add(t)
+		if err == nil {
+			err = send(shape(c, text, []int32{t.ID}, pieces, nil))
+		}
+		if err == nil && stopped {
+			err = ErrStop
+		}
+		return err
 	})
 	if err != nil {
 		if !started {
@@ -338,7 +399,8 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 		return
 	}
 	c.Usage = &CompletionUsage{len(prompt), n, len(prompt) + n}
-	if send(shape(c, text.flush(), []int32{}, &reason)) == nil {
+	text, pieces := ts.End()
+	if send(shape(c, text, []int32{}, pieces, &reason)) == nil {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
 }
@@ -353,6 +415,10 @@ type ChatRequest struct {
 	TopK        int                 `json:"top_k,omitempty"`
 	Seed        *uint64             `json:"seed,omitempty"` // absent: a random one
 	Stream      bool                `json:"stream,omitempty"`
+	// Logprobs asks for each token's log-probability, and TopLogprobs (0 … 20) for those of
+	// the most likely tokens at its position.
+	Logprobs    bool `json:"logprobs,omitempty"`
+	TopLogprobs *int `json:"top_logprobs,omitempty"`
 	openAIExtras
 }
 
@@ -373,16 +439,60 @@ type ChatChoice struct {
 	Message      *tokenizer.Message `json:"message,omitempty"`
 	Delta        *tokenizer.Message `json:"delta,omitempty"`
 	Tokens       []int32            `json:"tokens"`
+	Logprobs     *ChatLogprobs      `json:"logprobs"` // when asked for
 	FinishReason *string            `json:"finish_reason"`
+}
+
+// ChatLogprobs are /v1/chat/completions' log-probabilities of the tokens whose text the
+// message shows (as CompletionLogprobs'), in OpenAI's shape.
+type ChatLogprobs struct {
+	Content []ChatLogprob `json:"content"`
+}
+
+// ChatLogprob is one token: its text, the text's bytes, its log-probability (null if not
+// finite) and the most likely tokens'.
+type ChatLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     finite           `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []ChatTopLogprob `json:"top_logprobs"`
+}
+
+// ChatTopLogprob is one of the most likely tokens at a position.
+type ChatTopLogprob struct {
+	Token   string `json:"token"`
+	Logprob finite `json:"logprob"`
+	Bytes   []int  `json:"bytes"`
+}
+
+// byteList is b as JSON numbers, as OpenAI gives a token's bytes.
+func byteList(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
 }
 
 // handleChat serves POST /v1/chat/completions: the messages in the model's chat template
 // (tokenizer.Chat), then as a completion.
 func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
-	seed, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	seed, stops, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
 	if !ok {
 		return
+	}
+	smp := samplerOf(req.Temperature, req.TopP, req.TopK, seed)
+	if req.TopLogprobs != nil {
+		err := topLogprobs(*req.TopLogprobs)
+		if err == nil && *req.TopLogprobs > 0 && !req.Logprobs {
+			err = fmt.Errorf("%w: top_logprobs needs logprobs: true", ErrBad)
+		}
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		smp.TopLogprobs = *req.TopLogprobs
 	}
 	tk := sv.opt.Tokenizer
 	text, err := tk.Chat(req.Messages)
@@ -395,43 +505,28 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	sv.respond(w, r, prompt, samplerOf(req.Temperature, req.TopP, req.TopK, seed), maxTokensOf(req.MaxTokens), req.Stream,
-		func(c Completion, text string, toks []int32, reason *string) any {
+	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, stops,
+		func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any {
 			cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Created: c.Created, Model: c.Model, Usage: c.Usage}
 			m := &tokenizer.Message{Role: "assistant", Content: text}
+			ch := ChatChoice{Tokens: toks, FinishReason: reason}
 			if req.Stream {
-				cc.Object = "chat.completion.chunk"
-				cc.Choices = []ChatChoice{{Delta: m, Tokens: toks, FinishReason: reason}}
+				cc.Object, ch.Delta = "chat.completion.chunk", m
 			} else {
-				cc.Object = "chat.completion"
-				cc.Choices = []ChatChoice{{Message: m, Tokens: toks, FinishReason: reason}}
+				cc.Object, ch.Message = "chat.completion", m
 			}
+			if req.Logprobs {
+				ch.Logprobs = &ChatLogprobs{Content: []ChatLogprob{}}
+				for _, p := range pieces {
+					lp := ChatLogprob{Token: string(p.Bytes), Logprob: finite(p.Logprob), Bytes: byteList(p.Bytes), TopLogprobs: []ChatTopLogprob{}}
+					for _, t := range p.Top {
+						b, _ := tk.Piece(t.ID, true)
+						lp.TopLogprobs = append(lp.TopLogprobs, ChatTopLogprob{Token: string(b), Logprob: finite(t.Logprob), Bytes: byteList(b)})
+					}
+					ch.Logprobs.Content = append(ch.Logprobs.Content, lp)
+				}
+			}
+			cc.Choices = []ChatChoice{ch}
 			return cc
 		})
-}
-
-// utf8Buffer holds back the bytes of a character that a token split, so that every text it
-// returns is whole UTF-8 (bytes that can never complete a character go out as they are).
-type utf8Buffer struct{ pending []byte }
-
-func (u *utf8Buffer) add(p []byte) string {
-	b := append(u.pending, p...)
-	cut := len(b)
-	// Find the start of a trailing incomplete sequence: at most 3 bytes back.
-	for i := len(b) - 1; i >= 0 && i >= len(b)-3; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	u.pending = append([]byte(nil), b[cut:]...)
-	return string(b[:cut])
-}
-
-func (u *utf8Buffer) flush() string {
-	s := string(u.pending)
-	u.pending = nil
-	return s
 }

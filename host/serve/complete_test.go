@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"verity/fixtures"
 	"verity/host/engine"
@@ -51,6 +52,9 @@ func TestCompletions(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st := sv.Stats(); st.Rounds == 0 || st.Undrafted != st.Rounds {
+		t.Errorf("a completion's rounds are undrafted: %+v", st)
 	}
 	// Drafted by prompt lookup: the same tokens.
 	var drafted []int32
@@ -136,12 +140,89 @@ func TestCompletions(t *testing.T) {
 
 	for _, bad := range []string{`{"prompt": 5}`, `{"prompt": "x", "max_tokens": 0}`, `{"prompt": "x", "temperature": -1}`,
 		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {"5": 10}}`, `{"prompt": "x", "n": 2}`,
-		`{"prompt": "x", "stop": ["\n"]}`, `{"prompt": "x", "presence_penalty": 0.5}`, `{"prompt": "x", "logprobs": 3}`,
-		`{"prompt": "x", "frobnicate": 1}`} {
+		`{"prompt": "x", "stop": [""]}`, `{"prompt": "x", "stop": 5}`, `{"prompt": "x", "presence_penalty": 0.5}`,
+		`{"prompt": "x", "logprobs": 21}`, `{"prompt": "x", "logprobs": true}`, `{"prompt": "x", "frobnicate": 1}`} {
 		if resp := post(bad); resp.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400", bad, resp.StatusCode)
 		}
 	}
+	// Log-probabilities: plain decoding's, of the tokens the text shows, with the most likely
+	// tokens' at each position.
+	resp = post(req + `, "logprobs": 3}`)
+	c = serve.Completion{}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("logprobs: status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	top := smp
+	top.TopLogprobs = 3
+	wantLP := plain(t, m, prompt, top, len(got))
+	lp := c.Choices[0].Logprobs
+	shown := len(got)
+	if tk.IsEOG(got[len(got)-1]) {
+		shown--
+	}
+	if lp == nil || len(lp.Tokens) != shown || len(lp.TokenLogprobs) != shown || len(lp.TopLogprobs) != shown || len(lp.TextOffset) != shown {
+		t.Fatalf("logprobs %+v for %d tokens", lp, shown)
+	}
+	for i := range shown {
+		if float64(lp.TokenLogprobs[i]) != wantLP[i].Logprob || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 3 ||
+			i > 0 && lp.TextOffset[i] < lp.TextOffset[i-1] {
+			t.Errorf("token %d: logprob %v top %v offset %d, want %+v", i, lp.TokenLogprobs[i], lp.TopLogprobs[i], lp.TextOffset[i], wantLP[i])
+		}
+		for _, tl := range wantLP[i].Top {
+			p, _ := tk.Piece(tl.ID, true)
+			if v, ok := lp.TopLogprobs[i][string(p)]; utf8.Valid(p) && (!ok || float64(v) != tl.Logprob) {
+				t.Errorf("token %d: top %q has %v, want %v", i, p, v, tl.Logprob)
+			}
+		}
+	}
+
+	// A stop string ends the text before it, whole and streamed.
+	var stop string
+	for _, id := range got[len(got)/2:] {
+		if p, _ := tk.Piece(id, true); len(p) > 0 && utf8.Valid(p) && !tk.IsEOG(id) {
+			stop = string(p)
+			break
+		}
+	}
+	if stop == "" {
+		t.Fatalf("no token of %v has a whole character's text to stop at", got)
+	}
+	wantText := raw[:strings.Index(raw, stop)]
+	b, _ = json.Marshal(wantText)
+	json.Unmarshal(b, &wantText)
+	sb, _ := json.Marshal(stop)
+	for _, streamed := range []bool{false, true} {
+		body := req + `, "stop": ["zzzz", ` + string(sb) + `]}`
+		if streamed {
+			body = req + `, "stop": ` + string(sb) + `, "stream": true}`
+		}
+		resp := post(body)
+		var text, reason string
+		var toks []int32
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := strings.TrimPrefix(sc.Text(), "data: ")
+			if line == "" || line == "[DONE]" {
+				continue
+			}
+			var c serve.Completion
+			if err := json.Unmarshal([]byte(line), &c); err != nil {
+				t.Fatal(err)
+			}
+			text += c.Choices[0].Text
+			toks = append(toks, c.Choices[0].Tokens...)
+			if c.Choices[0].FinishReason != nil {
+				reason = *c.Choices[0].FinishReason
+			}
+		}
+		resp.Body.Close()
+		if text != wantText || reason != "stop" || len(toks) == 0 || !slices.Equal(toks, got[:len(toks)]) {
+			t.Errorf("stop %q (streamed %v): %q %q %v, want %q after %v", stop, streamed, text, reason, toks, wantText, got)
+		}
+	}
+
 	// A client's default fields are accepted.
 	if resp := post(`{"prompt": "x", "max_tokens": 2, "n": 1, "stop": null, "user": "u", "stream_options": {"include_usage": true},
 		"logprobs": null, "logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0, "echo": false, "model": "m"}`); resp.StatusCode != 200 {
@@ -224,6 +305,38 @@ func TestChatCompletions(t *testing.T) {
 	}
 	if content != ch.Message.Content || !slices.Equal(toks, want) {
 		t.Errorf("streamed %q %v, whole %q %v", content, toks, ch.Message.Content, want)
+	}
+	// Log-probabilities in OpenAI's chat shape: the shown tokens' bytes make up the text.
+	body, _ = json.Marshal(map[string]any{"messages": msgs, "max_tokens": 10, "temperature": 0, "logprobs": true, "top_logprobs": 2})
+	resp = post(string(body))
+	cc = serve.ChatCompletion{}
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("logprobs: status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	shown := want
+	if tk.IsEOG(want[len(want)-1]) {
+		shown = want[:len(want)-1]
+	}
+	raw, _ := tk.Decode(shown, true)
+	var joined []byte
+	lps := cc.Choices[0].Logprobs
+	if lps == nil || len(lps.Content) != len(shown) {
+		t.Fatalf("logprobs %+v for tokens %v", lps, shown)
+	}
+	for _, lp := range lps.Content {
+		for _, b := range lp.Bytes {
+			joined = append(joined, byte(b))
+		}
+		if len(lp.TopLogprobs) != 2 || float64(lp.TopLogprobs[0].Logprob) < float64(lp.Logprob) {
+			t.Errorf("greedy token %+v is not the most likely", lp)
+		}
+	}
+	if string(joined) != raw {
+		t.Errorf("logprobs' bytes %q, text %q", joined, raw)
+	}
+	if resp := post(`{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}`); resp.StatusCode != 400 {
+		t.Errorf("top_logprobs without logprobs: status %d", resp.StatusCode)
 	}
 	if resp := post(`{"messages": []}`); resp.StatusCode != 400 {
 		t.Errorf("no messages: status %d", resp.StatusCode)

@@ -2,8 +2,8 @@ package serve
 
 import "time"
 
-// Logprob exposes logprob to the tests.
-var Logprob = logprob
+// TokenAt exposes Sampler.token to the tests.
+func TokenAt(s Sampler, logits []float32, tok int32) Token { return s.token(logits, tok) }
 
 // SetClock replaces the service's clock.
 func SetClock(sv *Service, now func() time.Time) { sv.now = now }

@@ -25,7 +25,13 @@ type Sampler struct {
 	TopK        int     `json:"top_k"`
 	TopP        float64 `json:"top_p"`
 	Seed        uint64  `json:"seed"`
+	// TopLogprobs asks each Token for the log-probabilities of this many of the most likely
+	// tokens at its position (0 … MaxTopLogprobs). It reports; it never changes a choice.
+	TopLogprobs int `json:"top_logprobs,omitempty"`
 }
+
+// MaxTopLogprobs bounds Sampler.TopLogprobs.
+const MaxTopLogprobs = 20
 
 // Check reports a sampler setting outside its range.
 func (s Sampler) Check() error {
@@ -36,6 +42,8 @@ func (s Sampler) Check() error {
 		return fmt.Errorf("top_k %d: want ≥ 0", s.TopK)
 	case !(s.TopP >= 0 && s.TopP <= 1):
 		return fmt.Errorf("top_p %v: want 0 … 1", s.TopP)
+	case s.TopLogprobs < 0 || s.TopLogprobs > MaxTopLogprobs:
+		return fmt.Errorf("top_logprobs %d: want 0 … %d", s.TopLogprobs, MaxTopLogprobs)
 	}
 	return nil
 }
@@ -186,7 +194,14 @@ func (h *minHeap) Pop() any {
 // logprob is log softmax(logits)[tok] over the untempered logits, computed in float64; NaN
 // logits take no part (a NaN token's own log-probability is NaN).
 func logprob(logits []float32, tok int32) float64 {
-	m := math.Inf(-1)
+	m, lse := logNorm(logits)
+	return float64(logits[tok]) - m - lse
+}
+
+// logNorm returns the largest logit m and log Σ exp(logit − m) over the logits that are not
+// NaN, in float64: a token's log-probability is logit − m − lse.
+func logNorm(logits []float32) (m, lse float64) {
+	m = math.Inf(-1)
 	for _, x := range logits {
 		if f := float64(x); f > m {
 			m = f
@@ -198,18 +213,54 @@ func logprob(logits []float32, tok int32) float64 {
 			sum += math.Exp(float64(x) - m)
 		}
 	}
-	return float64(logits[tok]) - m - math.Log(sum)
+	return m, math.Log(sum)
 }
 
-// MarshalJSON writes a non-finite log-probability (from non-finite logits) as null, which JSON
-// can carry where NaN and ±Inf cannot.
-func (t Token) MarshalJSON() ([]byte, error) {
-	var lp *float64
-	if !math.IsNaN(t.Logprob) && !math.IsInf(t.Logprob, 0) {
-		lp = &t.Logprob
+// token is tok chosen after logits, with its log-probability and, if the sampler asks, the
+// TopLogprobs most likely tokens' (largest logit first, the lower index on ties).
+func (s Sampler) token(logits []float32, tok int32) Token {
+	m, lse := logNorm(logits)
+	t := Token{ID: tok, Logprob: float64(logits[tok]) - m - lse}
+	if s.TopLogprobs > 0 {
+		for _, id := range topK(logits, min(s.TopLogprobs, len(logits))) {
+			t.Top = append(t.Top, TopLogprob{ID: id, Logprob: float64(logits[id]) - m - lse})
+		}
 	}
+	return t
+}
+
+// finite is a float64 that JSON writes as null when it is NaN or ±Inf (which JSON cannot
+// carry): the log-probability of a token after non-finite logits.
+type finite float64
+
+func (f finite) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+func (f *finite) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = finite(math.NaN())
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(f))
+}
+
+// MarshalJSON writes a non-finite log-probability (from non-finite logits) as null.
+func (t Token) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		ID      int32    `json:"id"`
-		Logprob *float64 `json:"logprob"`
-	}{t.ID, lp})
+		ID      int32        `json:"id"`
+		Logprob finite       `json:"logprob"`
+		Top     []TopLogprob `json:"top_logprobs,omitempty"`
+	}{t.ID, finite(t.Logprob), t.Top})
+}
+
+// MarshalJSON writes a non-finite log-probability as null.
+func (t TopLogprob) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		ID      int32  `json:"id"`
+		Logprob finite `json:"logprob"`
+	}{t.ID, finite(t.Logprob)})
 }

@@ -68,3 +68,45 @@ func TestChoose(t *testing.T) {
 		t.Errorf("top-p 0.5 over a dominant token chose %d", got)
 	}
 }
+
+// A token's top log-probabilities are the log-softmax of the untempered logits (float64, from
+// a full sort) of the most likely tokens, whatever the sampler's temperature and truncation.
+func TestTopLogprobs(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for trial := 0; trial < 100; trial++ {
+		n := 1 + r.IntN(200)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * 4)
+			if r.IntN(40) == 0 {
+				logits[i] = float32(math.NaN())
+			}
+		}
+		s := Sampler{Temperature: r.Float64() * 2, TopK: r.IntN(5), TopP: r.Float64(), TopLogprobs: r.IntN(MaxTopLogprobs + 1)}
+		var z float64
+		var all []int32
+		for i, x := range logits {
+			if x == x {
+				z += math.Exp(float64(x))
+				all = append(all, int32(i))
+			}
+		}
+		slices.SortFunc(all, func(a, b int32) int { return order(logits, a, b) })
+		tok := int32(r.IntN(n))
+		got := s.token(logits, tok)
+		if want := float64(logits[tok]) - math.Log(z); got.ID != tok || !(math.Abs(got.Logprob-want) < 1e-9 || math.IsNaN(want) && math.IsNaN(got.Logprob)) {
+			t.Fatalf("trial %d: token %+v, want logprob %v", trial, got, want)
+		}
+		if len(got.Top) != min(s.TopLogprobs, len(all)) {
+			t.Fatalf("trial %d: %d top logprobs, want %d", trial, len(got.Top), min(s.TopLogprobs, len(all)))
+		}
+		for i, tl := range got.Top {
+			if want := float64(logits[all[i]]) - math.Log(z); tl.ID != all[i] || math.Abs(tl.Logprob-want) > 1e-9 {
+				t.Fatalf("trial %d: top %d is %+v, want %d with %v", trial, i, tl, all[i], want)
+			}
+		}
+	}
+	if err := (Sampler{TopLogprobs: MaxTopLogprobs + 1}).Check(); err == nil {
+		t.Error("top_logprobs above the limit accepted")
+	}
+}

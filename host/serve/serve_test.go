@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -33,6 +34,12 @@ func load(t testing.TB, name string, o engine.LoadOptions) *engine.Model {
 	return m
 }
 
+// sameTokens reports whether a and b hold the same tokens, log-probabilities and top
+// log-probabilities.
+func sameTokens(a, b []serve.Token) bool {
+	return slices.EqualFunc(a, b, func(x, y serve.Token) bool { return reflect.DeepEqual(x, y) })
+}
+
 // plain decodes n tokens after prompt with sampler s, one at a time: the reference a verified
 // session must reproduce.
 func plain(t *testing.T, m *engine.Model, prompt []int32, s serve.Sampler, n int) []serve.Token {
@@ -47,7 +54,7 @@ func plain(t *testing.T, m *engine.Model, prompt []int32, s serve.Sampler, n int
 	var out []serve.Token
 	for pos := len(prompt); len(out) < n; pos++ {
 		tok := s.Choose(logits, pos)
-		out = append(out, serve.Token{ID: tok, Logprob: serve.Logprob(logits, tok)})
+		out = append(out, serve.TokenAt(s, logits, tok))
 		if logits, err = sess.Decode(tok); err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +72,8 @@ func TestVerifiedSessionIsLossless(t *testing.T) {
 	}{
 		{"small-llama-q4_k_m", serve.Sampler{}, false},
 		{"tiny-q35moe-q4_0", serve.Sampler{}, false},
-		{"small-q35moe-q4_k_m", serve.Sampler{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 5}, false},
-		{"small-llama-q4_k_m", serve.Sampler{Temperature: 1.2, Seed: 9}, false},
+		{"small-q35moe-q4_k_m", serve.Sampler{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 5, TopLogprobs: 3}, false},
+		{"small-llama-q4_k_m", serve.Sampler{Temperature: 1.2, Seed: 9, TopLogprobs: 5}, false},
 		{"tiny-q35moe-q4_0", serve.Sampler{Temperature: 0.7, Seed: 2}, true}, // every step a megakernel stream
 	} {
 		t.Run(fmt.Sprintf("%s/T=%v/megakernel=%v", c.fixture, c.sampler.Temperature, c.megakernel), func(t *testing.T) {
@@ -124,7 +131,7 @@ func TestVerifiedSessionIsLossless(t *testing.T) {
 				pos = v.Position
 			}
 			got = got[:len(want)]
-			if !slices.Equal(got, want) {
+			if !sameTokens(got, want) {
 				t.Fatalf("verified session emitted\n%v\nplain decoding\n%v", got, want)
 			}
 			if accepted == 0 {
@@ -313,7 +320,7 @@ func TestConcurrentSessionsAreLossless(t *testing.T) {
 					}
 					got, pos = append(append(got, v.Tokens...), v.Next), v.Position
 				}
-				if !slices.Equal(got[:tokens], wants[k]) {
+				if !sameTokens(got[:tokens], wants[k]) {
 					return fmt.Errorf("session %d emitted %v, plain decoding %v", k, got[:tokens], wants[k])
 				}
 				return sv.Close(op.Session)
@@ -433,7 +440,7 @@ func TestSpeculativeSampling(t *testing.T) {
 		got = append(append(got, v.Tokens...), v.Next)
 		pos = v.Position
 	}
-	if got = got[:len(want)]; !slices.Equal(got, want) {
+	if got = got[:len(want)]; !sameTokens(got, want) {
 		t.Fatalf("greedy speculative sampling emitted\n%v\nplain decoding\n%v", got, want)
 	}
 
@@ -490,7 +497,7 @@ func TestHTTPText(t *testing.T) {
 			ids := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
 			body, _ := json.Marshal(map[string]any{"prompt": ids})
 			_, byIDs := open(string(body))
-			if code != 200 || byText.Position != len(ids)+1 || byText.Next != byIDs.Next {
+			if code != 200 || byText.Position != len(ids)+1 || !reflect.DeepEqual(byText.Next, byIDs.Next) {
 				t.Errorf("text: status %d, %+v; ids %v: %+v", code, byText, ids, byIDs)
 			}
 			if ids[1] != tk.BOS() {

@@ -72,11 +72,15 @@ type Stats struct {
 	Sessions int   `json:"sessions"`        // open now
 	Opened   int64 `json:"sessions_opened"` // in all
 	Rounds   int64 `json:"verify_rounds"`
-	Steps    int64 `json:"verify_steps"`   // engine steps that ran them (batched rounds share one)
-	Drafted  int64 `json:"draft_nodes"`    // draft nodes verified
-	Accepted int64 `json:"accepted_nodes"` // draft nodes accepted
+	// Undrafted counts the rounds that carried no draft: plain decoding steps (completions,
+	// a drafter with nothing to propose).
+	Undrafted int64 `json:"undrafted_rounds"`
+	Steps     int64 `json:"verify_steps"`   // engine steps that ran them (batched rounds share one)
+	Drafted   int64 `json:"draft_nodes"`    // draft nodes verified
+	Accepted  int64 `json:"accepted_nodes"` // draft nodes accepted
 	// AcceptedAt[d] counts rounds that accepted a draft token at depth d (0: the first token
-	// after the next one), so AcceptedAt[d]/Rounds is the acceptance rate at that position.
+	// after the next one), so AcceptedAt[d]/(Rounds−Undrafted) is the acceptance rate at that
+	// position.
 	AcceptedAt []int64 `json:"accepted_at_depth"`
 }
 
@@ -194,6 +198,15 @@ func (sv *Service) run(batch []*job) {
 type Token struct {
 	ID      int32   `json:"id"`
 	Logprob float64 `json:"logprob"`
+	// Top holds the most likely tokens at the position and their log-probabilities, most
+	// likely first, when the session's sampler asks for them (Sampler.TopLogprobs).
+	Top []TopLogprob `json:"top_logprobs,omitempty"`
+}
+
+// TopLogprob is one of the most likely tokens at a position.
+type TopLogprob struct {
+	ID      int32   `json:"id"`
+	Logprob float64 `json:"logprob"`
 }
 
 // Opened is the reply to Open.
@@ -234,7 +247,7 @@ func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
 	sv.sessions[id] = &session{s: s, sampler: smp, next: next, used: sv.now()}
 	sv.stats.Opened++
 	sv.mu.Unlock()
-	return Opened{Session: id, Position: len(prompt) + 1, Next: Token{next, logprob(l[0], next)}}, nil
+	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(l[0], next)}, nil
 }
 
 // Draft is a verify request: draft tokens continuing after the session's next token, as a
@@ -332,11 +345,11 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 			}
 		}
 		if c < 0 {
-			out.Next = Token{tok, logprob(logits[cur], tok)}
+			out.Next = ss.sampler.token(logits[cur], tok)
 			break
 		}
 		out.Accepted = append(out.Accepted, c-1)
-		out.Tokens = append(out.Tokens, Token{tok, logprob(logits[cur], tok)})
+		out.Tokens = append(out.Tokens, ss.sampler.token(logits[cur], tok))
 		path, cur = append(path, c), c
 	}
 	if err := ss.s.Commit(path); err != nil {
@@ -346,6 +359,9 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 	out.Position = base + len(path) + 1
 	sv.mu.Lock()
 	sv.stats.Rounds++
+	if n == 0 {
+		sv.stats.Undrafted++
+	}
 	sv.stats.Drafted += int64(n)
 	sv.stats.Accepted += int64(len(out.Accepted))
 	for d := range out.Accepted {

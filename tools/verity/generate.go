@@ -17,6 +17,7 @@ func newGenerateCmd() *cobra.Command {
 	var layers []int
 	var megakernel, parseSpecial, showPrompt, chat bool
 	var system string
+	var stops []string
 	var sms, threads, n, draft int
 	var smp serve.Sampler
 	cmd := &cobra.Command{
@@ -25,7 +26,7 @@ func newGenerateCmd() *cobra.Command {
 		Long: `Tokenize --prompt with the model's tokenizer (BOS as the model asks; special tokens written
 in the text recognised with --parse-special, e.g. a chat template's <|im_start|>), prefill it and
 decode up to -n tokens, printing each as it is chosen, until an end-of-generation token (EOS, end
-of turn). The sampler is the verify service's: greedy at --temperature 0 (the default), else a
+of turn) or a --stop string, which is not printed. The sampler is the verify service's: greedy at --temperature 0 (the default), else a
 sample from the softmax at that temperature within --top-k and --top-p, seeded by (--seed,
 position), so a run is reproducible — and, because the logits are bit-exact, identical on
 every backend. --draft K speculates: each step verifies up to K draft tokens found by prompt
@@ -43,6 +44,9 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 			}
 			if err := smp.Check(); err != nil {
 				return err
+			}
+			if err := serve.CheckStops(stops); err != nil {
+				return fmt.Errorf("--stop: %w", err)
 			}
 			path, _, err := resolveModel(model, cmd)
 			if err != nil {
@@ -96,23 +100,24 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 			start := time.Now()
 			var first time.Duration
 			made := 0
+			ts := serve.NewTextStream(tk, stops)
 			if _, err := sv.CompleteDrafted(cmd.Context(), ids, smp, n, drafter, func(t serve.Token) error {
 				if made++; made == 1 {
 					first = time.Since(start)
 				}
-				if tk.IsEOG(t.ID) {
-					return nil
+				text, _, stopped, err := ts.Add(t)
+				if err == nil {
+					_, err = fmt.Fprint(out, text)
 				}
-				p, err := tk.Piece(t.ID, true)
-				if err != nil {
-					return err
+				if err == nil && stopped {
+					err = serve.ErrStop
 				}
-				_, err = out.Write(p)
 				return err
 			}); err != nil {
 				return err
 			}
-			fmt.Fprintln(out)
+			rest, _ := ts.End()
+			fmt.Fprintln(out, rest)
 			el := time.Since(start)
 			st := sv.Stats()
 			rate := 0.0
@@ -138,6 +143,7 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 	cmd.Flags().BoolVar(&showPrompt, "echo", false, "print the prompt before the generated text")
 	cmd.Flags().IntVar(&draft, "draft", 0, "speculate up to this many prompt-lookup draft tokens per step (0: plain decoding)")
 	cmd.Flags().BoolVar(&chat, "chat", false, "the prompt is a user message, in the model's chat template")
+	cmd.Flags().StringArrayVar(&stops, "stop", nil, "end the text before this string (repeatable)")
 	cmd.Flags().StringVar(&system, "system", "", "with --chat: a system message first")
 	cmd.Flags().IntVarP(&n, "tokens", "n", 128, "most tokens to generate")
 	cmd.Flags().Float64Var(&smp.Temperature, "temperature", 0, "0: greedy; else sample at this temperature")

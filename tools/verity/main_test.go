@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"verity/device"
 	"verity/device/cuda"
@@ -347,7 +348,26 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("%v: with --draft %q, without %q", smp, specOut, plainOut)
 		}
 	}
-	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}, {"--draft", "64"}} {
+	// --stop ends the text before the string.
+	g := text(a)
+	stop := ""
+	for _, r := range g[len(g)/2:] {
+		if r != utf8.RuneError && r != '\n' {
+			stop = string(r)
+			break
+		}
+	}
+	if stop == "" {
+		t.Fatalf("no character to stop at in %q", g)
+	}
+	c, err := run(t, append(args, "--stop", "never", "--stop", stop)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := g[:strings.Index(g, stop)]; text(c) != want {
+		t.Errorf("--stop %q: %q, want %q", stop, text(c), want)
+	}
+	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}, {"--draft", "64"}, {"--stop", ""}} {
 		if _, err := run(t, append(args[:6], bad...)...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
