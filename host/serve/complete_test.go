@@ -19,7 +19,7 @@ import (
 )
 
 // fixtureTokenizer loads the tokenizer of a fixture.
-func fixtureTokenizer(t *testing.T, name string) *tokenizer.Tokenizer {
+func fixtureTokenizer(t testing.TB, name string) *tokenizer.Tokenizer {
 	t.Helper()
 	f, err := fixtures.Parse(name)
 	if err != nil {

@@ -169,3 +169,47 @@ func TestTextStreamStops(t *testing.T) {
 		}
 	}
 }
+
+// Any tokens and stop strings: the stream's text is the reference's — the decoded text up to
+// the earliest stop string in the text as it stands after the token that completes the first
+// one — and it stops after that token.
+func FuzzTextStream(f *testing.F) {
+	f.Add("ab\x00b", []byte{1, 2, 3, 4, 5, 6})
+	f.Add("\n", []byte{200, 1, 17, 9})
+	f.Add("é\x00\xe2", []byte{0, 255, 3, 128, 64})
+	tk := fixtureTokenizer(f, "tiny-llama-q8_0")
+	f.Fuzz(func(t *testing.T, stopText string, raw []byte) {
+		var stops []string
+		for _, s := range strings.Split(stopText, "\x00") {
+			if s != "" && len(s) <= serve.MaxStopLength && len(stops) < serve.MaxStops {
+				stops = append(stops, s)
+			}
+		}
+		var ids []int32
+		for i := 0; i+1 < len(raw) && len(ids) < 64; i += 2 {
+			ids = append(ids, int32(int(raw[i])<<8|int(raw[i+1]))%int32(tk.NVocab()))
+		}
+		full, want, wantStop := "", "", -1
+		for i, id := range ids {
+			if !tk.IsEOG(id) {
+				p, _ := tk.Piece(id, true)
+				full += string(p)
+			}
+			cut := -1
+			for _, st := range stops {
+				if j := strings.Index(full, st); j >= 0 && (cut < 0 || j < cut) {
+					cut = j
+				}
+			}
+			if cut >= 0 {
+				want, wantStop = full[:cut], i
+				break
+			}
+			want = full
+		}
+		got, _, stop := stream(t, tk, stops, ids, false)
+		if got != want || stop != wantStop {
+			t.Fatalf("stops %q, ids %v: %q stopped at %d, want %q at %d", stops, ids, got, stop, want, wantStop)
+		}
+	})
+}
