@@ -21,7 +21,9 @@ import (
 //     it in), a 2048-token cache;
 //   - Qwen3.5-MoE: n_embd 2048, 256 experts of n_ff 512 with 8 used per token (expert stacks
 //     in Q8_0 and the K-quants real files use for them), 16 query heads and 2 KV heads of 256,
-//     Gated DeltaNet with 16 key heads and 32 value heads of 128 (8192 conv channels).
+//     Gated DeltaNet with 16 key heads and 32 value heads of 128 (8192 conv channels);
+//   - Mixtral 8x7B's grouped experts: 8 experts of n_ff 14336 over n_embd 4096, 2 per token,
+//     no shared expert, in Q4_K.
 //
 // Every case is a step of 8 rows (a tree verify) or one row (a decode). Weights are random
 // bytes with every float field finite (FiniteBits); values do not matter for the checks made
@@ -222,51 +224,83 @@ func realMoEMatVecCases(t dtype.Type) []Case {
 	return out
 }
 
-// realMoEGroupedCases are the grouped expert kernels at Qwen3.5-MoE's shapes (256 experts,
-// 8 per token, n_embd 2048, expert FFN 512) for a decode step and an 8-node verify.
+// moeShape is a routed-expert FFN: ne experts of n_ff ff over n_embd emb, k per token.
+type moeShape struct {
+	name           string
+	ne, k, emb, ff int
+	shared         bool // a shared expert's output and gate are added (Qwen3.5-MoE)
+	types          map[dtype.Type]bool
+}
+
+// moeShapes are the models whose grouped expert kernels are checked: Qwen3.5-MoE (256
+// experts of 512, 8 per token, with a shared expert) in every expert type, and Mixtral 8x7B (8
+// experts of 14336 over 4096, 2 per token: expert stacks of a quarter to half a gigabyte) in
+// Q4_K, its usual type.
+var moeShapes = []moeShape{
+	{"qwen3.5-moe", 256, 8, 2048, 512, true, expertTypes},
+	{"mixtral-8x7b", 8, 2, 4096, 14336, false, map[dtype.Type]bool{dtype.Q4_K: true}},
+}
+
+// realMoEGroupedCases are the grouped expert kernels at the moeShapes' sizes for a decode
+// step and an 8-node verify.
 func realMoEGroupedCases(t dtype.Type, gateUp bool) []Case {
 	f, _ := kernels.Lookup(t)
-	const ne, k, emb, ff = 256, 8, 2048, 512
-	ids := func(n int) []int32 {
-		out := make([]int32, n*k)
-		for r := 0; r < n; r++ {
-			for j := 0; j < k; j++ {
-				out[r*k+j] = int32((255 + 31*j + 97*r) % ne)
-			}
-		}
-		return out
-	}
-	seed := uint64(t)<<32 | 3<<16
 	var out []Case
-	if gateUp {
-		wg, wu := realExperts(seed, t, ne, ff, emb, ids(8)), realExperts(seed+1000, t, ne, ff, emb, ids(8))
+	for si, m := range moeShapes {
+		if !m.types[t] {
+			continue
+		}
+		ne, k, emb, ff := m.ne, m.k, m.emb, m.ff
+		ids := func(n int) []int32 {
+			out := make([]int32, n*k)
+			for r := 0; r < n; r++ {
+				for j := 0; j < k; j++ {
+					out[r*k+j] = int32((ne - 1 + 31*j + 97*r) % ne)
+				}
+			}
+			return out
+		}
+		seed := uint64(t)<<32 | 3<<16 | uint64(si)<<12
+		if gateUp {
+			wg, wu := realExperts(seed, t, ne, ff, emb, ids(8)), realExperts(seed+1000, t, ne, ff, emb, ids(8))
+			for _, n := range []int{1, 8} {
+				n := n
+				out = append(out, Case{
+					Name: fmt.Sprintf("%s/ffn_gate_up_exps/out=%d/cols=%d/experts=%d/n=%d/k=%d", m.name, ff, emb, ne, n, k),
+					Buffers: []Buffer{{"WGate", wg, false}, {"WUp", wu, false}, {"X", realActivations(seed+uint64(n), f.Act, n, emb), false},
+						{"Ids", device.I32Bytes(ids(n)), false}, {"Y", make([]byte, 4*n*k*ff), true}},
+					Args: func(p []device.Ptr) any {
+						return kernels.MoEGateUpArgs{WGate: p[0], WUp: p[1], X: p[2], Ids: p[3], Y: p[4], N: int32(n), K: int32(k),
+							Out: int32(ff), Cols: int32(emb), NExpert: int32(ne)}
+					},
+				})
+			}
+			continue
+		}
+		w := realExperts(seed+2000, t, ne, emb, ff, ids(8))
 		for _, n := range []int{1, 8} {
 			n := n
+			bufs := []Buffer{{"W", w, false}, {"X", realActivations(seed+10+uint64(n), f.Act, n*k, ff), false},
+				{"Ids", device.I32Bytes(ids(n)), false}, {"Weights", device.F32Bytes(realF32s(seed+20, n*k, 0.5)), false}}
+			if m.shared {
+				bufs = append(bufs, Buffer{"Shared", device.F32Bytes(realF32s(seed+30, n*emb, 1)), false},
+					Buffer{"Gate", device.F32Bytes(realF32s(seed+40, n, 2)), false})
+			}
+			bufs = append(bufs, Buffer{"Out", make([]byte, 4*n*emb), true})
+			shared := m.shared
 			out = append(out, Case{
-				Name: fmt.Sprintf("qwen3.5-moe/ffn_gate_up_exps/out=%d/cols=%d/experts=%d/n=%d/k=%d", ff, emb, ne, n, k),
-				Buffers: []Buffer{{"WGate", wg, false}, {"WUp", wu, false}, {"X", realActivations(seed+uint64(n), f.Act, n, emb), false},
-					{"Ids", device.I32Bytes(ids(n)), false}, {"Y", make([]byte, 4*n*k*ff), true}},
+				Name:    fmt.Sprintf("%s/ffn_down_exps/rows=%d/cols=%d/experts=%d/n=%d/k=%d", m.name, emb, ff, ne, n, k),
+				Buffers: bufs,
 				Args: func(p []device.Ptr) any {
-					return kernels.MoEGateUpArgs{WGate: p[0], WUp: p[1], X: p[2], Ids: p[3], Y: p[4], N: int32(n), K: k, Out: ff, Cols: emb, NExpert: ne}
+					a := kernels.MoEDownArgs{W: p[0], X: p[1], Ids: p[2], Weights: p[3], Out: p[len(p)-1],
+						N: int32(n), K: int32(k), Rows: int32(emb), Cols: int32(ff), NExpert: int32(ne)}
+					if shared {
+						a.Shared, a.Gate = p[4], p[5]
+					}
+					return a
 				},
 			})
 		}
-		return out
-	}
-	w := realExperts(seed+2000, t, ne, emb, ff, ids(8))
-	for _, n := range []int{1, 8} {
-		n := n
-		out = append(out, Case{
-			Name: fmt.Sprintf("qwen3.5-moe/ffn_down_exps/rows=%d/cols=%d/experts=%d/n=%d/k=%d", emb, ff, ne, n, k),
-			Buffers: []Buffer{{"W", w, false}, {"X", realActivations(seed+10+uint64(n), f.Act, n*k, ff), false},
-				{"Ids", device.I32Bytes(ids(n)), false}, {"Weights", device.F32Bytes(realF32s(seed+20, n*k, 0.5)), false},
-				{"Shared", device.F32Bytes(realF32s(seed+30, n*emb, 1)), false}, {"Gate", device.F32Bytes(realF32s(seed+40, n, 2)), false},
-				{"Out", make([]byte, 4*n*emb), true}},
-			Args: func(p []device.Ptr) any {
-				return kernels.MoEDownArgs{W: p[0], X: p[1], Ids: p[2], Weights: p[3], Shared: p[4], Gate: p[5], Out: p[6],
-					N: int32(n), K: k, Rows: emb, Cols: ff, NExpert: ne}
-			},
-		})
 	}
 	return out
 }
