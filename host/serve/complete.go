@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,6 +36,9 @@ type CompletionRequest struct {
 	// Logprobs asks for each token's log-probability and those of this many (0 … 20) most
 	// likely tokens at its position; absent or null: none.
 	Logprobs *int `json:"logprobs,omitempty"`
+	// With echo (in openAIExtras) the text begins with the prompt's — its tokens' texts,
+	// special tokens written out — and the log-probabilities with the prompt tokens' (each
+	// after the tokens before it; the first's null); max_tokens 0 then scores the prompt alone.
 	openAIExtras
 }
 
@@ -48,7 +52,7 @@ type openAIExtras struct {
 	N                *int               `json:"n,omitempty"`
 	User             string             `json:"user,omitempty"`
 	StreamOptions    json.RawMessage    `json:"stream_options,omitempty"`
-	Echo             bool               `json:"echo,omitempty"`
+	Echo             bool               `json:"echo,omitempty"` // completions only
 	PresencePenalty  float64            `json:"presence_penalty,omitempty"`
 	FrequencyPenalty float64            `json:"frequency_penalty,omitempty"`
 	LogitBias        map[string]float64 `json:"logit_bias,omitempty"`
@@ -63,8 +67,6 @@ func (x openAIExtras) check() ([]string, error) {
 	switch {
 	case x.N != nil && *x.N != 1:
 		return nil, fmt.Errorf("%w: n = %d: one choice per request", ErrBad, *x.N)
-	case x.Echo:
-		return nil, fmt.Errorf("%w: echo is not supported", ErrBad)
 	case x.PresencePenalty != 0 || x.FrequencyPenalty != 0 || len(x.LogitBias) > 0:
 		return nil, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
 	}
@@ -141,14 +143,23 @@ type Drafter func(tokens []int32) []int32
 // CompleteDrafted is Complete with each step verifying draft's chain after the pending token:
 // the tokens emitted are the same, in fewer steps where the drafts are accepted.
 func (sv *Service) CompleteDrafted(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, emit func(Token) error) (string, error) {
-	if maxTokens < 1 {
-		return "", fmt.Errorf("%w: max_tokens %d: want at least 1", ErrBad, maxTokens)
+	return sv.complete(ctx, prompt, smp, maxTokens, draft, nil, emit)
+}
+
+// complete is CompleteDrafted; with score, each prompt token first goes to score with its
+// log-probability (see open), and maxTokens may be 0: the prompt scored, nothing generated.
+func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, score func(Token), emit func(Token) error) (string, error) {
+	if maxTokens < 0 || maxTokens == 0 && score == nil {
+		return "", fmt.Errorf("%w: max_tokens %d: want at least 1 (0 only to score an echoed prompt)", ErrBad, maxTokens)
 	}
-	op, err := sv.Open(prompt, smp)
+	op, err := sv.open(prompt, smp, score)
 	if err != nil {
 		return "", err
 	}
 	defer sv.Close(op.Session)
+	if maxTokens == 0 {
+		return "length", nil
+	}
 	history := append([]int32(nil), prompt...)
 	toks, pos, n := []Token{op.Next}, op.Position, 0
 	for {
@@ -272,14 +283,17 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tk := sv.opt.Tokenizer
-	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, stops,
+	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, req.Echo, stops,
 		func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any {
 			c.Object = "text_completion"
 			ch := CompletionChoice{Text: text, Tokens: toks, FinishReason: reason}
 			if req.Logprobs != nil {
 				lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []finite{}, TopLogprobs: []map[string]finite{}, TextOffset: []int{}}
 				for _, p := range pieces {
-					top := map[string]finite{}
+					var top map[string]finite // null for an echoed prompt's first token
+					if !math.IsNaN(p.Logprob) || len(p.Top) > 0 {
+						top = map[string]finite{}
+					}
 					for _, t := range p.Top {
 						top[pieceText(tk, t.ID)] = finite(t.Logprob)
 					}
@@ -322,10 +336,11 @@ func maxTokensOf(n *int) int {
 
 // respond generates after prompt and replies, whole or as server-sent events (a chunk per
 // token, then one with the finish reason and the usage, then [DONE]), the text ending before
-// the first of stops; shape turns the text, tokens, shown tokens (TextStream's pieces) and
-// finish reason (nil while streaming) of a reply or chunk into its object, from the common
-// fields in c.
-func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int32, smp Sampler, maxTokens int, stream bool, stops []string,
+// the first of stops; with echo, the reply (or its first chunk) begins with the prompt's text
+// and, among the shown tokens, the prompt's (see echoPieces). shape turns the text, generated
+// tokens, shown tokens (TextStream's pieces) and finish reason (nil while streaming) of a
+// reply or chunk into its object, from the common fields in c.
+func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int32, smp Sampler, maxTokens int, stream, echo bool, stops []string,
 	shape func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any) {
 	id, err := newID()
 	if err != nil {
@@ -334,11 +349,29 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 	}
 	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName}
 	ts := NewTextStream(sv.opt.Tokenizer, stops)
+	var scored []Token
+	var score func(Token)
+	if echo {
+		score = func(t Token) { scored = append(scored, t) }
+	}
+	// shift moves generated pieces' offsets past the echoed prompt's characters.
+	var promptChars int
+	shift := func(ps []Piece) []Piece {
+		for i := range ps {
+			ps[i].Offset += promptChars
+		}
+		return ps
+	}
+	echoed := func() (string, []Piece) {
+		text, ps, n := echoPieces(sv.opt.Tokenizer, scored)
+		promptChars = n
+		return text, ps
+	}
 	if !stream {
 		var all strings.Builder
 		var toks []int32
 		var shown []Piece
-		reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
+		reason, err := sv.complete(r.Context(), prompt, smp, maxTokens, nil, score, func(t Token) error {
 			toks = append(toks, t.ID)
 			text, pieces, stopped, err := ts.Add(t)
 			all.WriteString(text)
@@ -354,8 +387,9 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 		}
 		text, pieces := ts.End()
 		all.WriteString(text)
+		head, echoedPieces := echoed()
 		c.Usage = &CompletionUsage{len(prompt), len(toks), len(prompt) + len(toks)}
-		reply(w, shape(c, all.String(), toks, append(shown, pieces...), &reason), nil)
+		reply(w, shape(c, head+all.String(), toks, append(echoedPieces, shift(append(shown, pieces...))...), &reason), nil)
 		return
 	}
 	// Errors before the first token are ordinary replies; afterwards the stream just ends (the
@@ -380,18 +414,33 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 		}
 		return nil
 	}
+	// The echoed prompt goes out as the first chunk, once the prompt has run.
+	sendEcho := func() error {
+		if !echo || started {
+			return nil
+		}
+		text, ps := echoed()
+		return send(shape(c, text, []int32{}, ps, nil))
+	}
 	n := 0
-	reason, err := sv.Complete(r.Context(), prompt, smp, maxTokens, func(t Token) error {
+	reason, err := sv.complete(r.Context(), prompt, smp, maxTokens, nil, score, func(t Token) error {
 		n++
-		text, pieces, stopped, err := ts.Add(t)
+		err := sendEcho()
+		text, pieces, stopped, err2 := ts.Add(t)
 		if err == nil {
-			err = send(shape(c, text, []int32{t.ID}, pieces, nil))
+			err = err2
+		}
+		if err == nil {
+			err = send(shape(c, text, []int32{t.ID}, shift(pieces), nil))
 		}
 		if err == nil && stopped {
 			err = ErrStop
 		}
 		return err
 	})
+	if err == nil {
+		err = sendEcho()
+	}
 	if err != nil {
 		if !started {
 			reply(w, nil, err)
@@ -400,9 +449,27 @@ func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int3
 	}
 	c.Usage = &CompletionUsage{len(prompt), n, len(prompt) + n}
 	text, pieces := ts.End()
-	if send(shape(c, text, []int32{}, pieces, &reason)) == nil {
+	if send(shape(c, text, []int32{}, shift(pieces), &reason)) == nil {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+}
+
+// echoPieces are an echoed prompt's scored tokens as text: each token's text (special tokens
+// written out, so that the text and the tokens agree) at its offset in characters. It returns
+// the text, the pieces and the text's length in characters.
+func echoPieces(tk *tokenizer.Tokenizer, toks []Token) (string, []Piece, int) {
+	var text []byte
+	pieces := make([]Piece, len(toks))
+	for i, t := range toks {
+		p, _ := tk.Piece(t.ID, true)
+		pieces[i] = Piece{Token: t, Bytes: p, start: len(text)}
+		text = append(text, p...)
+	}
+	var cc charCounter
+	for i := range pieces {
+		pieces[i].Offset = cc.at(text, pieces[i].start)
+	}
+	return string(text), pieces, cc.at(text, len(text))
 }
 
 // ChatRequest is the body of POST /v1/chat/completions (OpenAI's fields, plus top_k and seed).
@@ -482,6 +549,10 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if req.Echo {
+		reply(w, nil, fmt.Errorf("%w: echo is for /v1/completions", ErrBad))
+		return
+	}
 	smp := samplerOf(req.Temperature, req.TopP, req.TopK, seed)
 	if req.TopLogprobs != nil {
 		err := topLogprobs(*req.TopLogprobs)
@@ -505,7 +576,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, stops,
+	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, false, stops,
 		func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any {
 			cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Created: c.Created, Model: c.Model, Usage: c.Usage}
 			m := &tokenizer.Message{Role: "assistant", Content: text}

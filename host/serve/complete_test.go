@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"math"
 	"bufio"
 	"bytes"
 	"context"
@@ -223,14 +224,82 @@ func TestCompletions(t *testing.T) {
 		}
 	}
 
+	// Echo with max_tokens 0 scores the prompt: each token's log-probability after those
+	// before it, as one prefill computes them (the service runs it a step at a time).
+	long := tk.Encode("The quick brown fox jumps over the lazy dog, and then it naps.", tokenizer.Options{AddSpecial: true})
+	if len(long) <= 8 {
+		t.Fatalf("a prompt of %d tokens does not span steps of 8", len(long))
+	}
+	ids, _ := json.Marshal(long)
+	resp = post(`{"prompt": ` + string(ids) + `, "echo": true, "max_tokens": 0, "logprobs": 2}`)
+	c = serve.Completion{}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("echo: status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	sess := m.NewSession()
+	all, err := sess.Prefill(long, true)
+	sess.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoText, _ := tk.Decode(long, true)
+	lp = c.Choices[0].Logprobs
+	if ch := c.Choices[0]; ch.Text != echoText || len(ch.Tokens) != 0 || *ch.FinishReason != "length" || lp == nil ||
+		len(lp.Tokens) != len(long) || !math.IsNaN(float64(lp.TokenLogprobs[0])) || lp.TopLogprobs[0] != nil {
+		t.Fatalf("echo: %+v, logprobs %+v; want text %q", ch, lp, echoText)
+	}
+	for i := 1; i < len(long); i++ {
+		want := serve.TokenAt(serve.Sampler{TopLogprobs: 2}, all[i-1], long[i])
+		p, _ := tk.Piece(long[i], true)
+		if float64(lp.TokenLogprobs[i]) != want.Logprob || len(lp.TopLogprobs[i]) == 0 || lp.Tokens[i] != string(p) ||
+			lp.TextOffset[i] != utf8.RuneCountInString(echoText[:len(strings.Join(lp.Tokens[:i], ""))]) {
+			t.Errorf("echoed token %d: %q %v %v at %d, want %q %+v", i, lp.Tokens[i], lp.TokenLogprobs[i], lp.TopLogprobs[i], lp.TextOffset[i], p, want)
+		}
+	}
+	// Echo with generation, whole and streamed: the prompt's text, then the completion's.
+	for _, streamed := range []bool{false, true} {
+		body := req + `, "echo": true, "logprobs": 0}`
+		if streamed {
+			body = req + `, "echo": true, "logprobs": 0, "stream": true}`
+		}
+		resp := post(body)
+		var text string
+		var toks []int32
+		var offsets []int
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := strings.TrimPrefix(sc.Text(), "data: ")
+			if line == "" || line == "[DONE]" {
+				continue
+			}
+			var c serve.Completion
+			if err := json.Unmarshal([]byte(line), &c); err != nil {
+				t.Fatal(err)
+			}
+			text += c.Choices[0].Text
+			toks = append(toks, c.Choices[0].Tokens...)
+			offsets = append(offsets, c.Choices[0].Logprobs.TextOffset...)
+		}
+		resp.Body.Close()
+		promptText, _ := tk.Decode(prompt, true)
+		if !strings.HasPrefix(text, promptText) || text[len(promptText):] != ch.Text || !slices.Equal(toks, got) ||
+			len(offsets) != len(prompt)+shown || !slices.IsSorted(offsets) {
+			t.Errorf("echo (streamed %v): %q %v offsets %v; want %q + %q, tokens %v", streamed, text, toks, offsets, promptText, ch.Text, got)
+		}
+	}
+	if resp := post(`{"prompt": "x", "max_tokens": 0}`); resp.StatusCode != 400 {
+		t.Errorf("max_tokens 0 without echo: status %d", resp.StatusCode)
+	}
+
 	// A client's default fields are accepted.
 	if resp := post(`{"prompt": "x", "max_tokens": 2, "n": 1, "stop": null, "user": "u", "stream_options": {"include_usage": true},
 		"logprobs": null, "logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0, "echo": false, "model": "m"}`); resp.StatusCode != 200 {
 		t.Errorf("default fields: status %d", resp.StatusCode)
 	}
 	// A text longer than any prompt of the context's tokens could hold is refused unencoded.
-	long, _ := json.Marshal(map[string]any{"prompt": strings.Repeat("x", 64*tk.MaxPieceBytes()+1)})
-	if resp := post(string(long)); resp.StatusCode != 413 {
+	huge, _ := json.Marshal(map[string]any{"prompt": strings.Repeat("x", 64*tk.MaxPieceBytes()+1)})
+	if resp := post(string(huge)); resp.StatusCode != 413 {
 		t.Errorf("an over-long text: status %d, want 413", resp.StatusCode)
 	}
 	// Without a tokenizer there are no completions.

@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -218,6 +219,12 @@ type Opened struct {
 
 // Open starts a session: it prefills the prompt and chooses the target's next token.
 func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
+	return sv.open(prompt, smp, nil)
+}
+
+// open is Open; with score, it also gives score each prompt token with its log-probability
+// after the tokens before it (the first token's is NaN: nothing predicts it), in order.
+func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened, error) {
 	if err := smp.Check(); err != nil {
 		return Opened{}, fmt.Errorf("%w: sampler: %v", ErrBad, err)
 	}
@@ -232,12 +239,12 @@ func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
 	}
 	sv.expire()
 	s := sv.e.NewSession()
-	l, err := s.Prefill(prompt, false)
+	last, err := sv.prefill(s, prompt, smp, score)
 	if err != nil {
 		s.Close()
 		return Opened{}, err
 	}
-	next := smp.Choose(l[0], len(prompt))
+	next := smp.Choose(last, len(prompt))
 	id, err := newID()
 	if err != nil {
 		s.Close()
@@ -247,7 +254,37 @@ func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
 	sv.sessions[id] = &session{s: s, sampler: smp, next: next, used: sv.now()}
 	sv.stats.Opened++
 	sv.mu.Unlock()
-	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(l[0], next)}, nil
+	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(last, next)}, nil
+}
+
+// prefill runs prompt in session s and returns the logits after its last token. With score,
+// it runs the prompt a step at a time keeping every position's logits, and gives score each
+// prompt token with its log-probability (those bits do not depend on the chunking: width
+// invariance).
+func (sv *Service) prefill(s *engine.Session, prompt []int32, smp Sampler, score func(Token)) ([]float32, error) {
+	if score == nil {
+		l, err := s.Prefill(prompt, false)
+		if err != nil {
+			return nil, err
+		}
+		return l[0], nil
+	}
+	score(Token{ID: prompt[0], Logprob: math.NaN()})
+	var last []float32
+	for i, step := 0, sv.e.MaxRows(); i < len(prompt); i += step {
+		chunk := prompt[i:min(i+step, len(prompt))]
+		l, err := s.Prefill(chunk, true)
+		if err != nil {
+			return nil, err
+		}
+		for j := range chunk {
+			if next := i + j + 1; next < len(prompt) {
+				score(smp.token(l[j], prompt[next]))
+			}
+		}
+		last = l[len(l)-1]
+	}
+	return last, nil
 }
 
 // Draft is a verify request: draft tokens continuing after the session's next token, as a

@@ -47,8 +47,7 @@ type TextStream struct {
 	sent    int     // bytes of all released
 	pending []Piece // tokens not yet released, in order
 	stopped bool
-	// all[:runeAt] holds runes characters: where Offset counting resumes.
-	runeAt, runes int
+	chars   charCounter
 }
 
 // Piece is a generated token as the text shows it.
@@ -149,15 +148,7 @@ func (s *TextStream) release(cut int) (string, []Piece) {
 	n := 0
 	for n < len(s.pending) && (s.pending[n].start < cut || len(s.pending[n].Bytes) == 0 && s.pending[n].start == cut && !s.stopped) {
 		p := &s.pending[n]
-		k := p.start // back to the start of its character
-		for k > 0 && k > p.start-utf8.UTFMax+1 && k < len(s.all) && !utf8.RuneStart(s.all[k]) {
-			k--
-		}
-		if k > s.runeAt {
-			s.runes += utf8.RuneCount(s.all[s.runeAt:k])
-			s.runeAt = k
-		}
-		p.Offset = s.runes
+		p.Offset = s.chars.at(s.all, p.start)
 		n++
 	}
 	out := s.pending[:n:n]
@@ -181,4 +172,24 @@ func stopsOf(raw []byte) ([]string, error) {
 		return nil, errors.New("stop: want a string or an array of strings")
 	}
 	return many, CheckStops(many)
+}
+
+// charCounter converts increasing byte offsets into a growing text to offsets in characters,
+// counting each byte once.
+type charCounter struct {
+	at0, n int // text[:at0] holds n characters (at0 at a character's start)
+}
+
+// at returns the offset in characters of the character that holds text[i] (i = len(text):
+// the end), for i no less than at's last argument.
+func (c *charCounter) at(text []byte, i int) int {
+	k := i // back to the start of its character
+	for k > 0 && k > i-utf8.UTFMax+1 && k < len(text) && !utf8.RuneStart(text[k]) {
+		k--
+	}
+	if k > c.at0 {
+		c.n += utf8.RuneCount(text[c.at0:k])
+		c.at0 = k
+	}
+	return c.n
 }
