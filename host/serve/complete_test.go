@@ -1,11 +1,11 @@
 package serve_test
 
 import (
-	"math"
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
