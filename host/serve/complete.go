@@ -10,8 +10,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
-	"time"
 
 	"verity/host/engine"
 	"verity/host/tokenizer"
@@ -58,19 +56,24 @@ type openAIExtras struct {
 	LogitBias        map[string]float64 `json:"logit_bias,omitempty"`
 }
 
-// check refuses settings the service does not honour and returns the stop strings.
-func (x openAIExtras) check() ([]string, error) {
+// check refuses settings the service does not honour and returns the stop strings and the
+// number of choices.
+func (x openAIExtras) check() ([]string, int, error) {
 	stops, err := stopsOf(x.Stop)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBad, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrBad, err)
+	}
+	n := 1
+	if x.N != nil {
+		n = *x.N
 	}
 	switch {
-	case x.N != nil && *x.N != 1:
-		return nil, fmt.Errorf("%w: n = %d: one choice per request", ErrBad, *x.N)
+	case n < 1 || n > MaxChoices:
+		return nil, 0, fmt.Errorf("%w: n = %d: want 1 … %d choices", ErrBad, n, MaxChoices)
 	case x.PresencePenalty != 0 || x.FrequencyPenalty != 0 || len(x.LogitBias) > 0:
-		return nil, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
+		return nil, 0, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
 	}
-	return stops, nil
+	return stops, n, nil
 }
 
 // seedOf is a request's seed, or a random one.
@@ -233,25 +236,26 @@ func (sv *Service) completionPrompt(raw json.RawMessage) ([]int32, error) {
 }
 
 // openAIRequest decodes an OpenAI request into req (whose extras and seed fields are given),
-// checks the extras and that the service has a tokenizer, and returns the sampler's seed and
-// the stop strings; on failure it has replied.
-func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, x *openAIExtras, seed **uint64) (uint64, []string, bool) {
+// checks the extras and that the service has a tokenizer, and returns the generation's
+// choices, stop strings and sampler seed; on failure it has replied.
+func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, x *openAIExtras, seed **uint64) (generation, bool) {
 	if !decode(w, r, req) {
-		return 0, nil, false
+		return generation{}, false
 	}
-	stops, err := x.check()
+	var g generation
+	var err error
+	g.stops, g.n, err = x.check()
 	if err == nil && sv.opt.Tokenizer == nil {
 		err = fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad)
 	}
-	var s uint64
 	if err == nil {
-		s, err = seedOf(*seed)
+		g.smp.Seed, err = seedOf(*seed)
 	}
 	if err != nil {
 		reply(w, nil, err)
-		return 0, nil, false
+		return generation{}, false
 	}
-	return s, stops, true
+	return g, true
 }
 
 // topLogprobs checks a request's count of top log-probabilities.
@@ -265,48 +269,49 @@ func topLogprobs(n int) error {
 // handleCompletion serves POST /v1/completions, whole or as server-sent events.
 func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	var req CompletionRequest
-	seed, stops, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	g, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
 	if !ok {
 		return
 	}
-	smp := samplerOf(req.Temperature, req.TopP, req.TopK, seed)
+	g.smp = samplerOf(req.Temperature, req.TopP, req.TopK, g.smp.Seed)
 	if req.Logprobs != nil {
 		if err := topLogprobs(*req.Logprobs); err != nil {
 			reply(w, nil, err)
 			return
 		}
-		smp.TopLogprobs = *req.Logprobs
+		g.smp.TopLogprobs = *req.Logprobs
 	}
-	prompt, err := sv.completionPrompt(req.Prompt)
-	if err != nil {
+	var err error
+	if g.prompt, err = sv.completionPrompt(req.Prompt); err != nil {
 		reply(w, nil, err)
 		return
 	}
+	g.maxTokens, g.stream, g.echo = maxTokensOf(req.MaxTokens), req.Stream, req.Echo
 	tk := sv.opt.Tokenizer
-	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, req.Echo, stops,
-		func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any {
-			c.Object = "text_completion"
-			ch := CompletionChoice{Text: text, Tokens: toks, FinishReason: reason}
-			if req.Logprobs != nil {
-				lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []finite{}, TopLogprobs: []map[string]finite{}, TextOffset: []int{}}
-				for _, p := range pieces {
-					var top map[string]finite // null for an echoed prompt's first token
-					if !math.IsNaN(p.Logprob) || len(p.Top) > 0 {
-						top = map[string]finite{}
-					}
-					for _, t := range p.Top {
-						top[pieceText(tk, t.ID)] = finite(t.Logprob)
-					}
-					lp.Tokens = append(lp.Tokens, string(p.Bytes))
-					lp.TokenLogprobs = append(lp.TokenLogprobs, finite(p.Logprob))
-					lp.TopLogprobs = append(lp.TopLogprobs, top)
-					lp.TextOffset = append(lp.TextOffset, p.Offset)
+	respond(sv, w, r, g, func(i int, out release) CompletionChoice {
+		ch := CompletionChoice{Index: i, Text: out.text, Tokens: out.toks, FinishReason: out.reason}
+		if req.Logprobs != nil {
+			lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []finite{}, TopLogprobs: []map[string]finite{}, TextOffset: []int{}}
+			for _, p := range out.pieces {
+				var top map[string]finite // null for an echoed prompt's first token
+				if !math.IsNaN(p.Logprob) || len(p.Top) > 0 {
+					top = map[string]finite{}
 				}
-				ch.Logprobs = lp
+				for _, t := range p.Top {
+					top[pieceText(tk, t.ID)] = finite(t.Logprob)
+				}
+				lp.Tokens = append(lp.Tokens, string(p.Bytes))
+				lp.TokenLogprobs = append(lp.TokenLogprobs, finite(p.Logprob))
+				lp.TopLogprobs = append(lp.TopLogprobs, top)
+				lp.TextOffset = append(lp.TextOffset, p.Offset)
 			}
-			c.Choices = []CompletionChoice{ch}
-			return c
-		})
+			ch.Logprobs = lp
+		}
+		return ch
+	}, func(c Completion, choices []CompletionChoice) any {
+		c.Object, c.Choices = "text_completion", choices
+		return c
+	})
 }
 
 // pieceText is a token's text (special tokens as written).
@@ -332,144 +337,6 @@ func maxTokensOf(n *int) int {
 		return defaultMaxTokens
 	}
 	return *n
-}
-
-// respond generates after prompt and replies, whole or as server-sent events (a chunk per
-// token, then one with the finish reason and the usage, then [DONE]), the text ending before
-// the first of stops; with echo, the reply (or its first chunk) begins with the prompt's text
-// and, among the shown tokens, the prompt's (see echoPieces). shape turns the text, generated
-// tokens, shown tokens (TextStream's pieces) and finish reason (nil while streaming) of a
-// reply or chunk into its object, from the common fields in c.
-func (sv *Service) respond(w http.ResponseWriter, r *http.Request, prompt []int32, smp Sampler, maxTokens int, stream, echo bool, stops []string,
-	shape func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any) {
-	id, err := newID()
-	if err != nil {
-		reply(w, nil, err)
-		return
-	}
-	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName}
-	ts := NewTextStream(sv.opt.Tokenizer, stops)
-	var scored []Token
-	var score func(Token)
-	if echo {
-		score = func(t Token) { scored = append(scored, t) }
-	}
-	// shift moves generated pieces' offsets past the echoed prompt's characters.
-	var promptChars int
-	shift := func(ps []Piece) []Piece {
-		for i := range ps {
-			ps[i].Offset += promptChars
-		}
-		return ps
-	}
-	echoed := func() (string, []Piece) {
-		text, ps, n := echoPieces(sv.opt.Tokenizer, scored)
-		promptChars = n
-		return text, ps
-	}
-	if !stream {
-		var all strings.Builder
-		var toks []int32
-		var shown []Piece
-		reason, err := sv.complete(r.Context(), prompt, smp, maxTokens, nil, score, func(t Token) error {
-			toks = append(toks, t.ID)
-			text, pieces, stopped, err := ts.Add(t)
-			all.WriteString(text)
-			shown = append(shown, pieces...)
-			if err == nil && stopped {
-				err = ErrStop
-			}
-			return err
-		})
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		text, pieces := ts.End()
-		all.WriteString(text)
-		head, echoedPieces := echoed()
-		c.Usage = &CompletionUsage{len(prompt), len(toks), len(prompt) + len(toks)}
-		reply(w, shape(c, head+all.String(), toks, append(echoedPieces, shift(append(shown, pieces...))...), &reason), nil)
-		return
-	}
-	// Errors before the first token are ordinary replies; afterwards the stream just ends (the
-	// headers are gone).
-	flusher, _ := w.(http.Flusher)
-	started := false
-	send := func(v any) error {
-		if !started {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set("Cache-Control", "no-cache")
-			started = true
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return err
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
-	// The echoed prompt goes out as the first chunk, once the prompt has run.
-	sendEcho := func() error {
-		if !echo || started {
-			return nil
-		}
-		text, ps := echoed()
-		return send(shape(c, text, []int32{}, ps, nil))
-	}
-	n := 0
-	reason, err := sv.complete(r.Context(), prompt, smp, maxTokens, nil, score, func(t Token) error {
-		n++
-		err := sendEcho()
-		text, pieces, stopped, err2 := ts.Add(t)
-		if err == nil {
-			err = err2
-		}
-		if err == nil {
-			err = send(shape(c, text, []int32{t.ID}, shift(pieces), nil))
-		}
-		if err == nil && stopped {
-			err = ErrStop
-		}
-		return err
-	})
-	if err == nil {
-		err = sendEcho()
-	}
-	if err != nil {
-		if !started {
-			reply(w, nil, err)
-		}
-		return
-	}
-	c.Usage = &CompletionUsage{len(prompt), n, len(prompt) + n}
-	text, pieces := ts.End()
-	if send(shape(c, text, []int32{}, shift(pieces), &reason)) == nil {
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}
-}
-
-// echoPieces are an echoed prompt's scored tokens as text: each token's text (special tokens
-// written out, so that the text and the tokens agree) at its offset in characters. It returns
-// the text, the pieces and the text's length in characters.
-func echoPieces(tk *tokenizer.Tokenizer, toks []Token) (string, []Piece, int) {
-	var text []byte
-	pieces := make([]Piece, len(toks))
-	for i, t := range toks {
-		p, _ := tk.Piece(t.ID, true)
-		pieces[i] = Piece{Token: t, Bytes: p, start: len(text)}
-		text = append(text, p...)
-	}
-	var cc charCounter
-	for i := range pieces {
-		pieces[i].Offset = cc.at(text, pieces[i].start)
-	}
-	return string(text), pieces, cc.at(text, len(text))
 }
 
 // ChatRequest is the body of POST /v1/chat/completions (OpenAI's fields, plus top_k and seed).
@@ -545,7 +412,7 @@ func byteList(b []byte) []int {
 // (tokenizer.Chat), then as a completion.
 func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
-	seed, stops, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	g, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
 	if !ok {
 		return
 	}
@@ -553,7 +420,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: echo is for /v1/completions", ErrBad))
 		return
 	}
-	smp := samplerOf(req.Temperature, req.TopP, req.TopK, seed)
+	g.smp = samplerOf(req.Temperature, req.TopP, req.TopK, g.smp.Seed)
 	if req.TopLogprobs != nil {
 		err := topLogprobs(*req.TopLogprobs)
 		if err == nil && *req.TopLogprobs > 0 && !req.Logprobs {
@@ -563,7 +430,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 			reply(w, nil, err)
 			return
 		}
-		smp.TopLogprobs = *req.TopLogprobs
+		g.smp.TopLogprobs = *req.TopLogprobs
 	}
 	tk := sv.opt.Tokenizer
 	text, err := tk.Chat(req.Messages)
@@ -571,33 +438,37 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
 		return
 	}
-	prompt, err := sv.tokenize(text, nil)
-	if err != nil {
+	if g.prompt, err = sv.tokenize(text, nil); err != nil {
 		reply(w, nil, err)
 		return
 	}
-	sv.respond(w, r, prompt, smp, maxTokensOf(req.MaxTokens), req.Stream, false, stops,
-		func(c Completion, text string, toks []int32, pieces []Piece, reason *string) any {
-			cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Created: c.Created, Model: c.Model, Usage: c.Usage}
-			m := &tokenizer.Message{Role: "assistant", Content: text}
-			ch := ChatChoice{Tokens: toks, FinishReason: reason}
-			if req.Stream {
-				cc.Object, ch.Delta = "chat.completion.chunk", m
-			} else {
-				cc.Object, ch.Message = "chat.completion", m
-			}
-			if req.Logprobs {
-				ch.Logprobs = &ChatLogprobs{Content: []ChatLogprob{}}
-				for _, p := range pieces {
-					lp := ChatLogprob{Token: string(p.Bytes), Logprob: finite(p.Logprob), Bytes: byteList(p.Bytes), TopLogprobs: []ChatTopLogprob{}}
-					for _, t := range p.Top {
-						b, _ := tk.Piece(t.ID, true)
-						lp.TopLogprobs = append(lp.TopLogprobs, ChatTopLogprob{Token: string(b), Logprob: finite(t.Logprob), Bytes: byteList(b)})
-					}
-					ch.Logprobs.Content = append(ch.Logprobs.Content, lp)
+	g.maxTokens, g.stream = maxTokensOf(req.MaxTokens), req.Stream
+	respond(sv, w, r, g, func(i int, out release) ChatChoice {
+		m := &tokenizer.Message{Role: "assistant", Content: out.text}
+		ch := ChatChoice{Index: i, Tokens: out.toks, FinishReason: out.reason}
+		if req.Stream {
+			ch.Delta = m
+		} else {
+			ch.Message = m
+		}
+		if req.Logprobs {
+			ch.Logprobs = &ChatLogprobs{Content: []ChatLogprob{}}
+			for _, p := range out.pieces {
+				lp := ChatLogprob{Token: string(p.Bytes), Logprob: finite(p.Logprob), Bytes: byteList(p.Bytes), TopLogprobs: []ChatTopLogprob{}}
+				for _, t := range p.Top {
+					b, _ := tk.Piece(t.ID, true)
+					lp.TopLogprobs = append(lp.TopLogprobs, ChatTopLogprob{Token: string(b), Logprob: finite(t.Logprob), Bytes: byteList(b)})
 				}
+				ch.Logprobs.Content = append(ch.Logprobs.Content, lp)
 			}
-			cc.Choices = []ChatChoice{ch}
-			return cc
-		})
+		}
+		return ch
+	}, func(c Completion, choices []ChatChoice) any {
+		cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Object: "chat.completion", Created: c.Created, Model: c.Model,
+			Choices: choices, Usage: c.Usage}
+		if req.Stream {
+			cc.Object = "chat.completion.chunk"
+		}
+		return cc
+	})
 }

@@ -140,7 +140,7 @@ func TestCompletions(t *testing.T) {
 	}
 
 	for _, bad := range []string{`{"prompt": 5}`, `{"prompt": "x", "max_tokens": 0}`, `{"prompt": "x", "temperature": -1}`,
-		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {"5": 10}}`, `{"prompt": "x", "n": 2}`,
+		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {"5": 10}}`, `{"prompt": "x", "n": 9}`, `{"prompt": "x", "n": 0}`,
 		`{"prompt": "x", "stop": [""]}`, `{"prompt": "x", "stop": 5}`, `{"prompt": "x", "presence_penalty": 0.5}`,
 		`{"prompt": "x", "logprobs": 21}`, `{"prompt": "x", "logprobs": true}`, `{"prompt": "x", "frobnicate": 1}`} {
 		if resp := post(bad); resp.StatusCode != 400 {
@@ -221,6 +221,70 @@ func TestCompletions(t *testing.T) {
 		resp.Body.Close()
 		if text != wantText || reason != "stop" || len(toks) == 0 || !slices.Equal(toks, got[:len(toks)]) {
 			t.Errorf("stop %q (streamed %v): %q %q %v, want %q after %v", stop, streamed, text, reason, toks, wantText, got)
+		}
+	}
+
+	// n choices side by side: choice i is the completion with seed + i, whole and streamed.
+	var wantN [][]int32
+	for i := range 3 {
+		s := smp
+		s.Seed += uint64(i)
+		var toks []int32
+		if _, err := sv.Complete(context.Background(), prompt, s, 12, func(tok serve.Token) error {
+			toks = append(toks, tok.ID)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		wantN = append(wantN, toks)
+	}
+	if slices.Equal(wantN[0], wantN[1]) && slices.Equal(wantN[1], wantN[2]) {
+		t.Fatalf("three seeds gave one completion %v", wantN[0])
+	}
+	for _, streamed := range []bool{false, true} {
+		body := req + `, "n": 3}`
+		if streamed {
+			body = req + `, "n": 3, "stream": true}`
+		}
+		resp := post(body)
+		toks := make([][]int32, 3)
+		texts := make([]string, 3)
+		finished, usage := 0, 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := strings.TrimPrefix(sc.Text(), "data: ")
+			if line == "" || line == "[DONE]" {
+				continue
+			}
+			var c serve.Completion
+			if err := json.Unmarshal([]byte(line), &c); err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range c.Choices {
+				toks[ch.Index] = append(toks[ch.Index], ch.Tokens...)
+				texts[ch.Index] += ch.Text
+				if ch.FinishReason != nil {
+					finished++
+				}
+			}
+			if c.Usage != nil {
+				usage += c.Usage.CompletionTokens
+			}
+		}
+		resp.Body.Close()
+		total := 0
+		for i := range 3 {
+			raw, _ := tk.Decode(wantN[i], false)
+			b, _ := json.Marshal(raw)
+			var want string
+			json.Unmarshal(b, &want)
+			if !slices.Equal(toks[i], wantN[i]) || texts[i] != want {
+				t.Errorf("n=3 (streamed %v): choice %d %v %q, want %v %q", streamed, i, toks[i], texts[i], wantN[i], want)
+			}
+			total += len(wantN[i])
+		}
+		if finished != 3 || usage != total {
+			t.Errorf("n=3 (streamed %v): %d finished, usage %d of %d tokens", streamed, finished, usage, total)
 		}
 	}
 
@@ -374,6 +438,22 @@ func TestChatCompletions(t *testing.T) {
 	}
 	if content != ch.Message.Content || !slices.Equal(toks, want) {
 		t.Errorf("streamed %q %v, whole %q %v", content, toks, ch.Message.Content, want)
+	}
+	// Two greedy choices: the same message twice.
+	body, _ = json.Marshal(map[string]any{"messages": msgs, "max_tokens": 10, "temperature": 0, "n": 2})
+	resp = post(string(body))
+	var two serve.ChatCompletion
+	if err := json.NewDecoder(resp.Body).Decode(&two); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("n=2: status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	if len(two.Choices) != 2 || two.Usage.CompletionTokens != 2*len(want) {
+		t.Fatalf("n=2: %+v", two)
+	}
+	for i, c := range two.Choices {
+		if c.Index != i || c.Message == nil || c.Message.Content != ch.Message.Content || !slices.Equal(c.Tokens, want) {
+			t.Errorf("n=2: choice %d %+v, want %q", i, c, ch.Message.Content)
+		}
 	}
 	// Log-probabilities in OpenAI's chat shape: the shown tokens' bytes make up the text.
 	body, _ = json.Marshal(map[string]any{"messages": msgs, "max_tokens": 10, "temperature": 0, "logprobs": true, "top_logprobs": 2})
