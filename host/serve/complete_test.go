@@ -33,6 +33,62 @@ func fixtureTokenizer(t testing.TB, name string) *tokenizer.Tokenizer {
 	return tk
 }
 
+// joined is a /v1/completions reply, whole or streamed, put together: per choice, its text,
+// tokens, log-probabilities' text offsets and finish reason; the usage's completion tokens
+// (summed over the chunks that carry it) and whether a stream ended with [DONE].
+type joined struct {
+	text    []string
+	toks    [][]int32
+	offsets [][]int
+	reason  []string
+	usage   int
+	done    bool
+}
+
+// join reads a completions reply of n choices: one JSON object, or server-sent events.
+func join(t *testing.T, resp *http.Response, n int) joined {
+	t.Helper()
+	defer resp.Body.Close()
+	j := joined{text: make([]string, n), toks: make([][]int32, n), offsets: make([][]int, n), reason: make([]string, n)}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "data: ")
+		if line == "[DONE]" {
+			j.done = true
+		}
+		if line == "" || line == "[DONE]" {
+			continue
+		}
+		var c serve.Completion
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("%v in %q", err, line)
+		}
+		for _, ch := range c.Choices {
+			j.text[ch.Index] += ch.Text
+			j.toks[ch.Index] = append(j.toks[ch.Index], ch.Tokens...)
+			if ch.Logprobs != nil {
+				j.offsets[ch.Index] = append(j.offsets[ch.Index], ch.Logprobs.TextOffset...)
+			}
+			if ch.FinishReason != nil {
+				j.reason[ch.Index] = *ch.FinishReason
+			}
+		}
+		if c.Usage != nil {
+			j.usage += c.Usage.CompletionTokens
+		}
+	}
+	return j
+}
+
+// jsonText is s as it arrives through JSON (invalid UTF-8 as U+FFFD).
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	var out string
+	json.Unmarshal(b, &out)
+	return out
+}
+
 // Completions are plain decoding: the same tokens, whole or streamed, with the text of their
 // pieces.
 func TestCompletions(t *testing.T) {
@@ -190,37 +246,16 @@ func TestCompletions(t *testing.T) {
 	if stop == "" {
 		t.Fatalf("no token of %v has a whole character's text to stop at", got)
 	}
-	wantText := raw[:strings.Index(raw, stop)]
-	b, _ = json.Marshal(wantText)
-	json.Unmarshal(b, &wantText)
+	wantText := jsonText(raw[:strings.Index(raw, stop)])
 	sb, _ := json.Marshal(stop)
 	for _, streamed := range []bool{false, true} {
 		body := req + `, "stop": ["zzzz", ` + string(sb) + `]}`
 		if streamed {
 			body = req + `, "stop": ` + string(sb) + `, "stream": true}`
 		}
-		resp := post(body)
-		var text, reason string
-		var toks []int32
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := strings.TrimPrefix(sc.Text(), "data: ")
-			if line == "" || line == "[DONE]" {
-				continue
-			}
-			var c serve.Completion
-			if err := json.Unmarshal([]byte(line), &c); err != nil {
-				t.Fatal(err)
-			}
-			text += c.Choices[0].Text
-			toks = append(toks, c.Choices[0].Tokens...)
-			if c.Choices[0].FinishReason != nil {
-				reason = *c.Choices[0].FinishReason
-			}
-		}
-		resp.Body.Close()
-		if text != wantText || reason != "stop" || len(toks) == 0 || !slices.Equal(toks, got[:len(toks)]) {
-			t.Errorf("stop %q (streamed %v): %q %q %v, want %q after %v", stop, streamed, text, reason, toks, wantText, got)
+		j := join(t, post(body), 1)
+		if toks := j.toks[0]; j.text[0] != wantText || j.reason[0] != "stop" || len(toks) == 0 || !slices.Equal(toks, got[:len(toks)]) {
+			t.Errorf("stop %q (streamed %v): %q %q %v, want %q after %v", stop, streamed, j.text[0], j.reason[0], toks, wantText, got)
 		}
 	}
 
@@ -246,45 +281,17 @@ func TestCompletions(t *testing.T) {
 		if streamed {
 			body = req + `, "n": 3, "stream": true}`
 		}
-		resp := post(body)
-		toks := make([][]int32, 3)
-		texts := make([]string, 3)
-		finished, usage := 0, 0
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := strings.TrimPrefix(sc.Text(), "data: ")
-			if line == "" || line == "[DONE]" {
-				continue
-			}
-			var c serve.Completion
-			if err := json.Unmarshal([]byte(line), &c); err != nil {
-				t.Fatal(err)
-			}
-			for _, ch := range c.Choices {
-				toks[ch.Index] = append(toks[ch.Index], ch.Tokens...)
-				texts[ch.Index] += ch.Text
-				if ch.FinishReason != nil {
-					finished++
-				}
-			}
-			if c.Usage != nil {
-				usage += c.Usage.CompletionTokens
-			}
-		}
-		resp.Body.Close()
+		j := join(t, post(body), 3)
 		total := 0
 		for i := range 3 {
 			raw, _ := tk.Decode(wantN[i], false)
-			b, _ := json.Marshal(raw)
-			var want string
-			json.Unmarshal(b, &want)
-			if !slices.Equal(toks[i], wantN[i]) || texts[i] != want {
-				t.Errorf("n=3 (streamed %v): choice %d %v %q, want %v %q", streamed, i, toks[i], texts[i], wantN[i], want)
+			if want := jsonText(raw); !slices.Equal(j.toks[i], wantN[i]) || j.text[i] != want || j.reason[i] == "" {
+				t.Errorf("n=3 (streamed %v): choice %d %v %q, want %v %q", streamed, i, j.toks[i], j.text[i], wantN[i], want)
 			}
 			total += len(wantN[i])
 		}
-		if finished != 3 || usage != total {
-			t.Errorf("n=3 (streamed %v): %d finished, usage %d of %d tokens", streamed, finished, usage, total)
+		if j.usage != total {
+			t.Errorf("n=3 (streamed %v): usage %d of %d tokens", streamed, j.usage, total)
 		}
 	}
 
@@ -327,29 +334,11 @@ func TestCompletions(t *testing.T) {
 		if streamed {
 			body = req + `, "echo": true, "logprobs": 0, "stream": true}`
 		}
-		resp := post(body)
-		var text string
-		var toks []int32
-		var offsets []int
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := strings.TrimPrefix(sc.Text(), "data: ")
-			if line == "" || line == "[DONE]" {
-				continue
-			}
-			var c serve.Completion
-			if err := json.Unmarshal([]byte(line), &c); err != nil {
-				t.Fatal(err)
-			}
-			text += c.Choices[0].Text
-			toks = append(toks, c.Choices[0].Tokens...)
-			offsets = append(offsets, c.Choices[0].Logprobs.TextOffset...)
-		}
-		resp.Body.Close()
+		j := join(t, post(body), 1)
 		promptText, _ := tk.Decode(prompt, true)
-		if !strings.HasPrefix(text, promptText) || text[len(promptText):] != ch.Text || !slices.Equal(toks, got) ||
-			len(offsets) != len(prompt)+shown || !slices.IsSorted(offsets) {
-			t.Errorf("echo (streamed %v): %q %v offsets %v; want %q + %q, tokens %v", streamed, text, toks, offsets, promptText, ch.Text, got)
+		if text := j.text[0]; !strings.HasPrefix(text, promptText) || text[len(promptText):] != ch.Text || !slices.Equal(j.toks[0], got) ||
+			len(j.offsets[0]) != len(prompt)+shown || !slices.IsSorted(j.offsets[0]) {
+			t.Errorf("echo (streamed %v): %q %v offsets %v; want %q + %q, tokens %v", streamed, text, j.toks[0], j.offsets[0], promptText, ch.Text, got)
 		}
 	}
 	if resp := post(`{"prompt": "x", "max_tokens": 0}`); resp.StatusCode != 400 {

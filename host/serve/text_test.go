@@ -63,6 +63,26 @@ func stream(t *testing.T, tk *tokenizer.Tokenizer, stops []string, ids []int32, 
 	return out.String(), append(shown, pieces...), -1
 }
 
+// stopReference is what a stream of tokens with texts shows: after each token, the text up to
+// the earliest start of a stop string in it, if one has appeared; it returns that text and the
+// token after which it stopped (−1: none did).
+func stopReference(texts, stops []string) (string, int) {
+	full := ""
+	for i, p := range texts {
+		full += p
+		cut := -1
+		for _, st := range stops {
+			if j := strings.Index(full, st); j >= 0 && (cut < 0 || j < cut) {
+				cut = j
+			}
+		}
+		if cut >= 0 {
+			return full[:cut], i
+		}
+	}
+	return full, -1
+}
+
 // Without stop strings the stream's text is the tokens' decoded text, released in whole
 // characters however a character's bytes are split across tokens; each token is shown once,
 // at the character offset where its text begins.
@@ -120,22 +140,7 @@ func TestTextStreamStops(t *testing.T) {
 			p, _ := tk.Piece(id, true)
 			ids, texts = append(ids, id), append(texts, string(p))
 		}
-		// The reference: after each token, the earliest start of a stop string in the text.
-		full, want, wantStop := "", "", -1
-		for i, p := range texts {
-			full += p
-			cut := -1
-			for _, st := range stops {
-				if j := strings.Index(full, st); j >= 0 && (cut < 0 || j < cut) {
-					cut = j
-				}
-			}
-			if cut >= 0 {
-				want, wantStop = full[:cut], i
-				break
-			}
-			want = full
-		}
+		want, wantStop := stopReference(texts, stops)
 		got, shown, stop := stream(t, tk, stops, ids, true)
 		if got != want || stop != wantStop {
 			t.Fatalf("stops %q, tokens %q: %q stopped at %d, want %q at %d", stops, texts, got, stop, want, wantStop)
@@ -189,24 +194,14 @@ func FuzzTextStream(f *testing.F) {
 		for i := 0; i+1 < len(raw) && len(ids) < 64; i += 2 {
 			ids = append(ids, int32(int(raw[i])<<8|int(raw[i+1]))%int32(tk.NVocab()))
 		}
-		full, want, wantStop := "", "", -1
+		texts := make([]string, len(ids))
 		for i, id := range ids {
 			if !tk.IsEOG(id) {
 				p, _ := tk.Piece(id, true)
-				full += string(p)
+				texts[i] = string(p)
 			}
-			cut := -1
-			for _, st := range stops {
-				if j := strings.Index(full, st); j >= 0 && (cut < 0 || j < cut) {
-					cut = j
-				}
-			}
-			if cut >= 0 {
-				want, wantStop = full[:cut], i
-				break
-			}
-			want = full
 		}
+		want, wantStop := stopReference(texts, stops)
 		got, _, stop := stream(t, tk, stops, ids, false)
 		if got != want || stop != wantStop {
 			t.Fatalf("stops %q, ids %v: %q stopped at %d, want %q at %d", stops, ids, got, stop, want, wantStop)
