@@ -1,8 +1,11 @@
 package serve_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"verity/host/engine"
@@ -51,6 +54,57 @@ func FuzzVerify(f *testing.F) {
 		}
 		if _, err := sv.Verify(op.Session, serve.Draft{Position: pos}); err != nil {
 			t.Fatalf("session unusable after %s: %v", body, err)
+		}
+	})
+}
+
+// Any completions request body gets a well-formed reply — a JSON object, or a stream of them
+// ending in [DONE] — with a status that says what was wrong, never a panic.
+func FuzzCompletions(f *testing.F) {
+	for _, seed := range []string{
+		`{"prompt": "Hello", "max_tokens": 4}`,
+		`{"prompt": [1, 2, 3], "max_tokens": 3, "n": 2, "stream": true, "logprobs": 2}`,
+		`{"prompt": "a b", "echo": true, "max_tokens": 0, "logprobs": 1}`,
+		`{"prompt": "x", "stop": ["a", "b"], "temperature": 0.7, "seed": 3, "max_tokens": 5}`,
+		`{"prompt": "x", "stop": 7}`,
+		`{"prompt": [99999999]}`,
+		`{"prompt": "x", "n": 100}`,
+		`{"messages": [{"role": "user", "content": "hi"}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	const name = "tiny-qwen3-q8_0" // a vocabulary with a chat template
+	tk := fixtureTokenizer(f, name)
+	m := load(f, name, engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 4})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
+	f.Cleanup(sv.Shutdown)
+	h := sv.Handler()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", path, bytes.NewReader(body)))
+			out := rec.Body.String()
+			switch rec.Code {
+			case 200:
+				if strings.HasPrefix(out, "data: ") {
+					if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+						t.Fatalf("%s %s: a stream that does not end in [DONE]: %q", path, body, out)
+					}
+					for _, ev := range strings.Split(strings.TrimSuffix(out, "data: [DONE]\n\n"), "\n\n") {
+						if ev != "" && !json.Valid([]byte(strings.TrimPrefix(ev, "data: "))) {
+							t.Fatalf("%s %s: event %q is not JSON", path, body, ev)
+						}
+					}
+					continue
+				}
+				fallthrough
+			case 400, 413, 503:
+				if !json.Valid(rec.Body.Bytes()) {
+					t.Fatalf("%s %s: status %d with a body that is not JSON: %q", path, body, rec.Code, out)
+				}
+			default:
+				t.Fatalf("%s %s: status %d: %s", path, body, rec.Code, out)
+			}
 		}
 	})
 }
