@@ -21,7 +21,7 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 var sources = map[string]string{
 	"src/act.cu":               "871cfae22fe484d88c562cc2e998372a069cb3533c014c3ee0deb173edf1cd2c",
 	"src/argmax.cu":            "6ec63dbe0e8e7453fdc8073af9f8d3dd879e42ad8c8a6918f8117d69b0586f9d",
-	"src/attention.cu":         "da140a8fcef8e11febf17a1dcf3799eb2a14a04c09af73e34db110ec63c31609",
+	"src/attention.cu":         "efbf89ad7e12ff2af33af2a3b1afd915c360a55bd6f31354d04d5de094265a79",
 	"src/elementwise.cu":       "b706ec27c944bf605ec9a425c1760284a75a10d79b6f529a38bbff468c815807",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -44,13 +44,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "193cc1e71ee1031132f3c980c62742ac957f031e69b08a0158fb30daaf1efb50",
 	"argmax.ptx":      "ac74ccd41297e6b3541570f787dc7d2f1ed9d693a952059444ea1e65896db3d4",
-	"attention.ptx":   "aa9f1ff9988cdde352bc3cfa49226e513515890ae821909d1df19173e37412ee",
+	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
 	"elementwise.ptx": "b9f6662f2b7721ebd6a9b01e1507873e29d6e29c1d63181b9a770a5b1923657b",
 	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "79741e253f115d3eff6beee5925b594f6b5516fe41ce17c0c3e58b34a992edd2",
 	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "77726aceaa34c89493cb54f71ad0edca3735bc14425b60130ee03a9ca1151e3b",
+	"megakernel.ptx":  "ed3c8b1a864d4dad62b6f5f8b2816808d5ddf747ac48ebd36f1cf992a8bd8590",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "f07797b186e0b364d8b688599929ecd703a47c42144be33a4050864fc4a538ba",
@@ -68,7 +68,7 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "dae4b50bb787b89644ff8fe48f2ba04aa33ecc08152d5c9058d83d6bbd11611b",
+		sha256:  "de2d9ec07cf8e92fa479b66a1150bf72d9d5f4b82321ef4f35fd9a19af4d5cf3",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {

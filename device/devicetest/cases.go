@@ -350,8 +350,8 @@ func kvStoreCases() []Case {
 
 func attentionCases() []Case {
 	var out []Case
-	// Groups of 1 to 12 query heads per KV head (12: a warp of 8 and one of 4), head dims
-	// above the 256 a warp accumulates at once.
+	// Groups of 1 to 12 query heads per KV head, head dims above the 256 a warp accumulates
+	// at once.
 	for _, c := range []struct{ rows, nh, nkv, hd, ns int }{{1, 1, 1, 1, 1}, {3, 4, 2, 64, 40}, {2, 2, 1, 33, 70},
 		{2, 12, 1, 40, 50}, {1, 3, 1, 8, 5}, {2, 16, 2, 300, 35}} {
 		r := rng(uint64(c.hd*100 + c.ns))

@@ -101,20 +101,13 @@ type AttentionArgs struct {
 	Scale   float32
 }
 
-// attGroup is how many query heads of one KV head a warp of attention_f32 computes (ATT_GROUP
-// in ptx/src/attention.cu).
-const attGroup = 8
-
 var Attention = device.Register(&device.Kernel[AttentionArgs]{
 	EntryName: "attention_f32", ModuleName: "attention",
 	Shape: func(a AttentionArgs) (device.Geometry, error) {
 		if a.Rows <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.HeadDim <= 0 || a.NSlots <= 0 || a.NHead%a.NKV != 0 {
 			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d", a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots)
 		}
-		// One warp per row and KV head computes up to attGroup of its query heads, reading each
-		// key and value once for them all.
-		chunks := (a.NHead/a.NKV + attGroup - 1) / attGroup
-		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: uint32(a.NKV * chunks), Z: 1}, Block: device.Dim3{X: 32, Y: 1, Z: 1}}, nil
+		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: uint32(a.NHead), Z: 1}, Block: device.Dim3{X: 32, Y: 1, Z: 1}}, nil
 	},
 	Twin: attentionTwin,
 })
