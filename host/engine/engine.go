@@ -35,6 +35,7 @@ type Engine struct {
 	recurrent  bool
 	chunk      int
 	ctx        int
+	slots      int           // K/V slots in all
 	sessions   atomic.Uint64 // sessions started: their ids
 }
 
@@ -65,7 +66,7 @@ func New(ex exec.Runner, opt Options) (*Engine, error) {
 	if opt.Context <= 0 || opt.Context > o.NSlots {
 		return nil, fmt.Errorf("engine: context %d does not fit %d cache slots", opt.Context, o.NSlots)
 	}
-	e := &Engine{ex: ex, chunk: o.MaxRows, ctx: opt.Context, recurrent: ex.Program().StateLayers > 0}
+	e := &Engine{ex: ex, chunk: o.MaxRows, ctx: opt.Context, slots: o.NSlots, recurrent: ex.Program().StateLayers > 0}
 	for s := o.NSlots - 1; s >= 0; s-- {
 		e.free = append(e.free, int32(s))
 	}
@@ -123,6 +124,9 @@ func (e *Engine) Context() int { return e.ctx }
 
 // MaxRows is the largest step (prefill chunk, tree size).
 func (e *Engine) MaxRows() int { return e.chunk }
+
+// Sessions is how many sessions of the full context the cache holds at once.
+func (e *Engine) Sessions() int { return max(1, (e.slots-e.chunk)/e.ctx) }
 
 // FreeSlots is the number of unused cache slots.
 func (e *Engine) FreeSlots() int {

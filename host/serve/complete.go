@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -10,6 +11,8 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"verity/host/engine"
 	"verity/host/tokenizer"
@@ -108,16 +111,107 @@ type CompletionChoice struct {
 	FinishReason *string             `json:"finish_reason"` // "stop" (end of generation, a stop string), "length"; null while streaming
 }
 
-// CompletionLogprobs are /v1/completions' log-probabilities of the tokens whose text the
-// choice shows (not an end-of-generation token, nor those that only made up a stop string):
-// each token's text, its log-probability, the most likely tokens' (text → log-probability)
-// and where its text begins in the choice's, in characters. A non-finite log-probability
-// (from non-finite logits) is null.
+// CompletionLogprobs are /v1/completions' log-probabilities of the tokens the choice shows
+// (an echoed prompt's, the generated ones up to a stop string, and an end-of-generation
+// token, whose text the choice's leaves out): each token's text (see tokenText), its
+// log-probability, the most likely tokens' and where its text begins in the choice's, in
+// characters. A non-finite log-probability (from non-finite logits) is null, as is the first
+// echoed token's (nothing predicts it).
 type CompletionLogprobs struct {
-	Tokens        []string            `json:"tokens"`
-	TokenLogprobs []finite            `json:"token_logprobs"`
-	TopLogprobs   []map[string]finite `json:"top_logprobs"`
-	TextOffset    []int               `json:"text_offset"`
+	Tokens        []string `json:"tokens"`
+	TokenLogprobs []finite `json:"token_logprobs"`
+	TopLogprobs   []TopMap `json:"top_logprobs"`
+	TextOffset    []int    `json:"text_offset"`
+}
+
+// TopMap is one position's most likely tokens as /v1/completions gives them: a JSON object
+// from token text to log-probability, most likely first, with the chosen token's added when
+// it is not among them (OpenAI's "logprobs + 1"). Tokens of the same text keep the first
+// (likelier) entry.
+type TopMap []TopEntry
+
+// TopEntry is one entry of a TopMap.
+type TopEntry struct {
+	Token   string
+	Logprob float64
+}
+
+// Get returns the log-probability of a token's text.
+func (m TopMap) Get(token string) (float64, bool) {
+	for _, e := range m {
+		if e.Token == token {
+			return e.Logprob, true
+		}
+	}
+	return 0, false
+}
+
+// MarshalJSON writes the object in the map's order (nil: null).
+func (m TopMap) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	seen := map[string]bool{}
+	for _, e := range m {
+		if seen[e.Token] {
+			continue
+		}
+		seen[e.Token] = true
+		k, err := json.Marshal(e.Token)
+		if err != nil {
+			return nil, err
+		}
+		v, err := finite(e.Logprob).MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads the object, keeping its order.
+func (m *TopMap) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*m = nil
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("serve: top log-probabilities: want an object, got %s", b)
+	}
+	out := TopMap{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v finite
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		out = append(out, TopEntry{t.(string), float64(v)})
+	}
+	*m = out
+	return nil
+}
+
+// tokenText is a token's text as /v1/completions shows it: its bytes when they are UTF-8,
+// else (part of a character, a stray byte) OpenAI's spelling "bytes:\xNN…".
+func tokenText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var s strings.Builder
+	s.WriteString("bytes:")
+	for _, c := range b {
+		fmt.Fprintf(&s, "\\x%02x", c)
+	}
+	return s.String()
 }
 
 // CompletionUsage counts tokens.
@@ -221,18 +315,43 @@ func PromptLookup(k int) Drafter {
 	}
 }
 
-// completionPrompt reads a prompt that is a string (tokenized like a session's text) or an
-// array of token ids.
-func (sv *Service) completionPrompt(raw json.RawMessage) ([]int32, error) {
-	var text string
-	if err := json.Unmarshal(raw, &text); err == nil {
-		return sv.tokenize(text, nil)
+// completionPrompts reads OpenAI's prompt: a string (tokenized like a session's text), an
+// array of token ids, or an array of either (a batch of prompts, as evaluation harnesses
+// send them).
+func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, error) {
+	one := func(raw json.RawMessage) ([]int32, bool, error) {
+		var text string
+		if err := json.Unmarshal(raw, &text); err == nil {
+			ids, err := sv.tokenize(text, nil)
+			return ids, true, err
+		}
+		var ids []int32
+		if err := json.Unmarshal(raw, &ids); err == nil {
+			return ids, true, nil
+		}
+		return nil, false, nil
 	}
-	var ids []int32
-	if err := json.Unmarshal(raw, &ids); err != nil {
-		return nil, fmt.Errorf("%w: prompt: want a string or an array of token ids", ErrBad)
+	if ids, ok, err := one(raw); ok {
+		return [][]int32{ids}, err
 	}
-	return ids, nil
+	var batch []json.RawMessage
+	if err := json.Unmarshal(raw, &batch); err == nil {
+		out := make([][]int32, len(batch))
+		for i, r := range batch {
+			ids, ok, err := one(r)
+			if !ok {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("prompt %d: %w", i, err)
+			}
+			out[i] = ids
+			if i == len(batch)-1 {
+				return out, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: prompt: want a string, an array of token ids, or an array of those", ErrBad)
 }
 
 // openAIRequest decodes an OpenAI request into req (whose extras and seed fields are given),
@@ -282,7 +401,7 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		g.smp.TopLogprobs = *req.Logprobs
 	}
 	var err error
-	if g.prompt, err = sv.completionPrompt(req.Prompt); err != nil {
+	if g.prompts, err = sv.completionPrompts(req.Prompt); err != nil {
 		reply(w, nil, err)
 		return
 	}
@@ -291,16 +410,21 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	respond(sv, w, r, g, func(i int, out release) CompletionChoice {
 		ch := CompletionChoice{Index: i, Text: out.text, Tokens: out.toks, FinishReason: out.reason}
 		if req.Logprobs != nil {
-			lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []finite{}, TopLogprobs: []map[string]finite{}, TextOffset: []int{}}
+			lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []finite{}, TopLogprobs: []TopMap{}, TextOffset: []int{}}
 			for _, p := range out.pieces {
-				var top map[string]finite // null for an echoed prompt's first token
+				var top TopMap // null for an echoed prompt's first token
 				if !math.IsNaN(p.Logprob) || len(p.Top) > 0 {
-					top = map[string]finite{}
+					top = TopMap{}
+					chosen := false
+					for _, t := range p.Top {
+						top = append(top, TopEntry{tokenText(pieceBytes(tk, t.ID)), t.Logprob})
+						chosen = chosen || t.ID == p.ID
+					}
+					if !chosen {
+						top = append(top, TopEntry{tokenText(p.Bytes), p.Logprob})
+					}
 				}
-				for _, t := range p.Top {
-					top[pieceText(tk, t.ID)] = finite(t.Logprob)
-				}
-				lp.Tokens = append(lp.Tokens, string(p.Bytes))
+				lp.Tokens = append(lp.Tokens, tokenText(p.Bytes))
 				lp.TokenLogprobs = append(lp.TokenLogprobs, finite(p.Logprob))
 				lp.TopLogprobs = append(lp.TopLogprobs, top)
 				lp.TextOffset = append(lp.TextOffset, p.Offset)
@@ -314,10 +438,11 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// pieceText is a token's text (special tokens as written).
-func pieceText(tk *tokenizer.Tokenizer, id int32) string {
+// pieceBytes is a token's text (special tokens as written; the ids come from the model, and
+// one beyond the tokenizer's vocabulary has none).
+func pieceBytes(tk *tokenizer.Tokenizer, id int32) []byte {
 	p, _ := tk.Piece(id, true)
-	return string(p)
+	return p
 }
 
 // samplerOf is the sampler of an OpenAI request: temperature and top_p default to 1.
@@ -438,11 +563,12 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
 		return
 	}
-	if g.prompt, err = sv.tokenize(text, nil); err != nil {
+	prompt, err := sv.tokenize(text, nil)
+	if err != nil {
 		reply(w, nil, err)
 		return
 	}
-	g.maxTokens, g.stream = maxTokensOf(req.MaxTokens), req.Stream
+	g.prompts, g.maxTokens, g.stream = [][]int32{prompt}, maxTokensOf(req.MaxTokens), req.Stream
 	respond(sv, w, r, g, func(i int, out release) ChatChoice {
 		m := &tokenizer.Message{Role: "assistant", Content: out.text}
 		ch := ChatChoice{Index: i, Tokens: out.toks, FinishReason: out.reason}
@@ -454,9 +580,12 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		if req.Logprobs {
 			ch.Logprobs = &ChatLogprobs{Content: []ChatLogprob{}}
 			for _, p := range out.pieces {
+				if tk.IsEOG(p.ID) { // the message's tokens only
+					continue
+				}
 				lp := ChatLogprob{Token: string(p.Bytes), Logprob: finite(p.Logprob), Bytes: byteList(p.Bytes), TopLogprobs: []ChatTopLogprob{}}
 				for _, t := range p.Top {
-					b, _ := tk.Piece(t.ID, true)
+					b := pieceBytes(tk, t.ID)
 					lp.TopLogprobs = append(lp.TopLogprobs, ChatTopLogprob{Token: string(b), Logprob: finite(t.Logprob), Bytes: byteList(b)})
 				}
 				ch.Logprobs.Content = append(ch.Logprobs.Content, lp)

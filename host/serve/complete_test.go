@@ -3,8 +3,10 @@ package serve_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -79,6 +81,12 @@ func join(t *testing.T, resp *http.Response, n int) joined {
 		}
 	}
 	return j
+}
+
+// ids is a token list as JSON.
+func ids(toks []int32) string {
+	b, _ := json.Marshal(toks)
+	return string(b)
 }
 
 // jsonText is s as it arrives through JSON (invalid UTF-8 as U+FFFD).
@@ -196,15 +204,16 @@ func TestCompletions(t *testing.T) {
 	}
 
 	for _, bad := range []string{`{"prompt": 5}`, `{"prompt": "x", "max_tokens": 0}`, `{"prompt": "x", "temperature": -1}`,
-		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {"5": 10}}`, `{"prompt": "x", "n": 9}`, `{"prompt": "x", "n": 0}`,
+		`{"prompt": [99999]}`, `{"prompt": "x", "logit_bias": {"5": 10}}`, `{"prompt": "x", "n": 65}`, `{"prompt": [[1], [2]], "n": 33}`, `{"prompt": "x", "n": 0}`,
 		`{"prompt": "x", "stop": [""]}`, `{"prompt": "x", "stop": 5}`, `{"prompt": "x", "presence_penalty": 0.5}`,
 		`{"prompt": "x", "logprobs": 21}`, `{"prompt": "x", "logprobs": true}`, `{"prompt": "x", "frobnicate": 1}`} {
 		if resp := post(bad); resp.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400", bad, resp.StatusCode)
 		}
 	}
-	// Log-probabilities: plain decoding's, of the tokens the text shows, with the most likely
-	// tokens' at each position.
+	// Log-probabilities: plain decoding's, of every generated token (an end-of-generation one
+	// too), with the most likely tokens' at each position, most likely first, and the chosen
+	// token's.
 	resp = post(req + `, "logprobs": 3}`)
 	c = serve.Completion{}
 	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
@@ -216,20 +225,22 @@ func TestCompletions(t *testing.T) {
 	wantLP := plain(t, m, prompt, top, len(got))
 	lp := c.Choices[0].Logprobs
 	shown := len(got)
-	if tk.IsEOG(got[len(got)-1]) {
-		shown--
-	}
 	if lp == nil || len(lp.Tokens) != shown || len(lp.TokenLogprobs) != shown || len(lp.TopLogprobs) != shown || len(lp.TextOffset) != shown {
 		t.Fatalf("logprobs %+v for %d tokens", lp, shown)
 	}
 	for i := range shown {
-		if float64(lp.TokenLogprobs[i]) != wantLP[i].Logprob || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 3 ||
-			i > 0 && lp.TextOffset[i] < lp.TextOffset[i-1] {
+		if float64(lp.TokenLogprobs[i]) != wantLP[i].Logprob || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 4 ||
+			i > 0 && lp.TextOffset[i] < lp.TextOffset[i-1] || !slices.IsSortedFunc(lp.TopLogprobs[i], func(a, b serve.TopEntry) int {
+			return cmp.Compare(b.Logprob, a.Logprob)
+		}) {
 			t.Errorf("token %d: logprob %v top %v offset %d, want %+v", i, lp.TokenLogprobs[i], lp.TopLogprobs[i], lp.TextOffset[i], wantLP[i])
+		}
+		if v, ok := lp.TopLogprobs[i].Get(lp.Tokens[i]); !ok || v != wantLP[i].Logprob {
+			t.Errorf("token %d: the chosen token %q is not among the top ones %v", i, lp.Tokens[i], lp.TopLogprobs[i])
 		}
 		for _, tl := range wantLP[i].Top {
 			p, _ := tk.Piece(tl.ID, true)
-			if v, ok := lp.TopLogprobs[i][string(p)]; utf8.Valid(p) && (!ok || float64(v) != tl.Logprob) {
+			if v, ok := lp.TopLogprobs[i].Get(string(p)); utf8.Valid(p) && (!ok || v != tl.Logprob) {
 				t.Errorf("token %d: top %q has %v, want %v", i, p, v, tl.Logprob)
 			}
 		}
@@ -295,14 +306,35 @@ func TestCompletions(t *testing.T) {
 		}
 	}
 
+	// A batch of prompts (token lists, or texts), n choices each: choice p·n + j is prompt p's
+	// completion with seed + j; more choices than the cache holds sessions run in turn.
+	second := tk.Encode("Goodbye", tokenizer.Options{AddSpecial: true})
+	for _, batch := range []string{`[` + ids(prompt) + `, ` + ids(second) + `]`, `["Hello world", "Goodbye"]`} {
+		j := join(t, post(`{"prompt": `+batch+`, "n": 2, "max_tokens": 6, "temperature": 0.8, "top_p": 0.95, "top_k": 40, "seed": 9}`), 4)
+		for i := range 4 {
+			s := smp
+			s.Seed += uint64(i % 2)
+			p := [][]int32{prompt, second}[i/2]
+			var want []int32
+			if _, err := sv.Complete(context.Background(), p, s, 6, func(tok serve.Token) error {
+				want = append(want, tok.ID)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(j.toks[i], want) || j.reason[i] == "" {
+				t.Errorf("batch %s: choice %d %v (%q), want %v", batch, i, j.toks[i], j.reason[i], want)
+			}
+		}
+	}
+
 	// Echo with max_tokens 0 scores the prompt: each token's log-probability after those
 	// before it, as one prefill computes them (the service runs it a step at a time).
 	long := tk.Encode("The quick brown fox jumps over the lazy dog, and then it naps.", tokenizer.Options{AddSpecial: true})
 	if len(long) <= 8 {
 		t.Fatalf("a prompt of %d tokens does not span steps of 8", len(long))
 	}
-	ids, _ := json.Marshal(long)
-	resp = post(`{"prompt": ` + string(ids) + `, "echo": true, "max_tokens": 0, "logprobs": 2}`)
+	resp = post(`{"prompt": ` + ids(long) + `, "echo": true, "max_tokens": 0, "logprobs": 2}`)
 	c = serve.Completion{}
 	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("echo: status %d, %v", resp.StatusCode, err)
@@ -488,5 +520,112 @@ func TestChatCompletions(t *testing.T) {
 	lsv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(string(body))))
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "chat_template") {
 		t.Errorf("no template: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// An evaluation harness's log-likelihood request — a batch of token-id prompts, each a
+// context and a continuation, echoed with one generated token and logprobs 1 — gets every
+// prompt token's log-probability after the tokens before it, then the generated token's (an
+// end-of-generation one too), so token_logprobs[len(context):−1] scores the continuation; the
+// most likely token at each position says whether the continuation is greedy.
+func TestLoglikelihood(t *testing.T) {
+	const name = "tiny-llama-q8_0"
+	tk := fixtureTokenizer(t, name)
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
+	defer sv.Shutdown()
+	srv := httptest.NewServer(sv.Handler())
+	defer srv.Close()
+
+	requests := [][2][]int32{
+		{{318, 3}, {162}}, // the model's next token after these is its end-of-generation token
+		{tk.Encode("The quick brown fox", tokenizer.Options{AddSpecial: true}), tk.Encode(" jumps over the lazy dog", tokenizer.Options{})},
+	}
+	var batch []string
+	for _, r := range requests {
+		batch = append(batch, ids(append(slices.Clone(r[0]), r[1]...)))
+	}
+	resp, err := http.Post(srv.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt": [`+strings.Join(batch, ", ")+`], "echo": true, "max_tokens": 1, "logprobs": 1, "temperature": 0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c serve.Completion
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 || len(c.Choices) != len(requests) {
+		t.Fatalf("status %d, %v: %+v", resp.StatusCode, err, c)
+	}
+	resp.Body.Close()
+	sawEOG := false
+	for k, r := range requests {
+		full := append(slices.Clone(r[0]), r[1]...)
+		sess := m.NewSession()
+		logits, err := sess.Prefill(full, true)
+		sess.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := c.Choices[k]
+		lp := ch.Logprobs
+		if ch.Index != k || lp == nil || len(lp.TokenLogprobs) != len(full)+1 || len(ch.Tokens) != 1 {
+			t.Fatalf("choice %d: %+v", k, ch)
+		}
+		sawEOG = sawEOG || tk.IsEOG(ch.Tokens[0])
+		ctxLen := len(r[0])
+		var sum float64
+		greedy := true
+		for i := ctxLen; i < len(full); i++ { // token_logprobs[ctxlen:-1]
+			want := serve.TokenAt(serve.Sampler{}, logits[i-1], full[i]).Logprob
+			if got := float64(lp.TokenLogprobs[i]); got != want {
+				t.Errorf("choice %d: continuation token %d: %v, want %v", k, i, got, want)
+			}
+			sum += float64(lp.TokenLogprobs[i])
+			best := lp.TopLogprobs[i][0].Token // the most likely first
+			greedy = greedy && best == lp.Tokens[i]
+			if argmax := slices.Index(logits[i-1], slices.Max(logits[i-1])); (best == lp.Tokens[i]) != (int32(argmax) == full[i]) {
+				t.Errorf("choice %d, token %d: the most likely is %q, the token %q, argmax %d", k, i, best, lp.Tokens[i], argmax)
+			}
+		}
+		t.Logf("continuation %d: log-likelihood %.4f, greedy %v", k, sum, greedy)
+	}
+	if !sawEOG {
+		t.Error("no request ended in an end-of-generation token: the case it covers is gone")
+	}
+}
+
+// A streamed completion that fails after its first chunk — here the cache runs out, held by
+// another session — ends with an error event instead of [DONE].
+func TestCompletionStreamError(t *testing.T) {
+	const name = "tiny-llama-q8_0"
+	tk := fixtureTokenizer(t, name)
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk})
+	defer sv.Shutdown()
+	hog := make([]int32, 20)
+	for i := range hog {
+		hog[i] = int32(3 + i)
+	}
+	if _, err := sv.Open(hog, serve.Sampler{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sv.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt": [1, 2, 3, 4, 5], "max_tokens": 30, "temperature": 0, "stream": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
+	last := events[len(events)-1]
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Code    int    `json:"code"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != 200 || len(events) < 2 || json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &e) != nil ||
+		e.Error.Code != 503 || !strings.Contains(e.Error.Message, "cache slots") {
+		t.Fatalf("status %d, %d events, last %q", resp.StatusCode, len(events), last)
 	}
 }

@@ -114,23 +114,27 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// statusOf is the HTTP status of an error.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrNoSession):
+		return http.StatusNotFound
+	case errors.Is(err, ErrStale):
+		return http.StatusConflict
+	case errors.Is(err, ErrTooLarge), errors.Is(err, engine.ErrContext):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, engine.ErrCapacity):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrBad):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
 func reply(w http.ResponseWriter, v any, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		code := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, ErrNoSession):
-			code = http.StatusNotFound
-		case errors.Is(err, ErrStale):
-			code = http.StatusConflict
-		case errors.Is(err, ErrTooLarge), errors.Is(err, engine.ErrContext):
-			code = http.StatusRequestEntityTooLarge
-		case errors.Is(err, engine.ErrCapacity):
-			code = http.StatusServiceUnavailable
-		case errors.Is(err, ErrBad):
-			code = http.StatusBadRequest
-		}
-		w.WriteHeader(code)
+		w.WriteHeader(statusOf(err))
 		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 		return
 	}

@@ -8,18 +8,17 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"verity/host/tokenizer"
 )
 
-// MaxChoices bounds an OpenAI request's n: each choice is a session of its own.
-const MaxChoices = 8
+// MaxChoices bounds an OpenAI request's choices: its prompts times n. They run as sessions
+// of their own, as many at once as the cache holds full sessions (Engine.Sessions).
+const MaxChoices = 64
 
-// generation is what an OpenAI request asks to generate: n choices after prompt, choice i
-// sampled with smp's seed plus i, each ending before the first of stops; with echo each
-// begins with the prompt (see echoPieces).
+// generation is what an OpenAI request asks to generate: n choices after each prompt (choice
+// p·n + j: prompt p sampled with smp's seed plus j), each ending before the first of stops;
+// with echo each begins with its prompt (TextStream.Echo).
 type generation struct {
-	prompt       []int32
+	prompts      [][]int32
 	smp          Sampler
 	maxTokens, n int
 	stream, echo bool
@@ -38,29 +37,57 @@ type release struct {
 
 // respond runs g's choices side by side — their sessions' rounds share verify steps — and
 // replies, whole or as server-sent events (a chunk per token of any choice, each choice's
-// last one with its finish reason, the usage on the last of all, then [DONE]). choice shapes
-// one choice of a reply or chunk; wrap makes the reply or chunk of choices from the common
-// fields in c.
+// last one with its finish reason, the usage on the last of all, then [DONE]; an error after
+// the first chunk is an event {"error": {"message", "code"}} that ends the stream). choice
+// shapes one choice of a reply or chunk; wrap makes the reply or chunk of choices from the
+// common fields in c.
 func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g generation,
 	choice func(i int, out release) C, wrap func(c Completion, choices []C) any) {
+	nc := len(g.prompts) * g.n
+	if len(g.prompts) == 0 || nc > MaxChoices {
+		reply(w, nil, fmt.Errorf("%w: %d prompts × n = %d: want 1 … %d choices", ErrBad, len(g.prompts), g.n, MaxChoices))
+		return
+	}
 	id, err := newID()
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
 	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName}
+	promptTokens := 0
+	for _, p := range g.prompts {
+		promptTokens += len(p)
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 
 	var mu sync.Mutex // guards what the choices share: the writer, the counts, the first error
 	var firstErr error
-	generated, running := 0, g.n
+	generated, running := 0, nc
 	var send func(i int, out release) error
 	var whole []release // one per choice, accumulated when not streaming
 	var texts []strings.Builder
 	started := false
+	flusher, _ := w.(http.Flusher)
+	event := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if !started {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			started = true
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
 	if g.stream {
-		flusher, _ := w.(http.Flusher)
 		send = func(i int, out release) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -68,28 +95,13 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			cc := c
 			if out.reason != nil {
 				if running--; running == 0 {
-					cc.Usage = &CompletionUsage{len(g.prompt), generated, len(g.prompt) + generated}
+					cc.Usage = &CompletionUsage{promptTokens, generated, promptTokens + generated}
 				}
 			}
-			b, err := json.Marshal(wrap(cc, []C{choice(i, out)}))
-			if err != nil {
-				return err
-			}
-			if !started {
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.Header().Set("Cache-Control", "no-cache")
-				started = true
-			}
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-				return err
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			return nil
+			return event(wrap(cc, []C{choice(i, out)}))
 		}
 	} else {
-		whole, texts = make([]release, g.n), make([]strings.Builder, g.n)
+		whole, texts = make([]release, nc), make([]strings.Builder, nc)
 		send = func(i int, out release) error { // each choice writes only its own entries
 			texts[i].WriteString(out.text)
 			whole[i].toks = append(whole[i].toks, out.toks...)
@@ -98,12 +110,22 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			return nil
 		}
 	}
+	// As many choices at once as the cache holds full sessions: more would fail for want of
+	// slots that the others free when they finish.
+	slots := make(chan struct{}, sv.e.Sessions())
 	var wg sync.WaitGroup
-	for i := range g.n {
+	for i := range nc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := sv.runChoice(ctx, g, i, func(out release) error { return send(i, out) }); err != nil {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				return
+			}
+			err := sv.runChoice(ctx, g, g.prompts[i/g.n], i%g.n, func(out release) error { return send(i, out) })
+			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
 					firstErr = err
@@ -114,11 +136,14 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		}()
 	}
 	wg.Wait()
+	if firstErr == nil {
+		firstErr = r.Context().Err() // the client left while choices waited their turn
+	}
 	if firstErr != nil {
-		// Before the first chunk an error is an ordinary reply; afterwards the stream just
-		// ends (the headers are gone).
 		if !started {
 			reply(w, nil, firstErr)
+		} else {
+			event(map[string]any{"error": map[string]any{"message": firstErr.Error(), "code": statusOf(firstErr)}})
 		}
 		return
 	}
@@ -126,7 +151,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		return
 	}
-	choices := make([]C, g.n)
+	choices := make([]C, nc)
 	for i, out := range whole {
 		out.text = texts[i].String()
 		generated += len(out.toks)
@@ -135,47 +160,38 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		}
 		choices[i] = choice(i, out)
 	}
-	c.Usage = &CompletionUsage{len(g.prompt), generated, len(g.prompt) + generated}
+	c.Usage = &CompletionUsage{promptTokens, generated, promptTokens + generated}
 	reply(w, wrap(c, choices), nil)
 }
 
-// runChoice generates choice i of g, handing out each token's release as it comes, then the
-// end's (with the finish reason).
-func (sv *Service) runChoice(ctx context.Context, g generation, i int, out func(release) error) error {
-	tk := sv.opt.Tokenizer
+// runChoice generates choice i of g (j of its prompt's n), handing out each token's release as
+// it comes, then the end's (with the finish reason).
+func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, j int, out func(release) error) error {
 	smp := g.smp
-	smp.Seed += uint64(i)
-	ts := NewTextStream(tk, g.stops)
+	smp.Seed += uint64(j)
+	ts := NewTextStream(sv.opt.Tokenizer, g.stops)
 	var scored []Token
 	var score func(Token)
 	if g.echo {
 		score = func(t Token) { scored = append(scored, t) }
 	}
-	promptChars, echoed := 0, false
-	// shift moves generated pieces' offsets past the echoed prompt's characters.
-	shift := func(ps []Piece) []Piece {
-		for i := range ps {
-			ps[i].Offset += promptChars
-		}
-		return ps
-	}
 	// The echoed prompt goes out first, once the prompt has run.
+	echoed := false
 	echo := func() error {
 		if !g.echo || echoed {
 			return nil
 		}
 		echoed = true
-		text, ps, n := echoPieces(tk, scored)
-		promptChars = n
-		return out(release{text: text, toks: []int32{}, pieces: ps})
+		text, pieces := ts.Echo(scored)
+		return out(release{text: text, toks: []int32{}, pieces: pieces})
 	}
-	reason, err := sv.complete(ctx, g.prompt, smp, g.maxTokens, nil, score, func(t Token) error {
+	reason, err := sv.complete(ctx, prompt, smp, g.maxTokens, nil, score, func(t Token) error {
 		if err := echo(); err != nil {
 			return err
 		}
 		text, pieces, stopped, err := ts.Add(t)
 		if err == nil {
-			err = out(release{text: text, toks: []int32{t.ID}, pieces: shift(pieces)})
+			err = out(release{text: text, toks: []int32{t.ID}, pieces: pieces})
 		}
 		if err == nil && stopped {
 			err = ErrStop
@@ -189,23 +205,5 @@ func (sv *Service) runChoice(ctx context.Context, g generation, i int, out func(
 		return err
 	}
 	text, pieces := ts.End()
-	return out(release{text: text, toks: []int32{}, pieces: shift(pieces), reason: &reason})
-}
-
-// echoPieces are an echoed prompt's scored tokens as text: each token's text (special tokens
-// written out, so that the text and the tokens agree) at its offset in characters. It returns
-// the text, the pieces and the text's length in characters.
-func echoPieces(tk *tokenizer.Tokenizer, toks []Token) (string, []Piece, int) {
-	var text []byte
-	pieces := make([]Piece, len(toks))
-	for i, t := range toks {
-		p, _ := tk.Piece(t.ID, true)
-		pieces[i] = Piece{Token: t, Bytes: p, start: len(text)}
-		text = append(text, p...)
-	}
-	var cc charCounter
-	for i := range pieces {
-		pieces[i].Offset = cc.at(text, pieces[i].start)
-	}
-	return string(text), pieces, cc.at(text, len(text))
+	return out(release{text: text, toks: []int32{}, pieces: pieces, reason: &reason})
 }

@@ -191,15 +191,9 @@ func (h *minHeap) Pop() any {
 	return x
 }
 
-// logprob is log softmax(logits)[tok] over the untempered logits, computed in float64; NaN
-// logits take no part (a NaN token's own log-probability is NaN).
-func logprob(logits []float32, tok int32) float64 {
-	m, lse := logNorm(logits)
-	return float64(logits[tok]) - m - lse
-}
-
 // logNorm returns the largest logit m and log Σ exp(logit − m) over the logits that are not
-// NaN, in float64: a token's log-probability is logit − m − lse.
+// NaN, in float64: a token's log-probability (log softmax of the untempered logits) is
+// logit − m − lse, and a NaN logit's is NaN.
 func logNorm(logits []float32) (m, lse float64) {
 	m = math.Inf(-1)
 	for _, x := range logits {

@@ -22,14 +22,14 @@ const (
 )
 
 // CheckStops reports stop strings a TextStream does not take: more than MaxStops, an empty
-// one, or one longer than MaxStopLength bytes.
+// one, one longer than MaxStopLength bytes, or one that is not UTF-8.
 func CheckStops(stops []string) error {
 	if len(stops) > MaxStops {
 		return fmt.Errorf("%d stop strings, at most %d", len(stops), MaxStops)
 	}
 	for _, s := range stops {
-		if s == "" || len(s) > MaxStopLength {
-			return fmt.Errorf("stop string %q: want 1 … %d bytes", s, MaxStopLength)
+		if s == "" || len(s) > MaxStopLength || !utf8.ValidString(s) {
+			return fmt.Errorf("stop string %q: want 1 … %d bytes of UTF-8", s, MaxStopLength)
 		}
 	}
 	return nil
@@ -39,7 +39,8 @@ func CheckStops(stops []string) error {
 // piece, an end-of-generation token as nothing; released in whole UTF-8 characters only (a
 // character split across tokens waits for its last byte; bytes that can never complete one
 // go out as they are); and cut before the first occurrence of any stop string — a tail that
-// could begin one is held back until a later token settles it.
+// could begin one is held back until a later token settles it. An echoed prompt (Echo) comes
+// first; stop strings are looked for only after it.
 type TextStream struct {
 	tk      *tokenizer.Tokenizer
 	stops   [][]byte
@@ -48,6 +49,7 @@ type TextStream struct {
 	pending []Piece // tokens not yet released, in order
 	stopped bool
 	chars   charCounter
+	gen     int // where the generated text begins in all (after an echoed prompt)
 }
 
 // Piece is a generated token as the text shows it.
@@ -70,30 +72,49 @@ func NewTextStream(tk *tokenizer.Tokenizer, stops []string) *TextStream {
 	return s
 }
 
+// Echo puts a prompt's tokens before the generated ones: their texts (special tokens
+// written out, so that the text and the tokens agree) are released as Add releases text, but
+// no stop string is looked for in them. It returns the text released and the tokens.
+func (s *TextStream) Echo(toks []Token) (string, []Piece) {
+	for _, t := range toks {
+		p, _ := s.tk.Piece(t.ID, true) // the ids have been checked against the vocabulary
+		s.pending = append(s.pending, Piece{Token: t, Bytes: p, start: len(s.all)})
+		s.all = append(s.all, p...)
+	}
+	s.gen = len(s.all)
+	return s.release(s.charTail())
+}
+
 // Add takes the next generated token. It returns the text the token releases and the tokens
-// whose text begins in it (a token without text goes with the text that follows it), and
-// whether a stop string has ended the text: the text then ends before it, the tokens that
-// only made up the stop string (or followed it) are left out, and generation should stop.
+// whose text begins in it (a token without text goes with the first release at or after its
+// place), and whether a stop string has ended the text: the text then ends before it, the
+// tokens that only made up the stop string (or followed it) are left out, and generation
+// should stop. An end-of-generation token adds no text but is shown, after everything held
+// back (which it releases), at the text's end, with its special text as its bytes.
 func (s *TextStream) Add(t Token) (string, []Piece, bool, error) {
 	if s.stopped {
 		return "", nil, true, nil
-	}
-	if s.tk.IsEOG(t.ID) {
-		return "", nil, false, nil
 	}
 	p, err := s.tk.Piece(t.ID, true)
 	if err != nil {
 		return "", nil, false, err
 	}
+	if s.tk.IsEOG(t.ID) {
+		text, pieces := s.release(len(s.all))
+		eog := Piece{Token: t, Bytes: p, start: len(s.all)}
+		eog.Offset = s.chars.at(s.all, eog.start)
+		return text, append(pieces, eog), false, nil
+	}
 	s.pending = append(s.pending, Piece{Token: t, Bytes: p, start: len(s.all)})
 	s.all = append(s.all, p...)
 
-	// The earliest stop string in the unreleased text ends it. (None can begin in released
-	// text: a tail that could begin one is never released.)
+	// The earliest stop string in the unreleased generated text ends it. (None can begin in
+	// released text: a tail that could begin one is never released.)
+	from := max(s.sent, s.gen)
 	cut := len(s.all)
 	for _, st := range s.stops {
-		if i := bytes.Index(s.all[s.sent:], st); i >= 0 && s.sent+i < cut {
-			cut, s.stopped = s.sent+i, true
+		if i := bytes.Index(s.all[from:], st); i >= 0 && from+i < cut {
+			cut, s.stopped = from+i, true
 		}
 	}
 	if !s.stopped {
@@ -117,7 +138,7 @@ func (s *TextStream) End() (string, []Piece) {
 // stopTail is where the longest tail of the unreleased text that begins some stop string
 // starts (len(all) when none does).
 func (s *TextStream) stopTail() int {
-	for i := s.sent; i < len(s.all); i++ {
+	for i := max(s.sent, s.gen); i < len(s.all); i++ {
 		for _, st := range s.stops {
 			if len(st) > len(s.all)-i && bytes.HasPrefix(st, s.all[i:]) {
 				return i
@@ -181,11 +202,19 @@ type charCounter struct {
 }
 
 // at returns the offset in characters of the character that holds text[i] (i = len(text):
-// the end), for i no less than at's last argument.
+// the end), for i no less than at's last argument. A byte that continues no character (as
+// UTF-8 decoding sees it) is a character of its own, as JSON's U+FFFD replaces it.
 func (c *charCounter) at(text []byte, i int) int {
-	k := i // back to the start of its character
-	for k > 0 && k > i-utf8.UTFMax+1 && k < len(text) && !utf8.RuneStart(text[k]) {
-		k--
+	k := i // back to the start of its character, if it continues one
+	if i < len(text) && !utf8.RuneStart(text[i]) {
+		for j := i - 1; j >= c.at0 && j > i-utf8.UTFMax; j-- {
+			if utf8.RuneStart(text[j]) {
+				if r, n := utf8.DecodeRune(text[j:]); !(r == utf8.RuneError && n == 1) && j+n > i {
+					k = j
+				}
+				break
+			}
+		}
 	}
 	if k > c.at0 {
 		c.n += utf8.RuneCount(text[c.at0:k])

@@ -85,28 +85,46 @@ func stopReference(texts, stops []string) (string, int) {
 
 // Without stop strings the stream's text is the tokens' decoded text, released in whole
 // characters however a character's bytes are split across tokens; each token is shown once,
-// at the character offset where its text begins.
+// at the offset in characters where its text begins (a byte that continues a character: that
+// character's; a stray byte is a character of its own, as JSON replaces it), the
+// end-of-generation token last, at the end, with its special text.
 func TestTextStreamCharacters(t *testing.T) {
 	tk := fixtureTokenizer(t, "tiny-llama-q8_0")
 	single, _ := byteTokens(t, tk, "")
-	for _, text := range []string{"aé😀b", "日本語", "\x81stray\xffbytes", "end in a lead \xe2\x82", "ok", ""} {
+	// chars gives each byte of text the start of the character that holds it, as UTF-8
+	// decoding (and JSON) sees the characters.
+	chars := func(text string) (starts []int) {
+		for i := 0; i < len(text); {
+			_, n := utf8.DecodeRuneInString(text[i:])
+			for range n {
+				starts = append(starts, i)
+			}
+			i += n
+		}
+		return starts
+	}
+	for _, text := range []string{"aé😀b", "日本語", "\x81stray\xffbytes", "end in a lead \xe2\x82", "\xe2\x82\xac\xac", "ok", ""} {
 		var ids []int32
 		for i := 0; i < len(text); i++ {
 			ids = append(ids, single[text[i]])
 		}
-		ids = append(ids, tk.EOS()) // shown as nothing
+		ids = append(ids, tk.EOS())
 		got, shown, stop := stream(t, tk, nil, ids, utf8.ValidString(text))
-		if got != text || stop != -1 || len(shown) != len(text) {
-			t.Errorf("%q: text %q, %d tokens shown, stopped at %d", text, got, len(shown), stop)
+		if got != text || stop != -1 || len(shown) != len(ids) {
+			t.Fatalf("%q: text %q, %d tokens shown, stopped at %d", text, got, len(shown), stop)
 		}
+		starts := chars(text)
 		for i, p := range shown {
-			k := i
-			for k > 0 && k > i-utf8.UTFMax+1 && !utf8.RuneStart(text[k]) {
-				k--
+			want := utf8.RuneCountInString(text) // the end-of-generation token
+			if i < len(text) {
+				want = utf8.RuneCountInString(text[:starts[i]])
 			}
-			if want := utf8.RuneCountInString(text[:k]); p.Offset != want || p.ID != ids[i] {
+			if p.Offset != want || p.ID != ids[i] {
 				t.Errorf("%q: token %d shown as %+v, want offset %d", text, i, p, want)
 			}
+		}
+		if eos, _ := tk.Piece(tk.EOS(), true); string(shown[len(text)].Bytes) != string(eos) {
+			t.Errorf("%q: the end-of-generation token shown as %q", text, shown[len(text)].Bytes)
 		}
 	}
 }
