@@ -189,14 +189,14 @@ func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, 
 		if err := echo(); err != nil {
 			return err
 		}
-		text, pieces, stopped, err := ts.Add(t)
-		if err == nil {
-			err = out(release{text: text, toks: []int32{t.ID}, pieces: pieces})
+		text, pieces, stopped := ts.Add(t)
+		if err := out(release{text: text, toks: []int32{t.ID}, pieces: pieces}); err != nil {
+			return err
 		}
-		if err == nil && stopped {
-			err = ErrStop
+		if stopped {
+			return ErrStop
 		}
-		return err
+		return nil
 	})
 	if err == nil {
 		err = echo()

@@ -91,19 +91,17 @@ func (s *TextStream) Echo(toks []Token) (string, []Piece) {
 // tokens that only made up the stop string (or followed it) are left out, and generation
 // should stop. An end-of-generation token adds no text but is shown, after everything held
 // back (which it releases), at the text's end, with its special text as its bytes.
-func (s *TextStream) Add(t Token) (string, []Piece, bool, error) {
+func (s *TextStream) Add(t Token) (string, []Piece, bool) {
 	if s.stopped {
-		return "", nil, true, nil
+		return "", nil, true
 	}
-	p, err := s.tk.Piece(t.ID, true)
-	if err != nil {
-		return "", nil, false, err
-	}
+	// A token beyond the tokenizer's vocabulary (a model's padded rows) has no text.
+	p, _ := s.tk.Piece(t.ID, true)
 	if s.tk.IsEOG(t.ID) {
 		text, pieces := s.release(len(s.all))
 		eog := Piece{Token: t, Bytes: p, start: len(s.all)}
 		eog.Offset = s.chars.at(s.all, eog.start)
-		return text, append(pieces, eog), false, nil
+		return text, append(pieces, eog), false
 	}
 	s.pending = append(s.pending, Piece{Token: t, Bytes: p, start: len(s.all)})
 	s.all = append(s.all, p...)
@@ -124,7 +122,7 @@ func (s *TextStream) Add(t Token) (string, []Piece, bool, error) {
 	if s.stopped {
 		s.pending = nil
 	}
-	return text, pieces, s.stopped, nil
+	return text, pieces, s.stopped
 }
 
 // End releases what is held back, at the end of generation (nothing after a stop string).

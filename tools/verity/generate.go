@@ -105,14 +105,14 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 				if made++; made == 1 {
 					first = time.Since(start)
 				}
-				text, _, stopped, err := ts.Add(t)
-				if err == nil {
-					_, err = fmt.Fprint(out, text)
+				text, _, stopped := ts.Add(t)
+				if _, err := fmt.Fprint(out, text); err != nil {
+					return err
 				}
-				if err == nil && stopped {
-					err = serve.ErrStop
+				if stopped {
+					return serve.ErrStop
 				}
-				return err
+				return nil
 			}); err != nil {
 				return err
 			}
