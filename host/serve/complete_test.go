@@ -97,16 +97,24 @@ func jsonText(s string) string {
 	return out
 }
 
+// completionServer serves fixture name's model (with its tokenizer) over HTTP; the server and
+// the service end with the test.
+func completionServer(t *testing.T, name string, o engine.LoadOptions) (*tokenizer.Tokenizer, *engine.Model, *serve.Service, *httptest.Server) {
+	t.Helper()
+	tk := fixtureTokenizer(t, name)
+	m := load(t, name, o)
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
+	t.Cleanup(sv.Shutdown)
+	srv := httptest.NewServer(sv.Handler())
+	t.Cleanup(srv.Close)
+	return tk, m, sv, srv
+}
+
 // Completions are plain decoding: the same tokens, whole or streamed, with the text of their
 // pieces.
 func TestCompletions(t *testing.T) {
 	const name = "tiny-llama-q8_0"
-	tk := fixtureTokenizer(t, name)
-	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 3})
-	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
-	defer sv.Shutdown()
-	srv := httptest.NewServer(sv.Handler())
-	defer srv.Close()
+	tk, m, sv, srv := completionServer(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 3})
 
 	smp := serve.Sampler{Temperature: 0.8, TopP: 0.95, TopK: 40, Seed: 9}
 	prompt := tk.Encode("Hello world", tokenizer.Options{AddSpecial: true, ParseSpecial: true})
@@ -401,12 +409,7 @@ func TestCompletions(t *testing.T) {
 // streamed agree, and a model without a known template is refused.
 func TestChatCompletions(t *testing.T) {
 	const name = "tiny-qwen3-q8_0"
-	tk := fixtureTokenizer(t, name)
-	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 96, Sessions: 2})
-	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
-	defer sv.Shutdown()
-	srv := httptest.NewServer(sv.Handler())
-	defer srv.Close()
+	tk, _, sv, srv := completionServer(t, name, engine.LoadOptions{MaxRows: 8, Context: 96, Sessions: 2})
 	post := func(body string) *http.Response {
 		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -530,12 +533,7 @@ func TestChatCompletions(t *testing.T) {
 // most likely token at each position says whether the continuation is greedy.
 func TestLoglikelihood(t *testing.T) {
 	const name = "tiny-llama-q8_0"
-	tk := fixtureTokenizer(t, name)
-	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
-	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
-	defer sv.Shutdown()
-	srv := httptest.NewServer(sv.Handler())
-	defer srv.Close()
+	tk, m, _, srv := completionServer(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
 
 	requests := [][2][]int32{
 		{{318, 3}, {162}}, // the model's next token after these is its end-of-generation token
