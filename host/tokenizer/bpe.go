@@ -27,10 +27,28 @@ const (
 	regexGPT2   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
 )
 
+// More of llama.cpp's expressions, for the pre-tokenizers below (non-ASCII characters
+// escaped; "[\r\n]" holds the two characters themselves, as llama.cpp's does).
+const (
+	regexTekken    = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	regexGPT4o     = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	regexSeedCoder = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// DeepSeek's: the CJK and Hangul ranges, and its own list of letters.
+	regexCJK           = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+	regexDeepSeekAlpha = "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+"
+	regexDeepSeekPunct = "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+"
+	// Poro's, BLOOM's and Viking's: runs up to a space or one of these marks.
+	regexPoro = " ?[^(\\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"
+)
+
 var (
 	preLlama3 = preTokenizer{regexes: []string{regexLlama3}, ignoreMerges: true, addBOS: true}
+	preSmaug  = preTokenizer{regexes: []string{regexLlama3}}
 	preQwen2  = preTokenizer{regexes: []string{regexQwen2}}
 	preGPT2   = preTokenizer{regexes: []string{regexGPT2}}
+	preSmolLM = preTokenizer{regexes: []string{`\p{N}`, regexGPT2}}
+	prePoro   = preTokenizer{regexes: []string{regexPoro}}
+	preGPT4o  = preTokenizer{regexes: []string{regexGPT4o}}
 )
 
 // preTokenizers maps tokenizer.ggml.pre to its pre-tokenizer, under the names llama.cpp
@@ -43,6 +61,24 @@ var preTokenizers = map[string]preTokenizer{
 	"megrez": preQwen2, "stablelm2": preQwen2,
 	"qwen35": {regexes: []string{regexQwen35}},
 	"gpt-2":  preGPT2, "phi-2": preGPT2, "roberta-bpe": preGPT2, "jina-v1-en": preGPT2,
+	"mpt": preGPT2, "olmo": preGPT2, "jais": preGPT2, "trillion": preGPT2, "granite-docling": preGPT2,
+	"exaone4": preGPT2, "gigachat": preGPT2, "a.x-4.0": preGPT2, "mellum": preGPT2, "modern-bert": preGPT2,
+	"jina-es": preGPT2, "jina-de": preGPT2, "jina-v2-es": preGPT2, "jina-v2-de": preGPT2,
+	"smollm": preSmolLM, "starcoder": preSmolLM, "refact": preSmolLM, "command-r": preSmolLM,
+	"codeshell": preSmolLM, "exaone": preSmolLM, "minerva-7b": preSmolLM, "mellum2": preSmolLM,
+	"smaug-bpe": preSmaug, "dbrx": preSmaug,
+	"tekken": {regexes: []string{regexTekken}, ignoreMerges: true, addBOS: true},
+	"gpt-4o": preGPT4o, "llama4": preGPT4o, "kanana2": preGPT4o, "talkie": preGPT4o, "minimax-m2": preGPT4o,
+	"seed-coder": {regexes: []string{regexSeedCoder}},
+	"falcon": {regexes: []string{
+		"[\\p{P}\\$\\+<=>\\^~\\|`]+",
+		regexGPT2,
+		`[0-9][0-9][0-9]`,
+	}},
+	"deepseek-llm":   {regexes: []string{"[\r\n]", regexDeepSeekAlpha, regexDeepSeekPunct, `\s+$`, regexCJK, `\p{N}+`}},
+	"deepseek-coder": {regexes: []string{"[\r\n]", `\s?\p{L}+`, `\s?\p{P}+`, regexCJK, `\p{N}`}},
+	"poro-chat":      prePoro, "bloom": prePoro, "gpt3-finnish": prePoro,
+	"viking": {regexes: []string{regexPoro, `\p{N}`}},
 	"default": {regexes: []string{
 		`[\p{P}\$\+<=>\^~\|]+`,
 		`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`,

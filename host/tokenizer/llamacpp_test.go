@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"verity/device/dtype"
 	"verity/fixtures"
 	"verity/host/gguf"
 )
@@ -67,16 +69,22 @@ var corpus = []string{
 	"\xed\xa0\x80 surrogate \xf0\x82\x82\xac overlong euro",
 	strings.Repeat("ab", 300) + " " + strings.Repeat("9", 40) + " " + strings.Repeat(" ", 50) + "x",
 	"'s 'S 'll 'LL 'Ll ''' 's'",
+	"HTTPServer parseJSONResponse getHTTPCode iPhone McDonald's ABCdef XMLHttpRequest",
+	"\u4ef7\u683c\u662f\uff11\uff12\uff13\uff14\u5143\uff0c\uff46\uff55\uff4c\uff4c\uff57\uff49\uff44\uff54\uff48 \uff21\uff22\uff23\uff01\u3000\u6b21",
+	"\u00b5-law \u03a9mega \u01c5 \ufb01ne \u1e9etra\u00dfe \u13a0 \u2126 \U00010400\U00010428",
+	"path/to/file\r\n/usr/bin/env x\n//comment",
+	"x \u2026 y\u3002z\uff0cw\u3001v \u0964 \u06d4 \u060c (a|b) end.",
 	"\n",
 	"\r\n\r\n",
 	"    ",
 	"x\n   \n",
 }
 
-// vocabularies are the fixtures' vocabularies the corpus is tokenized with: the Llama-3.2-1B
-// shape's full-size one, the small fixtures' of each pre-tokenizer, and the Llama one again
-// under the GPT-2 and default pre-tokenizers (pre replaces tokenizer.ggml.pre). fixture names a
-// file that carries the vocabulary, for llama.cpp to load.
+// vocabularies are the vocabularies the corpus is tokenized with: the Llama-3.2-1B shape's
+// full-size one, the small fixtures' of each pre-tokenizer, the Llama one again under the
+// GPT-2 and default pre-tokenizers (pre replaces tokenizer.ggml.pre), and the word vocabulary
+// (arch "words") under every pre-tokenizer. fixture names a file that carries the vocabulary,
+// or a model to carry it (withVocab), for llama.cpp to load.
 var vocabularies = []struct {
 	arch, fixture string
 	n             int
@@ -88,6 +96,23 @@ var vocabularies = []struct {
 	{"qwen35moe", "small-q35moe-q4_k_m", 1024, ""},
 	{"llama", "tiny-llama-q8_0", 320, "gpt-2"},
 	{"llama", "tiny-llama-q8_0", 320, "default"},
+	// Every pre-tokenizer again, with a vocabulary built to tell them apart (see
+	// wordVocabFile), on the tiny model (see withVocab).
+	{"words", "tiny-llama-q8_0", 0, "llama-bpe"},
+	{"words", "tiny-llama-q8_0", 0, "qwen2"},
+	{"words", "tiny-llama-q8_0", 0, "qwen35"},
+	{"words", "tiny-llama-q8_0", 0, "gpt-2"},
+	{"words", "tiny-llama-q8_0", 0, "default"},
+	{"words", "tiny-llama-q8_0", 0, "smollm"},
+	{"words", "tiny-llama-q8_0", 0, "tekken"},
+	{"words", "tiny-llama-q8_0", 0, "gpt-4o"},
+	{"words", "tiny-llama-q8_0", 0, "seed-coder"},
+	{"words", "tiny-llama-q8_0", 0, "smaug-bpe"},
+	{"words", "tiny-llama-q8_0", 0, "falcon"},
+	{"words", "tiny-llama-q8_0", 0, "deepseek-llm"},
+	{"words", "tiny-llama-q8_0", 0, "deepseek-coder"},
+	{"words", "tiny-llama-q8_0", 0, "viking"},
+	{"words", "tiny-llama-q8_0", 0, "poro-chat"},
 	{"spm", "", 0, ""}, // testdata/spm.gguf
 }
 
@@ -109,6 +134,137 @@ func vocabOnly(t testing.TB, f *gguf.File) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// wordVocabFile returns the tokenizer keys of a byte-level vocabulary built to tell the
+// pre-tokenizers apart: the 320-token Llama fixture vocabulary (bytes, merges, its BOS and
+// EOS, moved to the end), and for every word any pre-tokenizer cuts the corpus into (up to 24
+// characters), merges that build it from the left, one character at a time. A word is then
+// mostly one token, so where the words were cut shows in the ids.
+func wordVocabFile(t testing.TB) []byte {
+	t.Helper()
+	wordVocabOnce.Do(func() { wordVocab, wordVocabErr = buildWordVocab() })
+	if wordVocabErr != nil {
+		t.Fatal(wordVocabErr)
+	}
+	return wordVocab
+}
+
+var (
+	wordVocabOnce sync.Once
+	wordVocab     []byte
+	wordVocabErr  error
+)
+
+func buildWordVocab() ([]byte, error) {
+	base, err := fixtures.VocabFile("llama", 320)
+	if err != nil {
+		return nil, err
+	}
+	f, err := gguf.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	strs := func(key string) []string {
+		v, _ := f.Lookup(key)
+		s, _ := v.Any().([]string)
+		return slices.Clone(s)
+	}
+	tokens, merges := strs("tokenizer.ggml.tokens"), strs("tokenizer.ggml.merges")
+	specials := slices.Clone(tokens[len(tokens)-2:]) // BOS, EOS
+	tokens = tokens[:len(tokens)-2]
+	have := map[string]bool{}
+	for _, tok := range append(slices.Clone(tokens), specials...) {
+		have[tok] = true
+	}
+	names := slices.Sorted(maps.Keys(preTokenizers))
+	for _, text := range corpus {
+		for _, name := range names {
+			b, err := newBPE(name, nil)
+			if err != nil {
+				return nil, err
+			}
+			for _, w := range b.split(decodeUTF8(text)) {
+				syms := []string{}
+				for _, r := range spellBytes(encodeUTF8(w)) {
+					syms = append(syms, string(r))
+				}
+				left := syms[0]
+				for _, next := range syms[1:min(len(syms), 24)] {
+					if tok := left + next; !have[tok] {
+						have[tok] = true
+						tokens = append(tokens, tok)
+						merges = append(merges, left+" "+next)
+					}
+					left += next
+				}
+			}
+		}
+	}
+	types := make([]int32, len(tokens)+2)
+	for i := range types {
+		types[i] = 1 // normal
+	}
+	types[len(tokens)], types[len(tokens)+1] = 3, 3 // control
+	w := gguf.NewWriterFrom(f)
+	w.Set("tokenizer.ggml.tokens", gguf.ArrStrings(append(tokens, specials...)))
+	w.Set("tokenizer.ggml.token_type", gguf.ArrInt32s(types))
+	w.Set("tokenizer.ggml.merges", gguf.ArrStrings(merges))
+	w.Set("tokenizer.ggml.bos_token_id", gguf.U32(uint32(len(tokens))))
+	w.Set("tokenizer.ggml.eos_token_id", gguf.U32(uint32(len(tokens)+1)))
+	w.Set("tokenizer.ggml.padding_token_id", gguf.U32(uint32(len(tokens)+1)))
+	var out bytes.Buffer
+	if _, err := w.WriteTo(&out); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// withVocab returns GGUF file bytes of model (a llama) with the tokenizer of vocab: its
+// tokenizer.* keys, and the vocabulary-sized tensors (token_embd, output) replaced by F32
+// zeros of the new size — enough for llama.cpp to load the file and tokenize with it.
+func withVocab(t testing.TB, model, vocab []byte) []byte {
+	t.Helper()
+	mf, err := gguf.Parse(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf, err := gguf.Parse(vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := gguf.NewWriter()
+	for _, kv := range mf.KVs {
+		if !strings.HasPrefix(kv.Key, "tokenizer.") && kv.Key != "llama.vocab_size" {
+			w.Set(kv.Key, kv.Value)
+		}
+	}
+	n := 0
+	for _, kv := range vf.KVs {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			w.Set(kv.Key, kv.Value)
+		}
+		if kv.Key == "tokenizer.ggml.tokens" {
+			n = kv.Value.Len()
+		}
+	}
+	for _, ti := range mf.Tensors {
+		if ti.Name == "token_embd.weight" || ti.Name == "output.weight" {
+			dims := []int64{ti.Dims[0], int64(n)}
+			if err := w.AddTensor(ti.Name, dtype.F32, dims, make([]byte, 4*dims[0]*dims[1])); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, mf.Data(ti)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := w.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 // withPre returns GGUF file bytes with tokenizer.ggml.pre replaced (tensors copied).
@@ -176,9 +332,12 @@ func fixtureTokenizer(t testing.TB, arch string, n int, pre ...string) *Tokenize
 	}
 	var b []byte
 	var err error
-	if arch == "spm" {
+	switch arch {
+	case "spm":
 		b, err = os.ReadFile(spmFile)
-	} else {
+	case "words":
+		b = wordVocabFile(t)
+	default:
 		b, err = fixtures.VocabFile(arch, n)
 	}
 	if err != nil {
@@ -271,6 +430,17 @@ func TestOracle(t *testing.T) {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if f, err := gguf.Parse(b); err != nil {
+				t.Fatal(err)
+			} else if v.arch == "words" {
+				b = withVocab(t, b, wordVocabFile(t))
+			} else if kv, ok := f.Lookup("tokenizer.ggml.tokens"); ok && kv.Len() != v.n {
+				vocab, err := fixtures.VocabFile(v.arch, v.n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = withVocab(t, b, vocab)
 			}
 			path = filepath.Join(tmp, v.fixture+"-"+v.pre+".gguf")
 			if err := os.WriteFile(path, withPre(t, b, v.pre), 0o644); err != nil {

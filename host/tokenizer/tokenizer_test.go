@@ -369,3 +369,23 @@ func TestEOG(t *testing.T) {
 		t.Errorf("unparsed: %v", got)
 	}
 }
+
+// Every pre-tokenizer's expressions compile and split a mixed text into pieces that put it
+// back together.
+func TestPreTokenizersCompile(t *testing.T) {
+	const text = "Hello, WORLD! parseJSON 1234 ünïcode 日本語 x\r\n  y\tz 'll 𐐀"
+	for name := range preTokenizers {
+		b, err := newBPE(name, nil)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var joined []rune
+		for _, w := range b.split([]rune(text)) {
+			joined = append(joined, w...)
+		}
+		if string(joined) != text {
+			t.Errorf("%s: the words %q do not make up the text", name, string(joined))
+		}
+	}
+}
