@@ -2,10 +2,12 @@ package tokenizer
 
 import (
 	"bytes"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"verity/host/gguf"
@@ -386,6 +388,33 @@ func TestPreTokenizersCompile(t *testing.T) {
 		}
 		if string(joined) != text {
 			t.Errorf("%s: the words %q do not make up the text", name, string(joined))
+		}
+	}
+}
+
+// No pre-tokenizer's expressions backtrack badly: long runs of letters in alternating case,
+// digits, spaces, punctuation and CJK split in well under the search timeout, and the words
+// make up the text.
+func TestPreTokenizersLongRuns(t *testing.T) {
+	runs := []string{
+		strings.Repeat("aB", 10000), strings.Repeat("Ab", 10000), strings.Repeat("9", 20000),
+		strings.Repeat(" ", 20000) + "x", strings.Repeat("!?", 10000), strings.Repeat("日本", 10000),
+		strings.Repeat("\r\n", 10000), strings.Repeat("a'", 10000),
+	}
+	for _, name := range slices.Sorted(maps.Keys(preTokenizers)) {
+		b, err := newBPE(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range runs {
+			start := time.Now()
+			var n int
+			for _, w := range b.split([]rune(text)) {
+				n += len(w)
+			}
+			if el := time.Since(start); n != len([]rune(text)) || el > 2*time.Second {
+				t.Errorf("%s on %.10q…: %d of %d characters in %v", name, text, n, len([]rune(text)), el)
+			}
 		}
 	}
 }
