@@ -130,7 +130,9 @@ func Decode(b []byte) (*Schedule, error) {
 	type span struct{ off, n uint64 }
 	deps := make([]span, nInstr)
 	params := make([]span, nInstr)
-	var parts uint64
+	// Encode lays out each instruction's parameters and dependencies right after the previous
+	// instruction's; Decode takes no other layout, so that a stream has exactly one encoding.
+	var parts, nextParam, nextDep uint64
 	for i := range s.Instrs {
 		in := &s.Instrs[i]
 		var f [instrWords]uint32
@@ -142,9 +144,10 @@ func Decode(b []byte) (*Schedule, error) {
 		}
 		in.Kernel, in.Name = int(f[0]), kernels[f[0]].Entry()
 		params[i] = span{uint64(f[1]), uint64(f[2])}
-		if params[i].off+params[i].n > nParams {
-			return nil, fmt.Errorf("megakernel: instruction %d: parameters [%d, +%d) outside %d", i, f[1], f[2], nParams)
+		if params[i].off != nextParam || params[i].off+params[i].n > nParams {
+			return nil, fmt.Errorf("megakernel: instruction %d: parameters [%d, +%d), want them at %d of %d", i, f[1], f[2], nextParam, nParams)
 		}
+		nextParam += params[i].n
 		if want := uint64(kernels[f[0]].ArgsType().NumField()); params[i].n != want {
 			return nil, fmt.Errorf("megakernel: instruction %d: %d parameters, kernel %s takes %d", i, f[2], in.Name, want)
 		}
@@ -161,15 +164,19 @@ func Decode(b []byte) (*Schedule, error) {
 		}
 		parts += uint64(f[6])
 		deps[i] = span{uint64(f[7]), uint64(f[8])}
-		if deps[i].off+deps[i].n > nDeps {
-			return nil, fmt.Errorf("megakernel: instruction %d: dependencies [%d, +%d) outside %d", i, f[7], f[8], nDeps)
+		if deps[i].off != nextDep || deps[i].off+deps[i].n > nDeps {
+			return nil, fmt.Errorf("megakernel: instruction %d: dependencies [%d, +%d), want them at %d of %d", i, f[7], f[8], nextDep, nDeps)
 		}
+		nextDep += deps[i].n
 		if f[9] != 0 {
 			return nil, fmt.Errorf("megakernel: instruction %d: reserved word is %d", i, f[9])
 		}
 	}
 	if parts != nItems {
 		return nil, fmt.Errorf("megakernel: %d items queued for %d parts", nItems, parts)
+	}
+	if nextParam != nParams || nextDep != nDeps {
+		return nil, fmt.Errorf("megakernel: the instructions use %d of %d parameters and %d of %d dependencies", nextParam, nParams, nextDep, nDeps)
 	}
 	depWords := make([]uint32, nDeps)
 	for j := range depWords {
