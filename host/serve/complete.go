@@ -27,7 +27,7 @@ import (
 // and a prompt of token ids as well as text).
 type CompletionRequest struct {
 	Model       string          `json:"model,omitempty"` // ignored: the service serves one model
-	Prompt      json.RawMessage `json:"prompt"`          // a string, or an array of token ids
+	Prompt      json.RawMessage `json:"prompt"`          // a string, an array of token ids, or an array of those
 	MaxTokens   *int            `json:"max_tokens,omitempty"`
 	Temperature *float64        `json:"temperature,omitempty"` // default 1, as OpenAI's
 	TopP        *float64        `json:"top_p,omitempty"`
@@ -44,9 +44,10 @@ type CompletionRequest struct {
 }
 
 // openAIExtras are the request fields both endpoints share beyond the sampler's: stop
-// strings, and OpenAI fields accepted only at their defaults (user and stream_options are
-// ignored), so that clients' default bodies work while a setting the service does not honour
-// is refused rather than silently dropped.
+// strings, n, echo (completions only), and OpenAI fields accepted only at their defaults
+// (user and stream_options are ignored; penalties and logit_bias must be zero and empty), so
+// that clients' default bodies work while a setting the service does not honour is refused
+// rather than silently dropped.
 type openAIExtras struct {
 	// Stop is a string or an array of up to 16: the text ends before the first to occur in it.
 	Stop             json.RawMessage    `json:"stop,omitempty"`
