@@ -385,6 +385,24 @@ func TestCompletions(t *testing.T) {
 		t.Errorf("max_tokens 0 without echo: status %d", resp.StatusCode)
 	}
 
+	// The model list names the model.
+	if resp, err := http.Get(srv.URL + "/v1/models"); err != nil {
+		t.Fatal(err)
+	} else {
+		var list struct {
+			Object string `json:"object"`
+			Data   []struct {
+				ID     string `json:"id"`
+				Object string `json:"object"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || list.Object != "list" || len(list.Data) != 1 ||
+			list.Data[0].ID != name || list.Data[0].Object != "model" {
+			t.Errorf("models: %+v, %v", list, err)
+		}
+		resp.Body.Close()
+	}
+
 	// A client's default fields are accepted.
 	if resp := post(`{"prompt": "x", "max_tokens": 2, "n": 1, "stop": null, "user": "u", "stream_options": {"include_usage": true},
 		"logprobs": null, "logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0, "echo": false, "model": "m"}`); resp.StatusCode != 200 {

@@ -23,6 +23,7 @@ const maxBody = 8 << 20
 //	POST   /v1/chat/completions       ChatRequest (OpenAI's)              → ChatCompletion, or server-sent events
 //	GET    /v1/stats                                                      → Stats
 //	GET    /v1/health                                                     → {"model": …, …}
+//	GET    /v1/models                                                     → OpenAI's model list (one)
 //
 // Errors are {"error": "…"} with 400 (malformed request), 404 (unknown session), 409 (stale
 // position), 413 (too many tokens: prompt, draft or context), 503 (cache full).
@@ -76,6 +77,12 @@ func (sv *Service) Handler() http.Handler {
 			h["tokenizer"] = sv.opt.Tokenizer.String()
 		}
 		reply(w, h, nil)
+	})
+	// OpenAI's model list, which clients read before their first request.
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, map[string]any{"object": "list", "data": []map[string]any{
+			{"id": sv.opt.ModelName, "object": "model", "created": sv.started.Unix(), "owned_by": "verity"},
+		}}, nil)
 	})
 	return mux
 }

@@ -66,6 +66,7 @@ type Service struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	stats    Stats
+	started  time.Time
 }
 
 // Stats are the service's counters since it started.
@@ -103,7 +104,7 @@ func New(e *engine.Engine, opt Options) *Service {
 	if opt.MaxPrompt <= 0 || opt.MaxPrompt > e.Context()-1 {
 		opt.MaxPrompt = e.Context() - 1 // room for the next token
 	}
-	sv := &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{},
+	sv := &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{}, started: time.Now(),
 		jobs: make(chan *job), quit: make(chan struct{})}
 	go sv.batcher()
 	return sv
