@@ -26,29 +26,29 @@ import (
 // CompletionRequest is the body of POST /v1/completions (OpenAI's fields, plus top_k and seed,
 // and a prompt of token ids as well as text).
 type CompletionRequest struct {
-	Model       string          `json:"model,omitempty"` // ignored: the service serves one model
-	Prompt      json.RawMessage `json:"prompt"`          // a string, an array of token ids, or an array of those
-	MaxTokens   *int            `json:"max_tokens,omitempty"`
-	Temperature *float64        `json:"temperature,omitempty"` // default 1, as OpenAI's
-	TopP        *float64        `json:"top_p,omitempty"`
-	TopK        int             `json:"top_k,omitempty"`
-	Seed        *uint64         `json:"seed,omitempty"` // absent: a random one
-	Stream      bool            `json:"stream,omitempty"`
+	Model  string          `json:"model,omitempty"` // ignored: the service serves one model
+	Prompt json.RawMessage `json:"prompt"`          // a string, an array of token ids, or an array of those
 	// Logprobs asks for each token's log-probability and those of this many (0 … 20) most
 	// likely tokens at its position; absent or null: none.
 	Logprobs *int `json:"logprobs,omitempty"`
-	// With echo (in openAIExtras) the text begins with the prompt's — its tokens' texts,
+	// With echo (in openAIParams) the text begins with the prompt's — its tokens' texts,
 	// special tokens written out — and the log-probabilities with the prompt tokens' (each
 	// after the tokens before it; the first's null); max_tokens 0 then scores the prompt alone.
-	openAIExtras
+	openAIParams
 }
 
-// openAIExtras are the request fields both endpoints share beyond the sampler's: stop
-// strings, n, echo (completions only), and OpenAI fields accepted only at their defaults
-// (user and stream_options are ignored; penalties and logit_bias must be zero and empty), so
-// that clients' default bodies work while a setting the service does not honour is refused
-// rather than silently dropped.
-type openAIExtras struct {
+// openAIParams are the request fields both endpoints share: the sampler's, max_tokens,
+// stream, stop strings, n, echo (completions only), and OpenAI fields accepted only at their
+// defaults (user and stream_options are ignored; penalties and logit_bias must be zero and
+// empty), so that clients' default bodies work while a setting the service does not honour
+// is refused rather than silently dropped.
+type openAIParams struct {
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"` // default 1, as OpenAI's
+	TopP        *float64 `json:"top_p,omitempty"`
+	TopK        int      `json:"top_k,omitempty"`
+	Seed        *uint64  `json:"seed,omitempty"` // absent: a random one
+	Stream      bool     `json:"stream,omitempty"`
 	// Stop is a string or an array of up to 16: the text ends before the first to occur in it.
 	Stop             json.RawMessage    `json:"stop,omitempty"`
 	N                *int               `json:"n,omitempty"`
@@ -60,24 +60,36 @@ type openAIExtras struct {
 	LogitBias        map[string]float64 `json:"logit_bias,omitempty"`
 }
 
-// check refuses settings the service does not honour and returns the stop strings and the
-// number of choices.
-func (x openAIExtras) check() ([]string, int, error) {
-	stops, err := stopsOf(x.Stop)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrBad, err)
+// generation checks the parameters, refusing settings the service does not honour, and
+// returns what they ask for (all but the prompts): temperature and top_p default to 1,
+// max_tokens to OpenAI's 16, the seed to a random one.
+func (x openAIParams) generation() (generation, error) {
+	g := generation{n: 1, maxTokens: defaultMaxTokens, stream: x.Stream, echo: x.Echo,
+		smp: Sampler{Temperature: 1, TopP: 1, TopK: x.TopK}}
+	var err error
+	if g.stops, err = stopsOf(x.Stop); err != nil {
+		return g, fmt.Errorf("%w: %v", ErrBad, err)
 	}
-	n := 1
 	if x.N != nil {
-		n = *x.N
+		g.n = *x.N
 	}
 	switch {
-	case n < 1 || n > MaxChoices:
-		return nil, 0, fmt.Errorf("%w: n = %d: want 1 … %d choices", ErrBad, n, MaxChoices)
+	case g.n < 1 || g.n > MaxChoices:
+		return g, fmt.Errorf("%w: n = %d: want 1 … %d choices", ErrBad, g.n, MaxChoices)
 	case x.PresencePenalty != 0 || x.FrequencyPenalty != 0 || len(x.LogitBias) > 0:
-		return nil, 0, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
+		return g, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
 	}
-	return stops, n, nil
+	if x.MaxTokens != nil {
+		g.maxTokens = *x.MaxTokens
+	}
+	if x.Temperature != nil {
+		g.smp.Temperature = *x.Temperature
+	}
+	if x.TopP != nil {
+		g.smp.TopP = *x.TopP
+	}
+	g.smp.Seed, err = seedOf(x.Seed)
+	return g, err
 }
 
 // seedOf is a request's seed, or a random one.
@@ -355,21 +367,16 @@ func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, error) {
 	return nil, fmt.Errorf("%w: prompt: want a string, an array of token ids, or an array of those", ErrBad)
 }
 
-// openAIRequest decodes an OpenAI request into req (whose extras and seed fields are given),
-// checks the extras and that the service has a tokenizer, and returns the generation's
-// choices, stop strings and sampler seed; on failure it has replied.
-func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, x *openAIExtras, seed **uint64) (generation, bool) {
+// openAIRequest decodes an OpenAI request into req (whose shared parameters are p), checks
+// them and that the service has a tokenizer, and returns the generation they ask for (all
+// but the prompts); on failure it has replied.
+func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, p *openAIParams) (generation, bool) {
 	if !decode(w, r, req) {
 		return generation{}, false
 	}
-	var g generation
-	var err error
-	g.stops, g.n, err = x.check()
+	g, err := p.generation()
 	if err == nil && sv.opt.Tokenizer == nil {
 		err = fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad)
-	}
-	if err == nil {
-		g.smp.Seed, err = seedOf(*seed)
 	}
 	if err != nil {
 		reply(w, nil, err)
@@ -389,11 +396,10 @@ func topLogprobs(n int) error {
 // handleCompletion serves POST /v1/completions, whole or as server-sent events.
 func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	var req CompletionRequest
-	g, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	g, ok := sv.openAIRequest(w, r, &req, &req.openAIParams)
 	if !ok {
 		return
 	}
-	g.smp = samplerOf(req.Temperature, req.TopP, req.TopK, g.smp.Seed)
 	if req.Logprobs != nil {
 		if err := topLogprobs(*req.Logprobs); err != nil {
 			reply(w, nil, err)
@@ -406,7 +412,6 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	g.maxTokens, g.stream, g.echo = maxTokensOf(req.MaxTokens), req.Stream, req.Echo
 	tk := sv.opt.Tokenizer
 	respond(sv, w, r, g, func(i int, out release) CompletionChoice {
 		ch := CompletionChoice{Index: i, Text: out.text, Tokens: out.toks, FinishReason: out.reason}
@@ -446,40 +451,15 @@ func pieceBytes(tk *tokenizer.Tokenizer, id int32) []byte {
 	return p
 }
 
-// samplerOf is the sampler of an OpenAI request: temperature and top_p default to 1.
-func samplerOf(temperature, topP *float64, topK int, seed uint64) Sampler {
-	s := Sampler{Temperature: 1, TopP: 1, TopK: topK, Seed: seed}
-	if temperature != nil {
-		s.Temperature = *temperature
-	}
-	if topP != nil {
-		s.TopP = *topP
-	}
-	return s
-}
-
-func maxTokensOf(n *int) int {
-	if n == nil {
-		return defaultMaxTokens
-	}
-	return *n
-}
-
 // ChatRequest is the body of POST /v1/chat/completions (OpenAI's fields, plus top_k and seed).
 type ChatRequest struct {
-	Model       string              `json:"model,omitempty"` // ignored
-	Messages    []tokenizer.Message `json:"messages"`
-	MaxTokens   *int                `json:"max_tokens,omitempty"`
-	Temperature *float64            `json:"temperature,omitempty"`
-	TopP        *float64            `json:"top_p,omitempty"`
-	TopK        int                 `json:"top_k,omitempty"`
-	Seed        *uint64             `json:"seed,omitempty"` // absent: a random one
-	Stream      bool                `json:"stream,omitempty"`
+	Model    string              `json:"model,omitempty"` // ignored
+	Messages []tokenizer.Message `json:"messages"`
 	// Logprobs asks for each token's log-probability, and TopLogprobs (0 … 20) for those of
 	// the most likely tokens at its position.
 	Logprobs    bool `json:"logprobs,omitempty"`
 	TopLogprobs *int `json:"top_logprobs,omitempty"`
-	openAIExtras
+	openAIParams
 }
 
 // ChatCompletion is the reply (object "chat.completion") or a streamed chunk
@@ -538,7 +518,7 @@ func byteList(b []byte) []int {
 // (tokenizer.Chat), then as a completion.
 func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
-	g, ok := sv.openAIRequest(w, r, &req, &req.openAIExtras, &req.Seed)
+	g, ok := sv.openAIRequest(w, r, &req, &req.openAIParams)
 	if !ok {
 		return
 	}
@@ -546,7 +526,6 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: echo is for /v1/completions", ErrBad))
 		return
 	}
-	g.smp = samplerOf(req.Temperature, req.TopP, req.TopK, g.smp.Seed)
 	if req.TopLogprobs != nil {
 		err := topLogprobs(*req.TopLogprobs)
 		if err == nil && *req.TopLogprobs > 0 && !req.Logprobs {
@@ -569,7 +548,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	g.prompts, g.maxTokens, g.stream = [][]int32{prompt}, maxTokensOf(req.MaxTokens), req.Stream
+	g.prompts = [][]int32{prompt}
 	respond(sv, w, r, g, func(i int, out release) ChatChoice {
 		m := &tokenizer.Message{Role: "assistant", Content: out.text}
 		ch := ChatChoice{Index: i, Tokens: out.toks, FinishReason: out.reason}

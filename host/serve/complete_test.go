@@ -110,6 +110,21 @@ func completionServer(t *testing.T, name string, o engine.LoadOptions) (*tokeniz
 	return tk, m, sv, srv
 }
 
+// completion returns the token ids and finish reason of sv's completion of prompt, drafted
+// by draft (nil: plain).
+func completion(t *testing.T, sv *serve.Service, prompt []int32, smp serve.Sampler, n int, draft serve.Drafter) ([]int32, string) {
+	t.Helper()
+	var ids []int32
+	reason, err := sv.CompleteDrafted(context.Background(), prompt, smp, n, draft, func(tok serve.Token) error {
+		ids = append(ids, tok.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, reason
+}
+
 // Completions are plain decoding: the same tokens, whole or streamed, with the text of their
 // pieces.
 func TestCompletions(t *testing.T) {
@@ -118,25 +133,12 @@ func TestCompletions(t *testing.T) {
 
 	smp := serve.Sampler{Temperature: 0.8, TopP: 0.95, TopK: 40, Seed: 9}
 	prompt := tk.Encode("Hello world", tokenizer.Options{AddSpecial: true, ParseSpecial: true})
-	var got []int32
-	reason, err := sv.Complete(context.Background(), prompt, smp, 12, func(tok serve.Token) error {
-		got = append(got, tok.ID)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, reason := completion(t, sv, prompt, smp, 12, nil)
 	if st := sv.Stats(); st.Rounds == 0 || st.Undrafted != st.Rounds {
 		t.Errorf("a completion's rounds are undrafted: %+v", st)
 	}
 	// Drafted by prompt lookup: the same tokens.
-	var drafted []int32
-	if _, err := sv.CompleteDrafted(context.Background(), prompt, smp, 12, serve.PromptLookup(4), func(tok serve.Token) error {
-		drafted = append(drafted, tok.ID)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	drafted, _ := completion(t, sv, prompt, smp, 12, serve.PromptLookup(4))
 	if !slices.Equal(drafted, got) {
 		t.Errorf("drafted %v, plain %v", drafted, got)
 	}
@@ -283,13 +285,7 @@ func TestCompletions(t *testing.T) {
 	for i := range 3 {
 		s := smp
 		s.Seed += uint64(i)
-		var toks []int32
-		if _, err := sv.Complete(context.Background(), prompt, s, 12, func(tok serve.Token) error {
-			toks = append(toks, tok.ID)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		toks, _ := completion(t, sv, prompt, s, 12, nil)
 		wantN = append(wantN, toks)
 	}
 	if slices.Equal(wantN[0], wantN[1]) && slices.Equal(wantN[1], wantN[2]) {
@@ -323,13 +319,7 @@ func TestCompletions(t *testing.T) {
 			s := smp
 			s.Seed += uint64(i % 2)
 			p := [][]int32{prompt, second}[i/2]
-			var want []int32
-			if _, err := sv.Complete(context.Background(), p, s, 6, func(tok serve.Token) error {
-				want = append(want, tok.ID)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			want, _ := completion(t, sv, p, s, 6, nil)
 			if !slices.Equal(j.toks[i], want) || j.reason[i] == "" {
 				t.Errorf("batch %s: choice %d %v (%q), want %v", batch, i, j.toks[i], j.reason[i], want)
 			}
@@ -445,13 +435,7 @@ func TestChatCompletions(t *testing.T) {
 	resp.Body.Close()
 	text, _ := tk.Chat(msgs)
 	prompt := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
-	var want []int32
-	if _, err := sv.Complete(context.Background(), prompt, serve.Sampler{TopP: 1}, 10, func(tok serve.Token) error {
-		want = append(want, tok.ID)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	want, _ := completion(t, sv, prompt, serve.Sampler{TopP: 1}, 10, nil)
 	ch := cc.Choices[0]
 	if cc.Object != "chat.completion" || ch.Message == nil || ch.Message.Role != "assistant" || !slices.Equal(ch.Tokens, want) ||
 		cc.Usage.PromptTokens != len(prompt) {

@@ -225,59 +225,57 @@ func buildWordVocab() ([]byte, error) {
 // zeros of the new size — enough for llama.cpp to load the file and tokenize with it.
 func withVocab(t testing.TB, model, vocab []byte) []byte {
 	t.Helper()
-	mf, err := gguf.Parse(model)
-	if err != nil {
-		t.Fatal(err)
-	}
 	vf, err := gguf.Parse(vocab)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := gguf.NewWriter()
-	for _, kv := range mf.KVs {
-		if !strings.HasPrefix(kv.Key, "tokenizer.") && kv.Key != "llama.vocab_size" {
-			w.Set(kv.Key, kv.Value)
-		}
-	}
-	n := 0
-	for _, kv := range vf.KVs {
-		if strings.HasPrefix(kv.Key, "tokenizer.") {
-			w.Set(kv.Key, kv.Value)
-		}
-		if kv.Key == "tokenizer.ggml.tokens" {
-			n = kv.Value.Len()
-		}
-	}
-	for _, ti := range mf.Tensors {
-		if ti.Name == "token_embd.weight" || ti.Name == "output.weight" {
-			dims := []int64{ti.Dims[0], int64(n)}
-			if err := w.AddTensor(ti.Name, dtype.F32, dims, make([]byte, 4*dims[0]*dims[1])); err != nil {
-				t.Fatal(err)
+	var n int64
+	return rewrite(t, model, func(w *gguf.Writer) {
+		for _, kv := range slices.Clone(w.KVs()) {
+			if strings.HasPrefix(kv.Key, "tokenizer.") || kv.Key == "llama.vocab_size" {
+				w.Delete(kv.Key)
 			}
-			continue
 		}
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, mf.Data(ti)); err != nil {
-			t.Fatal(err)
+		for _, kv := range vf.KVs {
+			if strings.HasPrefix(kv.Key, "tokenizer.") {
+				w.Set(kv.Key, kv.Value)
+			}
+			if kv.Key == "tokenizer.ggml.tokens" {
+				n = int64(kv.Value.Len())
+			}
 		}
-	}
-	var out bytes.Buffer
-	if _, err := w.WriteTo(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	}, func(ti gguf.TensorInfo) []int64 {
+		if ti.Name == "token_embd.weight" || ti.Name == "output.weight" {
+			return []int64{ti.Dims[0], n}
+		}
+		return nil
+	})
 }
 
 // withPre returns GGUF file bytes with tokenizer.ggml.pre replaced (tensors copied).
 func withPre(t testing.TB, b []byte, pre string) []byte {
+	t.Helper()
+	return rewrite(t, b, func(w *gguf.Writer) { w.Set("tokenizer.ggml.pre", gguf.Str(pre)) }, nil)
+}
+
+// rewrite returns GGUF file bytes b with its keys changed by edit and its tensors copied,
+// except those resize gives new dimensions (F32 zeros of that shape instead).
+func rewrite(t testing.TB, b []byte, edit func(*gguf.Writer), resize func(gguf.TensorInfo) []int64) []byte {
 	t.Helper()
 	f, err := gguf.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := gguf.NewWriterFrom(f)
-	w.Set("tokenizer.ggml.pre", gguf.Str(pre))
+	edit(w)
 	for _, ti := range f.Tensors {
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, f.Data(ti)); err != nil {
+		typ, dims, data := ti.Type, ti.Dims, f.Data(ti)
+		if resize != nil {
+			if d := resize(ti); d != nil {
+				typ, dims, data = dtype.F32, d, make([]byte, 4*d[0]*d[1])
+			}
+		}
+		if err := w.AddTensor(ti.Name, typ, dims, data); err != nil {
 			t.Fatal(err)
 		}
 	}
