@@ -48,6 +48,7 @@ type TextStream struct {
 	sent    int     // bytes of all released
 	pending []Piece // tokens not yet released, in order
 	stopped bool
+	ended   bool // by an end-of-generation token
 	chars   charCounter
 	gen     int // where the generated text begins in all (after an echoed prompt)
 }
@@ -89,15 +90,20 @@ func (s *TextStream) Echo(toks []Token) (string, []Piece) {
 // whose text begins in it (a token without text goes with the first release at or after its
 // place), and whether a stop string has ended the text: the text then ends before it, the
 // tokens that only made up the stop string (or followed it) are left out, and generation
-// should stop. An end-of-generation token adds no text but is shown, after everything held
-// back (which it releases), at the text's end, with its special text as its bytes.
+// should stop. An end-of-generation token ends the text: it adds none but is shown, after
+// everything held back (which it releases), at the text's end, with its special text as its
+// bytes; tokens after it are ignored.
 func (s *TextStream) Add(t Token) (string, []Piece, bool) {
 	if s.stopped {
 		return "", nil, true
 	}
+	if s.ended {
+		return "", nil, false
+	}
 	// A token beyond the tokenizer's vocabulary (a model's padded rows) has no text.
 	p, _ := s.tk.Piece(t.ID, true)
 	if s.tk.IsEOG(t.ID) {
+		s.ended = true
 		text, pieces := s.release(len(s.all))
 		eog := Piece{Token: t, Bytes: p, start: len(s.all)}
 		eog.Offset = s.chars.at(s.all, eog.start)

@@ -190,9 +190,9 @@ func TestTextStreamStops(t *testing.T) {
 	}
 }
 
-// Any tokens and stop strings: the stream's text is the reference's — the decoded text up to
-// the earliest stop string in the text as it stands after the token that completes the first
-// one — and it stops after that token.
+// Any tokens and stop strings: the stream's text is the reference's — the decoded text (up to
+// an end-of-generation token, which ends it) cut at the earliest stop string in the text as it
+// stands after the token that completes the first one — and it stops after that token.
 func FuzzTextStream(f *testing.F) {
 	f.Add("ab\x00b", []byte{1, 2, 3, 4, 5, 6})
 	f.Add("\n", []byte{200, 1, 17, 9})
@@ -209,12 +209,13 @@ func FuzzTextStream(f *testing.F) {
 		for i := 0; i+1 < len(raw) && len(ids) < 64; i += 2 {
 			ids = append(ids, int32(int(raw[i])<<8|int(raw[i+1]))%int32(tk.NVocab()))
 		}
-		texts := make([]string, len(ids))
-		for i, id := range ids {
-			if !tk.IsEOG(id) {
-				p, _ := tk.Piece(id, true)
-				texts[i] = string(p)
+		var texts []string // up to an end-of-generation token, which ends the text
+		for _, id := range ids {
+			if tk.IsEOG(id) {
+				break
 			}
+			p, _ := tk.Piece(id, true)
+			texts = append(texts, string(p))
 		}
 		want, wantStop := stopReference(texts, stops)
 		got, _, stop := stream(t, tk, stops, ids, false)
