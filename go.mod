@@ -3,6 +3,7 @@ module verity
 go 1.26.0
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/schollz/progressbar/v3 v3.19.1

@@ -459,6 +459,9 @@ type ChatRequest struct {
 	// the most likely tokens at its position.
 	Logprobs    bool `json:"logprobs,omitempty"`
 	TopLogprobs *int `json:"top_logprobs,omitempty"`
+	// ChatTemplateKwargs are further variables for the model's Jinja chat template (e.g.
+	// {"enable_thinking": false}), as llama.cpp's and vLLM's servers take them.
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
 	openAIParams
 }
 
@@ -538,7 +541,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		g.smp.TopLogprobs = *req.TopLogprobs
 	}
 	tk := sv.opt.Tokenizer
-	text, err := tk.Chat(req.Messages)
+	text, err := tk.Chat(req.Messages, req.ChatTemplateKwargs)
 	if err != nil {
 		reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
 		return

@@ -433,7 +433,7 @@ func TestChatCompletions(t *testing.T) {
 		t.Fatalf("status %d, %v", resp.StatusCode, err)
 	}
 	resp.Body.Close()
-	text, _ := tk.Chat(msgs)
+	text, _ := tk.Chat(msgs, nil)
 	prompt := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
 	want, _ := completion(t, sv, prompt, serve.Sampler{TopP: 1}, 10, nil)
 	ch := cc.Choices[0]
@@ -525,6 +525,64 @@ func TestChatCompletions(t *testing.T) {
 	lsv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(string(body))))
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "chat_template") {
 		t.Errorf("no template: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// A Jinja chat template writes the prompt of /v1/chat/completions, with the request's
+// chat_template_kwargs as its variables and content given as text parts; the template's own
+// errors and variables it may not set are a 400 that says why.
+func TestChatTemplateJinja(t *testing.T) {
+	const name = "tiny-qwen3-q8_0"
+	base := fixtureTokenizer(t, name)
+	tk, err := base.WithChatTemplate(`{%- if messages[0].role != 'user' %}{{ raise_exception('the first message must be the user\'s') }}{% endif -%}
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content | trim }}<|im_end|>
+{% endfor -%}
+<|im_start|>assistant
+{% if enable_thinking is defined and not enable_thinking %}<think>
+
+</think>
+
+{% endif %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 96, Sessions: 1})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, ModelName: name})
+	defer sv.Shutdown()
+	post := func(body string) (int, string) {
+		rec := httptest.NewRecorder()
+		sv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+		return rec.Code, rec.Body.String()
+	}
+	msgs := []tokenizer.Message{{Role: "user", Content: "Hello\nthere"}}
+	for _, kw := range []map[string]any{nil, {"enable_thinking": false}} {
+		text, err := tk.Chat(msgs, kw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if think := strings.Contains(text, "</think>"); think != (kw != nil) {
+			t.Errorf("%v: %q", kw, text)
+		}
+		prompt := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+		want, _ := completion(t, sv, prompt, serve.Sampler{TopP: 1}, 6, nil)
+		body, _ := json.Marshal(map[string]any{"max_tokens": 6, "temperature": 0, "chat_template_kwargs": kw,
+			"messages": []any{map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "text", "text": " Hello"}, map[string]any{"type": "text", "text": "there "}}}}})
+		code, reply := post(string(body))
+		var cc serve.ChatCompletion
+		if err := json.Unmarshal([]byte(reply), &cc); err != nil || code != 200 || !slices.Equal(cc.Choices[0].Tokens, want) || cc.Usage.PromptTokens != len(prompt) {
+			t.Errorf("%v: status %d, %s; want tokens %v after %d prompt tokens", kw, code, reply, want, len(prompt))
+		}
+	}
+	for _, tc := range []struct{ body, say string }{
+		{`{"messages": [{"role": "system", "content": "x"}]}`, "the first message must be the user's"},
+		{`{"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}}`, "messages"},
+		{`{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}`, "text parts only"},
+	} {
+		if code, reply := post(tc.body); code != 400 || !strings.Contains(reply, tc.say) {
+			t.Errorf("%s: status %d, %s", tc.body, code, reply)
+		}
 	}
 }
 

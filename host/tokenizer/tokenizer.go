@@ -62,9 +62,10 @@ type Tokenizer struct {
 	eog            map[int32]bool
 	bos, eos       int32 // -1 when the vocabulary has none
 	addBOS, addEOS bool
-	// the chat template: tokenizer.chat_template's text, and which one Chat writes
-	templateText, template string
-	maxPiece               int // the most bytes of text one token covers
+	// the chat template: tokenizer.chat_template's text, and how Chat writes a conversation
+	templateText string
+	chat         chatFormat
+	maxPiece     int // the most bytes of text one token covers
 }
 
 // MaxPieceBytes is the most bytes of text one token stands for: a text of n bytes encodes to at
@@ -200,7 +201,7 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	if t.templateText, err = f.StringOr("tokenizer.chat_template", ""); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t.template = t.detectTemplate(t.templateText)
+	t.chat = t.chatFormat(t.templateText)
 	return t, nil
 }
 

@@ -20,6 +20,7 @@ func newGenerateCmd() *cobra.Command {
 	var stops []string
 	var sms, threads, n, draft int
 	var smp serve.Sampler
+	var tmpl chatTemplateFlags
 	cmd := &cobra.Command{
 		Use:   "generate --model FILE|FIXTURE --prompt TEXT [-n TOKENS]",
 		Short: "Continue a text with the model, token by token, and print it as it comes",
@@ -33,7 +34,8 @@ every backend. --draft K speculates: each step verifies up to K draft tokens fou
 lookup (the longest of the last 3, 2 or 1 tokens seen before, and what followed it) in one
 pass, through the verify service's own verification, and emits every accepted token — the
 same text as without it, in fewer steps where the text repeats itself. With --chat the prompt is a user message (after --system, if given) in the
-model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard error.`,
+model's chat template (its Jinja tokenizer.chat_template, else chatml or Llama 3's by its special
+tokens; --chat-template or --chat-template-file to use another). Timings go to standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if model == "" {
@@ -57,12 +59,18 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 				return err
 			}
 			text := prompt
+			if !chat && tmpl != (chatTemplateFlags{}) {
+				return errors.New("--chat-template and --chat-template-file go with --chat")
+			}
 			if chat {
+				if tk, err = tmpl.apply(tk); err != nil {
+					return err
+				}
 				var msgs []tokenizer.Message
 				if system != "" {
 					msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
 				}
-				if text, err = tk.Chat(append(msgs, tokenizer.Message{Role: "user", Content: prompt})); err != nil {
+				if text, err = tk.Chat(append(msgs, tokenizer.Message{Role: "user", Content: prompt}), nil); err != nil {
 					return err
 				}
 				parseSpecial = true
@@ -145,6 +153,7 @@ model's chat template (chatml, Qwen3.5's, Llama 3's). Timings go to standard err
 	cmd.Flags().BoolVar(&chat, "chat", false, "the prompt is a user message, in the model's chat template")
 	cmd.Flags().StringArrayVar(&stops, "stop", nil, "end the text before this string (repeatable)")
 	cmd.Flags().StringVar(&system, "system", "", "with --chat: a system message first")
+	tmpl.add(cmd)
 	cmd.Flags().IntVarP(&n, "tokens", "n", 128, "most tokens to generate")
 	cmd.Flags().Float64Var(&smp.Temperature, "temperature", 0, "0: greedy; else sample at this temperature")
 	cmd.Flags().IntVar(&smp.TopK, "top-k", 0, "sample among the k most likely tokens (0: all)")

@@ -367,6 +367,25 @@ func TestGenerate(t *testing.T) {
 	if want := g[:strings.Index(g, stop)]; text(c) != want {
 		t.Errorf("--stop %q: %q, want %q", stop, text(c), want)
 	}
+	// --chat writes the prompt in a chat template: the model's (the fixture has none) or one
+	// given by name, text or file.
+	tmpl := filepath.Join(t.TempDir(), "chat.jinja")
+	if err := os.WriteFile(tmpl, []byte("{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}[ASSISTANT]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chat := []string{"generate", "--model", path, "--prompt", "Hi", "-n", "2", "--chat", "--system", "Be brief.", "--echo"}
+	if out, err := run(t, append(chat, "--chat-template-file", tmpl)...); err != nil || !strings.HasPrefix(out, "<|begin_of_text|>[SYSTEM] Be brief.\n[USER] Hi\n[ASSISTANT]") {
+		t.Errorf("--chat-template-file: %q, %v", out, err)
+	}
+	if out, err := run(t, append(chat, "--chat-template", "{{ messages[-1].content }}!")...); err != nil || !strings.HasPrefix(out, "<|begin_of_text|>Hi!") {
+		t.Errorf("--chat-template: %q, %v", out, err)
+	}
+	for _, bad := range [][]string{chat, append(chat, "--chat-template", "{% for"), append(chat, "--chat-template-file", tmpl+".missing"),
+		append(chat, "--chat-template", "chatml", "--chat-template-file", tmpl), append(args, "--chat-template", "chatml")} {
+		if _, err := run(t, bad...); err == nil {
+			t.Errorf("%v accepted", bad[7:])
+		}
+	}
 	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}, {"--draft", "64"}, {"--stop", ""}} {
 		if _, err := run(t, append(args[:6], bad...)...); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -24,6 +24,7 @@ func newServeCmd() *cobra.Command {
 	var sms int
 	var threads, ctx, sessions, maxNodes, maxRows int
 	var idle time.Duration
+	var tmpl chatTemplateFlags
 	cmd := &cobra.Command{
 		Use:   "serve --model FILE|FIXTURE [--addr HOST:PORT]",
 		Short: "Serve speculative-decoding verification over HTTP",
@@ -39,7 +40,9 @@ func newServeCmd() *cobra.Command {
   POST   /v1/completions           OpenAI's completions ({"prompt": "…" or [ids], "max_tokens",
                                    "temperature", "top_p", "top_k", "seed", "stream"}), plain
                                    decoding batched with the verify rounds
-  POST   /v1/chat/completions      the same with "messages" in the model's chat template
+  POST   /v1/chat/completions      the same with "messages" in the model's chat template (its
+                                   Jinja tokenizer.chat_template, "chat_template_kwargs" as
+                                   further variables; else chatml or llama3 by its tokens)
   GET    /v1/stats, /v1/health
 
 A session holds its committed tokens and the target's chosen next token. Each verify runs the
@@ -67,7 +70,15 @@ sampler, whatever the drafts.`,
 			}
 			defer m.Close()
 			tk, err := loadTokenizer(path)
-			if err != nil {
+			if err == nil {
+				tk, err = tmpl.apply(tk)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "verity: %s\n", describeChatTemplate(tk))
+			} else if tmpl != (chatTemplateFlags{}) {
+				return fmt.Errorf("a chat template needs the model's tokenizer: %w", err)
+			} else {
 				fmt.Fprintf(cmd.ErrOrStderr(), "verity: prompts must be token ids: %v\n", err)
 				tk = nil
 			}
@@ -105,5 +116,6 @@ sampler, whatever the drafts.`,
 	cmd.Flags().IntVar(&maxRows, "step", 64, "rows per step: prefill chunk, and the largest draft tree + 1")
 	cmd.Flags().IntVar(&maxNodes, "max-nodes", 0, "draft nodes per verify request (0: step − 1)")
 	cmd.Flags().DurationVar(&idle, "idle", 10*time.Minute, "close sessions idle this long (0: never)")
+	tmpl.add(cmd)
 	return cmd
 }

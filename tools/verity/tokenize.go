@@ -25,6 +25,52 @@ func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
 	return tokenizer.Load(f)
 }
 
+// chatTemplateFlags are --chat-template and --chat-template-file: the chat template to use
+// instead of the model's.
+type chatTemplateFlags struct{ spec, file string }
+
+func (c *chatTemplateFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.spec, "chat-template", "", "chat template instead of the model's: chatml, chatml-think, llama3, or a Jinja template's text")
+	cmd.Flags().StringVar(&c.file, "chat-template-file", "", "chat template instead of the model's: a Jinja template file")
+}
+
+// apply returns tk with the chat template the flags name (tk itself when they name none).
+func (c *chatTemplateFlags) apply(tk *tokenizer.Tokenizer) (*tokenizer.Tokenizer, error) {
+	spec := c.spec
+	switch {
+	case c.spec != "" && c.file != "":
+		return nil, errors.New("--chat-template and --chat-template-file: give one")
+	case c.file != "":
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			return nil, fmt.Errorf("--chat-template-file: %w", err)
+		}
+		spec = string(b)
+	case spec == "":
+		return tk, nil
+	}
+	tk, err := tk.WithChatTemplate(spec)
+	if err != nil && c.file != "" {
+		return nil, fmt.Errorf("--chat-template-file %s: %w", c.file, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("--chat-template: %w", err)
+	}
+	return tk, nil
+}
+
+// describeChatTemplate says which chat template tk applies, and why not the file's where it
+// does not compile.
+func describeChatTemplate(tk *tokenizer.Tokenizer) string {
+	name := tk.ChatTemplate()
+	if name == "" {
+		name = "none"
+	}
+	if err := tk.ChatTemplateError(); err != nil {
+		return fmt.Sprintf("chat template %s (%v)", name, err)
+	}
+	return "chat template " + name
+}
+
 func newTokenizeCmd() *cobra.Command {
 	var model, file string
 	var noSpecial, parseSpecial, asJSON, decode bool
