@@ -8,6 +8,10 @@
 // in logical order — history first, then (for a tree node) its ancestors root first — so the
 // logits of a tree node are bit-identical to decoding the path to it one token at a time.
 //
+// With a prefix cache (Options.PrefixCache, prefix.go), closed sessions' slots stay filled
+// until the space is needed, and a new prompt that begins with the same tokens shares them
+// (slots are reference-counted and never rewritten with other bits), computing only the rest.
+//
 // An Engine runs one step at a time; its methods and those of its sessions may be called
 // from several goroutines. A session runs one call at a time; a long prefill takes the
 // engine one chunk (step) at a time, so other sessions' steps run between its chunks.
@@ -32,11 +36,17 @@ type Engine struct {
 	ex         exec.Runner
 	free       []int32 // free physical K/V slots (a stack)
 	freeStates []int32 // free recurrent-state slots; slot 0 is the all-zero state, never written
-	recurrent  bool
-	chunk      int
-	ctx        int
-	slots      int           // K/V slots in all
-	sessions   atomic.Uint64 // sessions started: their ids
+	// References to each K/V and state slot: a session's table, checkpoints and pending tree,
+	// and cached prefixes each hold one per slot they use; a slot is free when none does. No
+	// slot is written after it is filled, except by a rerun of the same tokens at the same
+	// positions (Truncate's replay), which writes the same bits.
+	refs, stateRefs []int32
+	prefix          *prefixCache // nil without Options.PrefixCache
+	recurrent       bool
+	chunk           int
+	ctx             int
+	slots           int           // K/V slots in all
+	sessions        atomic.Uint64 // sessions started: their ids
 }
 
 // MaxCheckpoints is how many earlier recurrent states a session keeps for rollback (besides
@@ -48,6 +58,11 @@ type Options struct {
 	// Context is the most positions one session may hold (default: the executor's slot count
 	// less MaxRows, so a full session can still verify a tree).
 	Context int
+	// PrefixCache keeps what closed sessions computed — their K/V entries and, for recurrent
+	// models, some of their states — in cache slots no session needs, so that a new session's
+	// prompt that begins with the same tokens runs only the rest (prefix.go). The logits are
+	// the same bits either way.
+	PrefixCache bool
 }
 
 // ErrContext is returned when a request would exceed the session's context.
@@ -66,7 +81,11 @@ func New(ex exec.Runner, opt Options) (*Engine, error) {
 	if opt.Context <= 0 || opt.Context > o.NSlots {
 		return nil, fmt.Errorf("engine: context %d does not fit %d cache slots", opt.Context, o.NSlots)
 	}
-	e := &Engine{ex: ex, chunk: o.MaxRows, ctx: opt.Context, slots: o.NSlots, recurrent: ex.Program().StateLayers > 0}
+	e := &Engine{ex: ex, chunk: o.MaxRows, ctx: opt.Context, slots: o.NSlots, recurrent: ex.Program().StateLayers > 0,
+		refs: make([]int32, o.NSlots)}
+	if opt.PrefixCache {
+		e.prefix = &prefixCache{}
+	}
 	for s := o.NSlots - 1; s >= 0; s-- {
 		e.free = append(e.free, int32(s))
 	}
@@ -80,6 +99,7 @@ func New(ex exec.Runner, opt Options) (*Engine, error) {
 		for s := o.NStates - 1; s >= 1; s-- {
 			e.freeStates = append(e.freeStates, int32(s))
 		}
+		e.stateRefs = make([]int32, o.NStates)
 	}
 	return e, nil
 }
@@ -88,20 +108,42 @@ func New(ex exec.Runner, opt Options) (*Engine, error) {
 // current state, its checkpoints and one per node of a verified tree.
 func StatesPerSession(maxRows int) int { return 1 + MaxCheckpoints + maxRows }
 
+// allocStates takes n free state slots (evicting cached prefixes as needed), each with one
+// reference.
 func (e *Engine) allocStates(n int) ([]int32, error) {
+	for n > len(e.freeStates) && e.prefix.evict(e) {
+	}
 	if n > len(e.freeStates) {
 		return nil, fmt.Errorf("%w: %d recurrent state slots needed, %d free", ErrCapacity, n, len(e.freeStates))
 	}
 	s := make([]int32, n)
 	copy(s, e.freeStates[len(e.freeStates)-n:])
 	e.freeStates = e.freeStates[:len(e.freeStates)-n]
+	for _, x := range s {
+		e.stateRefs[x] = 1
+	}
 	return s, nil
 }
 
+// releaseStates drops one reference to each state slot (the zero state, 0, is not counted).
 func (e *Engine) releaseStates(s ...int32) {
 	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] > 0 {
-			e.freeStates = append(e.freeStates, s[i])
+		if x := s[i]; x > 0 {
+			if e.stateRefs[x] <= 0 {
+				panic(fmt.Sprintf("engine: state slot %d released with no reference", x))
+			}
+			if e.stateRefs[x]--; e.stateRefs[x] == 0 {
+				e.freeStates = append(e.freeStates, x)
+			}
+		}
+	}
+}
+
+// retainStates adds a reference to each state slot.
+func (e *Engine) retainStates(s ...int32) {
+	for _, x := range s {
+		if x > 0 {
+			e.stateRefs[x]++
 		}
 	}
 }
@@ -135,19 +177,39 @@ func (e *Engine) FreeSlots() int {
 	return len(e.free)
 }
 
+// alloc takes n free K/V slots (evicting cached prefixes as needed), each with one reference.
 func (e *Engine) alloc(n int) ([]int32, error) {
+	for n > len(e.free) && e.prefix.evict(e) {
+	}
 	if n > len(e.free) {
 		return nil, fmt.Errorf("%w: %d cache slots needed, %d free", ErrCapacity, n, len(e.free))
 	}
 	s := make([]int32, n)
 	copy(s, e.free[len(e.free)-n:])
 	e.free = e.free[:len(e.free)-n]
+	for _, x := range s {
+		e.refs[x] = 1
+	}
 	return s, nil
 }
 
+// release drops one reference to each K/V slot.
 func (e *Engine) release(s []int32) {
 	for i := len(s) - 1; i >= 0; i-- {
-		e.free = append(e.free, s[i])
+		x := s[i]
+		if e.refs[x] <= 0 {
+			panic(fmt.Sprintf("engine: cache slot %d released with no reference", x))
+		}
+		if e.refs[x]--; e.refs[x] == 0 {
+			e.free = append(e.free, x)
+		}
+	}
+}
+
+// retain adds a reference to each K/V slot.
+func (e *Engine) retain(s []int32) {
+	for _, x := range s {
+		e.refs[x]++
 	}
 }
 
@@ -166,12 +228,23 @@ type Session struct {
 	pending *pending
 	closed  bool
 
+	// the committed tokens (replayed from a checkpoint by Truncate; a cached prefix's key)
+	tokens []int32
 	// Recurrent models: the state after the last committed token (slot 0, the zero state, for
-	// an empty session), earlier states kept for rollback, and the committed tokens (replayed
-	// from a checkpoint by Truncate).
+	// an empty session) and earlier states kept for rollback; with a prefix cache, also the
+	// state after the prompt (the first Prefill), with a reference of its own (slot 0: none).
 	state       int32
 	checkpoints []checkpoint
-	tokens      []int32
+	prompt      checkpoint
+	reused      int // positions the prompt took from the prefix cache
+}
+
+// Reused is the number of the prompt's positions (the first Prefill's) that came from the
+// prefix cache instead of being computed.
+func (s *Session) Reused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reused
 }
 
 type checkpoint struct {
@@ -204,13 +277,15 @@ func (s *Session) Close() {
 		return
 	}
 	s.dropPending()
+	s.e.prefix.keep(s)
 	s.e.release(s.slots)
 	s.setState(0)
 	for _, c := range s.checkpoints {
 		s.e.releaseStates(c.slot)
 	}
-	s.checkpoints = nil
-	s.slots, s.closed = nil, true
+	s.e.releaseStates(s.prompt.slot)
+	s.checkpoints, s.prompt = nil, checkpoint{}
+	s.slots, s.tokens, s.closed = nil, nil, true
 }
 
 func (s *Session) dropPending() {
@@ -272,7 +347,8 @@ func (s *Session) checkTokens(tokens []int32) error {
 
 // Prefill appends tokens, running them in chunks of at most MaxRows rows. It returns the
 // logits of every token when all is set, else of the last token only ([1][n_vocab]). On error
-// the session is unchanged.
+// the session is unchanged. With a prefix cache, an empty session's prompt (all unset) that
+// begins with a cached prefix takes its K/V entries (and state) and runs only the rest.
 func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -292,25 +368,50 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 	}
 	s.dropPending()
 	base := len(s.slots)
-	newSlots, err := e.alloc(len(tokens))
-	e.mu.Unlock()
+	prompt := base == 0
+	var hit prefixHit
+	if prompt && !all {
+		hit = e.prefix.match(e, tokens)
+	}
+	rest := tokens[hit.n:]
+	newSlots, err := e.alloc(len(rest))
 	if err != nil {
+		hit.release(e)
+		e.mu.Unlock()
 		return nil, err
 	}
+	e.mu.Unlock()
 	// the chunks take the engine one at a time (the new slots and state are this session's
 	// alone until it takes them on below)
-	table := append(s.slots[:base:base], newSlots...)
-	out, state, err := s.run(tokens, base, table, s.state, all, true)
+	table := append(append(s.slots[:base:base], hit.slots...), newSlots...)
+	src := s.state
+	if hit.n > 0 && e.recurrent {
+		src = hit.state
+	}
+	out, state, err := s.run(rest, base+hit.n, table, src, all, true)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
 		e.release(newSlots)
+		hit.release(e)
 		return nil, err
 	}
 	s.slots = table
+	if prompt {
+		s.reused = hit.n
+	}
+	if hit.n > 0 {
+		// the hit's references become the session's: its state is the one before rest's
+		s.tokens = append(s.tokens, tokens[:hit.n]...)
+		if e.recurrent {
+			s.state = hit.state
+		}
+	}
 	s.advance(state)
-	if s.e.recurrent {
-		s.tokens = append(s.tokens, tokens...)
+	s.tokens = append(s.tokens, rest...)
+	if prompt && e.prefix != nil && e.recurrent {
+		e.retainStates(state)
+		s.prompt = checkpoint{pos: len(s.tokens), slot: state}
 	}
 	return out, nil
 }
@@ -632,11 +733,11 @@ func (s *Session) Commit(path []int) error {
 			}
 		}
 		if last >= 0 {
-			s.advance(s.pending.states[last])
-			for _, node := range path {
-				s.tokens = append(s.tokens, t.Tokens[node])
-			}
+			s.advance(s.pending.states[last]) // before the tokens: it records the old state's position
 		}
+	}
+	for _, node := range path {
+		s.tokens = append(s.tokens, t.Tokens[node])
 	}
 	s.e.release(drop)
 	s.e.releaseStates(dropStates...)
@@ -665,12 +766,20 @@ func (s *Session) Truncate(n int) error {
 				from = c
 			}
 		}
+		fromPrompt := false
+		if p := s.prompt; p.slot > 0 && p.pos <= n && p.pos > from.pos {
+			from, fromPrompt = p, true
+		}
 		state := from.slot
 		if n > from.pos {
+			// the replay also writes the K/V entries of positions from.pos…n−1 again: the same
+			// bits into the same slots (which other sessions or cached prefixes may share)
 			var err error
 			if _, state, err = s.run(s.tokens[from.pos:n], from.pos, s.slots, from.slot, false, false); err != nil {
 				return err
 			}
+		} else if fromPrompt {
+			s.e.retainStates(state) // the session's own reference, besides the prompt's
 		}
 		// release every slot the session no longer refers to, each once: dropped checkpoints
 		// and the old current state, unless kept or now current
@@ -692,9 +801,12 @@ func (s *Session) Truncate(n int) error {
 		}
 		s.checkpoints = keep
 		s.state = state
-		s.tokens = s.tokens[:n]
+		if s.prompt.slot > 0 && s.prompt.pos > n {
+			s.e.releaseStates(s.prompt.slot)
+			s.prompt = checkpoint{}
+		}
 	}
 	s.e.release(s.slots[n:])
-	s.slots = s.slots[:n]
+	s.slots, s.tokens = s.slots[:n], s.tokens[:n]
 	return nil
 }

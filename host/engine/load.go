@@ -21,6 +21,10 @@ type LoadOptions struct {
 	// one launch per op, with MegakernelSMs queues (0: the backend's choice).
 	Megakernel    bool
 	MegakernelSMs int
+	// PrefixCache keeps closed sessions' K/V entries and states for new prompts that begin
+	// with the same tokens (Options.PrefixCache); a recurrent model's sessions then hold one
+	// more state each (the one after their prompt).
+	PrefixCache bool
 }
 
 // Model is an engine together with the file and executor it owns.
@@ -113,7 +117,7 @@ func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o
 			return nil, err
 		}
 	}
-	e, err := New(ex, Options{Context: o.Context})
+	e, err := New(ex, Options{Context: o.Context, PrefixCache: o.PrefixCache})
 	if err != nil {
 		ex.Close()
 		return nil, err
@@ -145,7 +149,11 @@ func useMegakernel(ex exec.Runner, sms int) error {
 func ExecOptions(p *model.Program, o LoadOptions) exec.Options {
 	eo := exec.Options{MaxRows: o.MaxRows, NSlots: o.Sessions*o.Context + o.MaxRows}
 	if p.StateLayers > 0 {
-		eo.NStates = 1 + o.Sessions*StatesPerSession(o.MaxRows)
+		per := StatesPerSession(o.MaxRows)
+		if o.PrefixCache {
+			per++ // the state after the prompt, kept for the cache
+		}
+		eo.NStates = 1 + o.Sessions*per
 	}
 	return eo
 }

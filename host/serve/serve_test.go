@@ -20,7 +20,17 @@ import (
 	"verity/host/tokenizer"
 )
 
+// load builds fixture name's engine over a CPU backend with a prefix cache (as verity serve
+// runs by default): every test of the service also checks that sessions whose prompts come
+// from the cache behave exactly as computed ones (TestPrefixCacheSessions compares the two).
 func load(t testing.TB, name string, o engine.LoadOptions) *engine.Model {
+	t.Helper()
+	o.PrefixCache = true
+	return loadExact(t, name, o)
+}
+
+// loadExact is load with o as given.
+func loadExact(t testing.TB, name string, o engine.LoadOptions) *engine.Model {
 	t.Helper()
 	f, err := fixtures.Parse(name)
 	if err != nil {
@@ -520,4 +530,87 @@ func callDelete(t *testing.T, url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// A session whose prompt begins with an earlier, closed session's tokens takes them from the
+// prefix cache ("cached" positions) and emits exactly what it would without the cache, where
+// a service without one computes every position.
+func TestPrefixCacheSessions(t *testing.T) {
+	for _, name := range []string{"small-llama-q4_k_m", "tiny-q35moe-q4_0"} {
+		t.Run(name, func(t *testing.T) {
+			o := engine.LoadOptions{MaxRows: 8, Context: 96, Sessions: 2}
+			warm := load(t, name, o)
+			cold := loadExact(t, name, o)
+			nv := warm.Program().Config.NVocab
+			r := rand.New(rand.NewPCG(8, 9))
+			smp := serve.Sampler{Temperature: 0.9, Seed: 4, TopLogprobs: 2}
+			sv := serve.New(warm.Engine, serve.Options{})
+			defer sv.Shutdown()
+			sc := serve.New(cold.Engine, serve.Options{})
+			defer sc.Shutdown()
+			// run opens a session on service s, verifies right chains drafted from plain
+			// decoding for n tokens, closes it, and returns its open reply and its tokens.
+			run := func(s *serve.Service, prompt []int32, n int) (serve.Opened, []int32) {
+				want := plain(t, cold, prompt, smp, n)
+				op, err := s.Open(prompt, smp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := []serve.Token{op.Next}
+				for pos := op.Position; len(got) < n; {
+					d := serve.Draft{Position: pos}
+					for i, tok := range want[len(got):min(len(got)+3, n)] {
+						d.Tokens, d.Parents = append(d.Tokens, tok.ID), append(d.Parents, i-1)
+					}
+					v, err := s.Verify(op.Session, d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, pos = append(append(got, v.Tokens...), v.Next), v.Position
+				}
+				if !sameTokens(got[:n], want) {
+					t.Fatalf("prompt of %d: emitted %v, plain decoding %v", len(prompt), got[:n], want)
+				}
+				if err := s.Close(op.Session); err != nil {
+					t.Fatal(err)
+				}
+				toks := slices.Clone(prompt)
+				for _, tk := range got {
+					toks = append(toks, tk.ID)
+				}
+				return op, toks
+			}
+			prompt := randTokens(r, 17, nv)
+			first, hist := run(sv, prompt, 12)
+			if first.Cached != 0 {
+				t.Errorf("first session: %d cached positions", first.Cached)
+			}
+			// the next turn: the whole history and more; then a prompt sharing a part of it
+			for _, p := range [][]int32{append(slices.Clone(hist[:25]), randTokens(r, 4, nv)...), append(slices.Clone(prompt[:10]), randTokens(r, 5, nv)...)} {
+				op, _ := run(sv, p, 10)
+				opCold, _ := run(sc, p, 10)
+				if opCold.Cached != 0 || !reflect.DeepEqual(op.Next, opCold.Next) {
+					t.Errorf("prompt of %d: with the cache %+v, without %+v", len(p), op, opCold)
+				}
+				if op.Cached == 0 && len(p) == 29 {
+					t.Errorf("prompt of %d: nothing cached", len(p))
+				}
+				t.Logf("prompt of %d: %d positions from the cache", len(p), op.Cached)
+			}
+			if st := sv.Stats().PrefixCache; st.Hits == 0 || st.Reused == 0 {
+				t.Errorf("prefix cache stats %+v", st)
+			}
+			if st := sc.Stats().PrefixCache; st != (engine.PrefixStats{}) {
+				t.Errorf("a service without a prefix cache reports %+v", st)
+			}
+		})
+	}
+}
+
+func randTokens(r *rand.Rand, n, vocab int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(r.IntN(vocab))
+	}
+	return out
 }

@@ -84,6 +84,8 @@ type Stats struct {
 	// after the next one), so AcceptedAt[d]/(Rounds−Undrafted) is the acceptance rate at that
 	// position.
 	AcceptedAt []int64 `json:"accepted_at_depth"`
+	// PrefixCache counts the engine's prefix cache's work (zero without one).
+	PrefixCache engine.PrefixStats `json:"prefix_cache"`
 }
 
 type session struct {
@@ -216,6 +218,8 @@ type Opened struct {
 	Session  string `json:"session"`
 	Position int    `json:"position"` // tokens so far: the prompt and Next
 	Next     Token  `json:"next"`     // the target's first token after the prompt
+	// Cached is how many of the prompt's positions came from the prefix cache.
+	Cached int `json:"cached"`
 }
 
 // Open starts a session: it prefills the prompt and chooses the target's next token.
@@ -255,7 +259,7 @@ func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened,
 	sv.sessions[id] = &session{s: s, sampler: smp, next: next, used: sv.now()}
 	sv.stats.Opened++
 	sv.mu.Unlock()
-	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(last, next)}, nil
+	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(last, next), Cached: s.Reused()}, nil
 }
 
 // prefill runs prompt in session s and returns the logits after its last token. With score,
@@ -430,11 +434,13 @@ func (sv *Service) Close(id string) error {
 
 // Stats returns the service's counters.
 func (sv *Service) Stats() Stats {
+	prefix := sv.e.PrefixStats() // not under sv.mu: the engine's lock waits for a running step
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	s := sv.stats
 	s.Sessions = len(sv.sessions)
 	s.AcceptedAt = append([]int64{}, sv.stats.AcceptedAt...)
+	s.PrefixCache = prefix
 	return s
 }
 

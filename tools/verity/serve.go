@@ -20,7 +20,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var model, addr, backend string
 	var layers []int
-	var megakernel bool
+	var megakernel, prefixCache bool
 	var sms int
 	var threads, ctx, sessions, maxNodes, maxRows int
 	var idle time.Duration
@@ -45,6 +45,10 @@ func newServeCmd() *cobra.Command {
                                    further variables; else chatml or llama3 by its tokens)
   GET    /v1/stats, /v1/health
 
+With --prefix-cache (the default), what closed sessions computed stays in cache slots no
+session needs, and a new prompt that begins with the same tokens computes only the rest (its
+logits are the same bits; "cached" in the session's reply, "prefix_cache" in /v1/stats).
+
 A session holds its committed tokens and the target's chosen next token. Each verify runs the
 next token and the draft tree in one step, accepts the longest path of draft tokens the target
 itself chooses (greedy at temperature 0, its seeded sample otherwise), commits it and returns
@@ -64,7 +68,7 @@ sampler, whatever the drafts.`,
 				return err
 			}
 			defer closeAll(bes)
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms})
+			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache})
 			if err != nil {
 				return err
 			}
@@ -116,6 +120,7 @@ sampler, whatever the drafts.`,
 	cmd.Flags().IntVar(&maxRows, "step", 64, "rows per step: prefill chunk, and the largest draft tree + 1")
 	cmd.Flags().IntVar(&maxNodes, "max-nodes", 0, "draft nodes per verify request (0: step − 1)")
 	cmd.Flags().DurationVar(&idle, "idle", 10*time.Minute, "close sessions idle this long (0: never)")
+	cmd.Flags().BoolVar(&prefixCache, "prefix-cache", true, "keep closed sessions' K/V entries (and states) in free cache slots for prompts that begin the same way (the same logits)")
 	tmpl.add(cmd)
 	return cmd
 }
