@@ -229,9 +229,16 @@ func tokenText(b []byte) string {
 
 // CompletionUsage counts tokens.
 type CompletionUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+}
+
+// PromptTokensDetails: CachedTokens counts the prompt positions taken from the prefix cache
+// (for each prompt, its first choice's).
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // defaultMaxTokens is OpenAI's default max_tokens.
@@ -253,12 +260,14 @@ type Drafter func(tokens []int32) []int32
 // CompleteDrafted is Complete with each step verifying draft's chain after the pending token:
 // the tokens emitted are the same, in fewer steps where the drafts are accepted.
 func (sv *Service) CompleteDrafted(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, emit func(Token) error) (string, error) {
-	return sv.complete(ctx, prompt, smp, maxTokens, draft, nil, emit)
+	return sv.complete(ctx, prompt, smp, maxTokens, draft, nil, nil, emit)
 }
 
 // complete is CompleteDrafted; with score, each prompt token first goes to score with its
 // log-probability (see open), and maxTokens may be 0: the prompt scored, nothing generated.
-func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, score func(Token), emit func(Token) error) (string, error) {
+// With cached, it sets *cached to the prompt positions taken from the prefix cache before it
+// emits anything.
+func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, score func(Token), cached *int, emit func(Token) error) (string, error) {
 	if maxTokens < 0 || maxTokens == 0 && score == nil {
 		return "", fmt.Errorf("%w: max_tokens %d: want at least 1 (0 only to score an echoed prompt)", ErrBad, maxTokens)
 	}
@@ -267,6 +276,9 @@ func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, ma
 		return "", err
 	}
 	defer sv.Close(op.Session)
+	if cached != nil {
+		*cached = op.Cached
+	}
 	if maxTokens == 0 {
 		return "length", nil
 	}

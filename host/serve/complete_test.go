@@ -687,3 +687,60 @@ func TestCompletionStreamError(t *testing.T) {
 		t.Fatalf("status %d, %d events, last %q", resp.StatusCode, len(events), last)
 	}
 }
+
+// A completion whose prompt an earlier one began with reports the positions it took from the
+// prefix cache in usage.prompt_tokens_details.cached_tokens, whole or streamed, and generates
+// the same text.
+func TestCompletionCachedTokens(t *testing.T) {
+	const name = "tiny-llama-q8_0"
+	_, _, _, srv := completionServer(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
+	post := func(body string) serve.Completion {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if strings.Contains(body, `"stream": true`) {
+			var last serve.Completion
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok && line != "[DONE]" {
+					var c serve.Completion
+					if err := json.Unmarshal([]byte(line), &c); err != nil {
+						t.Fatal(err)
+					}
+					if c.Usage != nil {
+						last = c
+					}
+				}
+			}
+			return last
+		}
+		var c serve.Completion
+		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+		return c
+	}
+	first := post(`{"prompt": [1, 5, 9, 13, 17, 21, 25, 29], "max_tokens": 4, "temperature": 0}`)
+	if first.Usage == nil || first.Usage.PromptTokensDetails.CachedTokens != 0 {
+		t.Fatalf("first request: usage %+v", first.Usage)
+	}
+	for _, tc := range []struct {
+		body   string
+		cached int
+	}{
+		{`{"prompt": [1, 5, 9, 13, 17, 21, 25, 29], "max_tokens": 4, "temperature": 0}`, 7},
+		{`{"prompt": [1, 5, 9, 13, 17, 21, 25, 29], "max_tokens": 4, "temperature": 0, "stream": true}`, 7},
+		{`{"prompt": [[1, 5, 9, 2], [1, 5, 9, 13, 17, 21, 25, 29, 3]], "max_tokens": 2, "n": 2, "temperature": 0}`, 3 + 8},
+	} {
+		c := post(tc.body)
+		if c.Usage == nil || c.Usage.PromptTokensDetails.CachedTokens != tc.cached {
+			t.Errorf("%s: usage %+v, want %d cached", tc.body, c.Usage, tc.cached)
+		}
+	}
+	if c := post(`{"prompt": [1, 5, 9, 13, 17, 21, 25, 29], "max_tokens": 4, "temperature": 0}`); c.Choices[0].Text != first.Choices[0].Text {
+		t.Errorf("with the prefix cache %q, without %q", c.Choices[0].Text, first.Choices[0].Text)
+	}
+}

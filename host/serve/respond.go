@@ -58,6 +58,14 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 	for _, p := range g.prompts {
 		promptTokens += len(p)
 	}
+	cached := make([]int, nc) // each choice's prompt positions from the prefix cache
+	usage := func(generated int) *CompletionUsage {
+		u := &CompletionUsage{PromptTokens: promptTokens, CompletionTokens: generated, TotalTokens: promptTokens + generated}
+		for p := range g.prompts {
+			u.PromptTokensDetails.CachedTokens += cached[p*g.n]
+		}
+		return u
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 
@@ -95,7 +103,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			cc := c
 			if out.reason != nil {
 				if running--; running == 0 {
-					cc.Usage = &CompletionUsage{promptTokens, generated, promptTokens + generated}
+					cc.Usage = usage(generated) // every choice has ended: their cached counts are set
 				}
 			}
 			return event(wrap(cc, []C{choice(i, out)}))
@@ -124,7 +132,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			case <-ctx.Done():
 				return
 			}
-			err := sv.runChoice(ctx, g, g.prompts[i/g.n], i%g.n, func(out release) error { return send(i, out) })
+			err := sv.runChoice(ctx, g, g.prompts[i/g.n], i%g.n, &cached[i], func(out release) error { return send(i, out) })
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -160,13 +168,13 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		}
 		choices[i] = choice(i, out)
 	}
-	c.Usage = &CompletionUsage{promptTokens, generated, promptTokens + generated}
+	c.Usage = usage(generated)
 	reply(w, wrap(c, choices), nil)
 }
 
-// runChoice generates choice i of g (j of its prompt's n), handing out each token's release as
-// it comes, then the end's (with the finish reason).
-func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, j int, out func(release) error) error {
+// runChoice generates choice i of g (j of its prompt's n), setting *cached (see complete) and
+// handing out each token's release as it comes, then the end's (with the finish reason).
+func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, j int, cached *int, out func(release) error) error {
 	smp := g.smp
 	smp.Seed += uint64(j)
 	ts := NewTextStream(sv.opt.Tokenizer, g.stops)
@@ -185,7 +193,7 @@ func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, 
 		text, pieces := ts.Echo(scored)
 		return out(release{text: text, toks: []int32{}, pieces: pieces})
 	}
-	reason, err := sv.complete(ctx, prompt, smp, g.maxTokens, nil, score, func(t Token) error {
+	reason, err := sv.complete(ctx, prompt, smp, g.maxTokens, nil, score, cached, func(t Token) error {
 		if err := echo(); err != nil {
 			return err
 		}
