@@ -58,6 +58,7 @@ func special(b []byte) []byte {
 
 func init() {
 	elementwiseCases()
+	Register("add_bias_f32", biasCases)
 	Register("rmsnorm_f32", rmsnormCases)
 	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
 		Register("rmsnorm_act_"+a.String(), func() []Case { return normActCases(a) })
@@ -125,6 +126,31 @@ func elementwiseCases() {
 			return out
 		})
 	}
+}
+
+func biasCases() []Case {
+	var out []Case
+	for _, shape := range [][2]int{{1, 1}, {1, 255}, {3, 256}, {8, 257}, {5, 1000}, {64, 96}} {
+		rows, w := shape[0], shape[1]
+		r := rng(uint64(rows*10000 + w))
+		x, bias := special(f32s(r, rows*w, 4)), special(f32s(r, w, 1))
+		out = append(out, Case{
+			Name:    fmt.Sprintf("rows=%d/width=%d", rows, w),
+			Buffers: []Buffer{{"X", x, false}, {"Bias", bias, false}, {"Y", make([]byte, 4*rows*w), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.BiasArgs{X: p[0], Bias: p[1], Y: p[2], Rows: int32(rows), Width: int32(w)}
+			},
+		})
+	}
+	r := rng(99)
+	out = append(out, Case{ // in place: Y = X
+		Name:    "rows=4/width=300/in-place",
+		Buffers: []Buffer{{"X", f32s(r, 4*300, 3), true}, {"Bias", f32s(r, 300, 1), false}},
+		Args: func(p []device.Ptr) any {
+			return kernels.BiasArgs{X: p[0], Bias: p[1], Y: p[0], Rows: 4, Width: 300}
+		},
+	})
+	return out
 }
 
 func rmsnormCases() []Case {

@@ -80,6 +80,48 @@ var (
 	SigmoidMul = elementwise("sigmoid_mul_f32", sigmoidMulOp)
 )
 
+// BiasArgs: Y[r][i] = X[r][i] + Bias[i] for Rows rows of Width float32 values (a projection's
+// bias, added to each row's product as its own rounded addition, as llama.cpp adds it).
+type BiasArgs struct {
+	X     device.Ptr // float32 [Rows][Width]
+	Bias  device.Ptr // float32 [Width]
+	Y     device.Ptr // float32 [Rows][Width]; may equal X
+	Rows  int32
+	Width int32
+}
+
+// AddBias adds a bias vector to every row.
+var AddBias = device.Register(&device.Kernel[BiasArgs]{
+	EntryName: "add_bias_f32", ModuleName: "elementwise",
+	Shape: func(a BiasArgs) (device.Geometry, error) {
+		if a.Rows <= 0 || a.Width <= 0 {
+			return device.Geometry{}, fmt.Errorf("bad shape rows=%d width=%d", a.Rows, a.Width)
+		}
+		return device.Geometry{Grid: device.Dim3{X: uint32((a.Width + 255) / 256), Y: uint32(a.Rows), Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+	},
+	Twin: func(x *device.Exec, a BiasArgs) error {
+		rows, w := int(a.Rows), int(a.Width)
+		xv, err := x.F32(a.X, rows*w)
+		if err != nil {
+			return err
+		}
+		bias, err := x.F32(a.Bias, w)
+		if err != nil {
+			return err
+		}
+		y, err := x.F32(a.Y, rows*w)
+		if err != nil {
+			return err
+		}
+		x.For(rows, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				addOp.apply(y[r*w:(r+1)*w], xv[r*w:(r+1)*w], bias)
+			}
+		})
+		return nil
+	},
+})
+
 // BinaryActArgs: for each of the Rows rows of Width values, an elementwise kernel's result
 // (SwiGLU or SigmoidMul of the rows of A and B) converted into an activation format, as a
 // Convert of it would: Out holds Rows rows of the format. The elementwise op and the conversion

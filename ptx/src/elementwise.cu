@@ -4,6 +4,9 @@
 // launched as ceil(N/256) blocks of 256 threads. Each thread reads its A[i] and B[i] before it
 // writes Y[i], so Y may equal A or B.
 //
+// add_bias_f32 (BiasArgs): block (bx, by) adds Bias[i] to values i = bx·256 + tid of row by,
+// launched as ceil(Width/256) × Rows blocks of 256 threads; Y may equal X.
+//
 // gather_f32 (GatherArgs): block r copies row Idx[r] of X to row r of Out, bit for bit; a block
 // whose index is outside [0, SrcRows) writes nothing (the twin reports it as an error).
 #include "num.cuh"
@@ -29,6 +32,15 @@ __device__ __forceinline__ void sigmoid_mul_f32_body(const Grid &gr, const float
 	if (i < n) y[i] = __fmul_rn(a[i], sigmoid32(b[i]));
 }
 ENTRY(sigmoid_mul_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
+
+// add_bias_f32 mirrors kernels.AddBias: Y[r][i] = X[r][i] + Bias[i], rounded once.
+__device__ __forceinline__ void add_bias_f32_body(const Grid &gr, const float *x, const float *bias, float *y, int32_t rows,
+                                                  int32_t width) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
+	int32_t r = gr.by;
+	if (r < rows && i < width) y[(int64_t)r * width + i] = __fadd_rn(x[(int64_t)r * width + i], bias[i]);
+}
+ENTRY(add_bias_f32, (const float *x, const float *bias, float *y, int32_t rows, int32_t width), x, bias, y, rows, width)
 
 // gather_f32 mirrors kernels.Gather: Out[r] = X[Idx[r]], rows of Width values.
 __device__ __forceinline__ void gather_f32_body(const Grid &gr, const uint32_t *x, const int32_t *idx, uint32_t *out, int32_t rows,
