@@ -148,7 +148,8 @@ func (e *Engine) retainStates(s ...int32) {
 	}
 }
 
-// FreeStates is the number of unused recurrent-state slots (0 for attention-only models).
+// FreeStates is the number of unused recurrent-state slots (0 for attention-only models); slots
+// only cached prefixes hold are not counted, though allocation evicts them.
 func (e *Engine) FreeStates() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -170,7 +171,8 @@ func (e *Engine) MaxRows() int { return e.chunk }
 // Sessions is how many sessions of the full context the cache holds at once.
 func (e *Engine) Sessions() int { return max(1, (e.slots-e.chunk)/e.ctx) }
 
-// FreeSlots is the number of unused cache slots.
+// FreeSlots is the number of unused cache slots; slots only cached prefixes hold are not
+// counted, though allocation evicts them.
 func (e *Engine) FreeSlots() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -409,7 +411,7 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 	}
 	s.advance(state)
 	s.tokens = append(s.tokens, rest...)
-	if prompt && e.prefix != nil && e.recurrent {
+	if prompt && !all && e.prefix != nil && e.recurrent { // (a prompt prefilled with all is run in chunks)
 		e.retainStates(state)
 		s.prompt = checkpoint{pos: len(s.tokens), slot: state}
 	}

@@ -135,7 +135,8 @@ func (c *prefixCache) keep(s *Session) {
 }
 
 // addState adds a reference to state st to list (by increasing position), unless it is the
-// zero state or its position is there already; beyond maxPrefixStates the earliest goes.
+// zero state or its position is there already; beyond maxPrefixStates the second earliest goes
+// (the earliest is often the first prompt's end, which a conversation's later turns share).
 func addState(e *Engine, list []checkpoint, st checkpoint) []checkpoint {
 	if st.slot <= 0 || slices.ContainsFunc(list, func(c checkpoint) bool { return c.pos == st.pos }) {
 		return list
@@ -144,8 +145,8 @@ func addState(e *Engine, list []checkpoint, st checkpoint) []checkpoint {
 	list = append(list, st)
 	slices.SortFunc(list, func(a, b checkpoint) int { return cmp.Compare(a.pos, b.pos) })
 	if len(list) > maxPrefixStates {
-		e.releaseStates(list[0].slot)
-		list = list[1:]
+		e.releaseStates(list[1].slot)
+		list = slices.Delete(list, 1, 2)
 	}
 	return list
 }
@@ -168,8 +169,18 @@ func (x *prefixEntry) drop(e *Engine) {
 
 func isPrefix(a, b []int32) bool { return len(a) <= len(b) && slices.Equal(a, b[:len(a)]) }
 
-// evict drops the least recently used prefix; false when there is none. The caller holds e.mu.
+// evict drops the least recently used prefix to free slots; false when there is none. The
+// caller holds e.mu.
 func (c *prefixCache) evict(e *Engine) bool {
+	if c.drop(e) {
+		c.stats.Evicted++
+		return true
+	}
+	return false
+}
+
+// drop drops the least recently used prefix; false when there is none.
+func (c *prefixCache) drop(e *Engine) bool {
 	if c == nil || len(c.entries) == 0 {
 		return false
 	}
@@ -181,7 +192,6 @@ func (c *prefixCache) evict(e *Engine) bool {
 	}
 	c.entries[i].drop(e)
 	c.entries = slices.Delete(c.entries, i, i+1)
-	c.stats.Evicted++
 	return true
 }
 
@@ -204,6 +214,6 @@ func (e *Engine) PrefixStats() PrefixStats {
 func (e *Engine) DropPrefixes() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for e.prefix.evict(e) {
+	for e.prefix.drop(e) {
 	}
 }

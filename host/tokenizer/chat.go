@@ -18,14 +18,15 @@ type Message struct {
 
 // UnmarshalJSON reads a message whose content is a string, null, or OpenAI's list of content
 // parts; text parts are joined with newlines, as llama.cpp joins them, and any other part is
-// refused (the models Verity runs read text only).
+// refused (the models Verity runs read text only), as is any other field (tool calls among
+// them: nothing would parse a model's).
 func (m *Message) UnmarshalJSON(b []byte) error {
 	var raw struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 		Name    string          `json:"name"`
 	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := strictJSON(b, &raw); err != nil {
 		return err
 	}
 	*m = Message{Role: raw.Role, Name: raw.Name}
@@ -33,17 +34,27 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	switch {
 	case len(c) == 0 || string(c) == "null":
 	case c[0] == '[':
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
+		var parts []json.RawMessage
 		if err := json.Unmarshal(c, &parts); err != nil {
 			return fmt.Errorf("message content: %w", err)
 		}
 		texts := make([]string, len(parts))
-		for i, p := range parts {
-			if p.Type != "text" || p.Text == nil {
-				return fmt.Errorf("message content part %d: type %q, want text parts only", i, p.Type)
+		for i, raw := range parts {
+			var kind struct {
+				Type string `json:"type"`
+			}
+			var p struct {
+				Type string  `json:"type"`
+				Text *string `json:"text"`
+			}
+			if err := json.Unmarshal(raw, &kind); err != nil {
+				return fmt.Errorf("message content part %d: %w", i, err)
+			}
+			if kind.Type != "text" {
+				return fmt.Errorf("message content part %d: type %q, want text parts only", i, kind.Type)
+			}
+			if err := strictJSON(raw, &p); err != nil || p.Text == nil {
+				return fmt.Errorf("message content part %d: want {\"type\": \"text\", \"text\": …}", i)
 			}
 			texts[i] = *p.Text
 		}
@@ -54,6 +65,13 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// strictJSON decodes b into v, refusing fields v does not have.
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
 }
 
 // Chat templates. A file's tokenizer.chat_template is rendered as the Jinja template it is
@@ -134,8 +152,11 @@ func (t *Tokenizer) WithChatTemplate(spec string) (*Tokenizer, error) {
 	return &c, nil
 }
 
-// reservedChatVars are the variables Chat gives a Jinja template itself.
-var reservedChatVars = []string{"messages", "add_generation_prompt", "bos_token", "eos_token"}
+// reservedChatVars are the variables Chat gives a Jinja template itself, the template
+// language's functions, and tools (templates write tool instructions, but nothing would parse
+// the model's calls).
+var reservedChatVars = []string{"messages", "add_generation_prompt", "bos_token", "eos_token",
+	"namespace", "raise_exception", "range", "strftime_now", "dict", "joiner", "cycler", "tools"}
 
 // Chat writes messages as the model's chat template does and opens the assistant's turn; the
 // text holds special tokens, to be encoded with ParseSpecial (BOS comes from AddSpecial). vars
@@ -167,7 +188,7 @@ func (t *Tokenizer) Chat(msgs []Message, vars map[string]any) (string, error) {
 	}
 	for _, k := range reservedChatVars {
 		if _, ok := vars[k]; ok {
-			return "", fmt.Errorf("tokenizer: the chat template variable %q is Chat's own", k)
+			return "", fmt.Errorf("tokenizer: the chat template variable %q cannot be set", k)
 		}
 	}
 	if t.chat.name == TemplateJinja {

@@ -261,6 +261,9 @@ func TestMessageJSON(t *testing.T) {
 		{`{"role": "user", "content": [{"type": "text"}]}`, Message{}, true},
 		{`{"role": "user", "content": 3}`, Message{}, true},
 		{`{"role": "user", "content": {"text": "a"}}`, Message{}, true},
+		{`{"role": "user", "content": "x", "bogus": 1}`, Message{}, true},
+		{`{"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}`, Message{}, true},
+		{`{"role": "user", "content": [{"type": "text", "text": "a", "extra": 1}]}`, Message{}, true},
 		{`[1]`, Message{}, true},
 	} {
 		var m Message
