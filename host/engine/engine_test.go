@@ -54,6 +54,7 @@ var testModels = []string{
 	"small-llama-q4_k_m", "small-qwen3-q6_k", "small-llama-q2_k", "small-llama-q3_k_m", "small-qwen3-q5_k_m",
 	"tiny-q35moe-f32", "tiny-q35moe-q8_0", "tiny-q35moe-q4_0", "small-q35moe-q4_k_m",
 	"tiny-mixtral-f32", "tiny-mixtral-q8_0", "small-mixtral-q6_k",
+	"tiny-qwen2-f32", "tiny-qwen2-q8_0", "small-qwen2-q4_k_m",
 }
 
 // Prefill in any chunking gives the bits of token-by-token decoding.

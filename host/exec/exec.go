@@ -657,6 +657,8 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 		return kernels.Attention, kernels.AttentionArgs{Q: in(0), KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer],
 			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Rows: int32(n), NHead: int32(op.Heads),
 			NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim), NSlots: int32(e.opt.NSlots), Scale: op.Scale}, nil
+	case model.OpBias:
+		return kernels.AddBias, kernels.BiasArgs{X: in(0), Bias: e.weights[op.Weight], Y: out, Rows: int32(n), Width: int32(op.Width)}, nil
 	case model.OpAdd:
 		return kernels.Add, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
 	case model.OpSwiGLU, model.OpSigmoidMul:

@@ -10,12 +10,16 @@ import (
 type denseOptions struct {
 	ropeMode int32 // kernels.RopeAdjacent (llama) or kernels.RopeNeox (qwen)
 	qkNorm   bool  // per-head RMSNorm of q and k before RoPE (qwen3)
+	// Projection biases (attn_{q,k,v,output}.bias), added after their matvecs: qkvBias
+	// requires q, k and v's (qwen2); optionalBias takes any of the four a file has (llama, as
+	// llama.cpp reads it).
+	qkvBias, optionalBias bool
 }
 
 // buildDense compiles the pre-norm decoder every dense architecture shares:
 //
 //	x = token_embd[token]
-//	per layer: h = rmsnorm(x)·attn_norm; q,k,v = Wq h, Wk h, Wv h; [q,k per-head rmsnorm];
+//	per layer: h = rmsnorm(x)·attn_norm; q,k,v = Wq h [+ bq], Wk h [+ bk], Wv h [+ bv]; [q,k per-head rmsnorm];
 //	           rope(q), rope(k); a = attention(q; K, V); x += Wo a;
 //	           h = rmsnorm(x)·ffn_norm; x += Wdown (silu(Wgate h) ⊙ Wup h)
 //	logits = Woutput rmsnorm(x)·output_norm     (Woutput = token_embd when output.weight is absent)
@@ -129,10 +133,33 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		if c.MoE.Experts > 0 {
 			ffn = b.expertFFN
 		}
+		// addBias adds proj's bias to out where the architecture has one
+		addBias := func(proj string, out Buf, width int64, required bool) error {
+			name := p + "." + proj + ".bias"
+			if _, ok := f.Tensor(name); !ok && !required {
+				return nil
+			}
+			t, err := b.tensor(name, width)
+			if err != nil {
+				return err
+			}
+			return b.bias(name, out, t)
+		}
 		h := b.rmsnorm(p+".attn_norm", x, attnNorm, c.Eps)
 		q := b.matvec(p+".attn_q", h, wq)
 		k := b.matvec(p+".attn_k", h, wk)
 		v := b.matvec(p+".attn_v", h, wv)
+		if o.qkvBias || o.optionalBias {
+			for _, pb := range []struct {
+				proj  string
+				out   Buf
+				width int64
+			}{{"attn_q", q, H * HD}, {"attn_k", k, KV * HD}, {"attn_v", v, KV * HD}} {
+				if err := addBias(pb.proj, pb.out, pb.width, o.qkvBias); err != nil {
+					return nil, err
+				}
+			}
+		}
 		if o.qkNorm {
 			qn, err := w("attn_q_norm", HD)
 			if err != nil {
@@ -148,8 +175,13 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		b.rope(p+".rope_q", q, c.NHead, c.HeadDim, tab, c.RopeMode)
 		b.rope(p+".rope_k", k, c.NHeadKV, c.HeadDim, tab, c.RopeMode)
 		a := b.attention(p, q, k, v, c)
-		o := b.matvec(p+".attn_output", a, wo)
-		b.add(p+".attn_residual", x, o)
+		ao := b.matvec(p+".attn_output", a, wo)
+		if o.optionalBias {
+			if err := addBias("attn_output", ao, E, false); err != nil {
+				return nil, err
+			}
+		}
+		b.add(p+".attn_residual", x, ao)
 
 		h = b.rmsnorm(p+".ffn_norm", x, ffnNorm, c.Eps)
 		d, err := ffn(p, h, c)

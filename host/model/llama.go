@@ -6,9 +6,9 @@ import (
 )
 
 // llama: Llama 2/3 and compatible dense models. RoPE rotates adjacent pairs (the HF converter
-// permuted Wq and Wk for this).
+// permuted Wq and Wk for this). Projection biases are used where a file has them.
 func init() {
 	Register("llama", func(f *gguf.File) (*Program, error) {
-		return buildDense(f, "llama", denseOptions{ropeMode: kernels.RopeAdjacent})
+		return buildDense(f, "llama", denseOptions{ropeMode: kernels.RopeAdjacent, optionalBias: true})
 	})
 }

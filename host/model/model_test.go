@@ -195,8 +195,8 @@ func TestBindErrors(t *testing.T) {
 		return dtype.IQ4_NL, dims[n], make([]byte, b), true
 	}, nil), `"blk.0.ffn_up.weight"`)
 	expect("unused tensor", rebuild("", nil, func(w *gguf.Writer) {
-		w.AddTensor("blk.0.attn_q.bias", dtype.F32, []int64{64}, make([]byte, 256))
-	}), "blk.0.attn_q.bias")
+		w.AddTensor("blk.0.ffn_up.bias", dtype.F32, []int64{64}, make([]byte, 256))
+	}), "blk.0.ffn_up.bias")
 }
 
 // Residual adds fold into the matvec whose output they add (Op.Acc): llama keeps no add at

@@ -70,11 +70,13 @@ const (
 	OpMoEMatVec  // Out[slot] = Weight[ids[slot]] · In[0] (In[1]: ids); per token or per slot input
 	OpMoEGateUp  // Out[slot] = silu(Weight[ids[slot]] · In[0]) ⊙ (Weight2[ids[slot]] · In[0]) (In[1]: ids)
 	OpMoEDown    // Out = Σ_k In[2][k]·(Weight[ids[slot k]] · In[0][slot k]) [+ sigmoid(In[4])·In[3], a shared expert] (In[1]: ids)
+
+	OpBias // Out = In[0] + Weight (a bias vector, added to every row of Width values)
 )
 
 var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather",
 	"split_gate", "sigmoid_mul", "gdn_conv", "gdn_scan", "gated_norm", "router", "moe_matvec", "moe_gate_up",
-	"moe_down"}
+	"moe_down", "bias"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -381,6 +383,17 @@ func (b *builder) attention(prefix string, q, k, v Buf, c Config) Buf {
 		BytesPerRow: 8 * int64(c.NHead*c.HeadDim), BytesPerKey: 8*int64(kvdim) + 4,
 		FlopsPerKey: int64(4*c.NHead*c.HeadDim + 4*c.NHead)})
 	return out
+}
+
+// bias emits buf += t (each row), in place; t must be a float32 vector as wide as buf's rows.
+func (b *builder) bias(name string, buf Buf, t *Tensor) error {
+	if t.Type != dtype.F32 {
+		return fmt.Errorf("model: tensor %q is %s: biases must be F32", t.Name, t.Type)
+	}
+	w := b.p.Buffers[buf].Width
+	b.emit(Op{Kind: OpBias, Name: name, In: []Buf{buf}, Out: buf, Weight: t.Name, Width: w,
+		WeightBytes: int64(len(t.Data)), BytesPerRow: 8 * int64(w), FlopsPerRow: int64(w)})
+	return nil
 }
 
 func (b *builder) add(name string, x, y Buf) Buf {

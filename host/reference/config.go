@@ -10,7 +10,7 @@ import (
 
 // Config holds the hyper-parameters the forward pass uses, as read from the GGUF metadata.
 type Config struct {
-	Arch    string // general.architecture: "llama", "qwen3" or "qwen35moe"
+	Arch    string // general.architecture: "llama", "qwen2", "qwen3" or "qwen35moe"
 	NLayer  int    // layers the forward pass runs: block_count less nextn_predict_layers
 	NEmbd   int    // embedding_length
 	NFF     int    // feed_forward_length (optional for qwen35moe, 0 when absent)
@@ -43,9 +43,12 @@ type Config struct {
 	NextN        int    // nextn_predict_layers: multi-token-prediction blocks after the trunk, unused
 }
 
-// archTraits are what distinguishes the supported architectures.
-var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid bool }{
-	"llama":     {neox: false, qkNorm: false, ropeFactors: true},
+// archTraits are what distinguishes the supported architectures. Projection biases: qkvBias
+// requires attn_{q,k,v}.bias (qwen2), optionalBias reads any of attn_{q,k,v,output}.bias a
+// file has (llama).
+var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias bool }{
+	"llama":     {neox: false, qkNorm: false, ropeFactors: true, optionalBias: true},
+	"qwen2":     {neox: true, qkvBias: true},
 	"qwen3":     {neox: true, qkNorm: true, ropeFactors: false},
 	"qwen35moe": {neox: true, qkNorm: true, hybrid: true},
 }
@@ -111,7 +114,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	tr, ok := archTraits[arch]
 	if !ok {
-		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen3, qwen35moe)", arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen2, qwen3, qwen35moe)", arch, ErrUnsupported)
 	}
 	c := Config{Arch: arch, RopeNeox: tr.neox, QKNorm: tr.qkNorm}
 	m := meta{f, arch}

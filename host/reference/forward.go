@@ -113,6 +113,9 @@ func (m *Model) attention(ly *layer, n []float64, pos int, kv *kvCache) []float6
 	c, aq := m.cfg, m.opt.ActQuant
 	D := c.HeadDim
 	q, k, v := ly.wq.mul(n, aq), ly.wk.mul(n, aq), ly.wv.mul(n, aq)
+	add(q, ly.bq)
+	add(k, ly.bk)
+	add(v, ly.bv)
 	var gate []float64
 	if ly.mixer == gatedAttention {
 		qg := q
@@ -140,7 +143,9 @@ func (m *Model) attention(ly *layer, n []float64, pos int, kv *kvCache) []float6
 			a[i] *= sigmoid(gate[i])
 		}
 	}
-	return ly.wo.mul(a, aq)
+	out := ly.wo.mul(a, aq)
+	add(out, ly.bo)
+	return out
 }
 
 // swiglu returns down·(silu(gate·n) ⊙ up·n).
@@ -243,8 +248,11 @@ func silu(g float64) float64 { return g / (1 + math.Exp(-g)) }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-// add sets x += y.
+// add sets x += y (nothing for a nil y: an absent bias).
 func add(x, y []float64) {
+	if y == nil {
+		return
+	}
 	for i := range x {
 		x[i] += y[i]
 	}

@@ -51,6 +51,7 @@ type layer struct {
 	attnNorm, ffnNorm []float64 // ffnNorm is post_attention_norm for qwen35moe
 	qNorm, kNorm      []float64 // qwen3, qwen35moe: per-head RMSNorm weights of q and k (HeadDim)
 	wq, wk, wv, wo    *matrix
+	bq, bk, bv, bo    []float64 // projection biases (nil where there are none)
 	gate, up, down    *matrix   // the dense SwiGLU FFN (llama, qwen3)
 	gdn               *deltaNet // deltaNetMixer layers
 	moe               *moe      // qwen35moe, and llama with experts
@@ -194,6 +195,21 @@ func (l *loader) layer(ly *layer, c Config, i int) error {
 		{&ly.wo, "attn_output.weight", c.NHead * D, E},
 	}); err != nil {
 		return err
+	}
+	tr := archTraits[c.Arch]
+	for _, b := range []struct {
+		dst  *[]float64
+		name string
+		n    int
+		req  bool
+	}{{&ly.bq, "attn_q.bias", c.NHead * D, tr.qkvBias}, {&ly.bk, "attn_k.bias", c.NHeadKV * D, tr.qkvBias},
+		{&ly.bv, "attn_v.bias", c.NHeadKV * D, tr.qkvBias}, {&ly.bo, "attn_output.bias", E, false}} {
+		if !b.req && !(tr.optionalBias && l.has(p+b.name)) {
+			continue
+		}
+		if *b.dst, err = l.vector(p+b.name, b.n); err != nil {
+			return err
+		}
 	}
 	if c.NExpert > 0 { // Mixtral-style experts, no shared expert
 		ly.moe, err = l.moe(c, p)

@@ -648,8 +648,8 @@ func TestLoadErrors(t *testing.T) {
 		{"arch", variant(base, func(s *tinyModel) { s.arch = "gpt2" }), nil, Options{}, `architecture "gpt2"`, true},
 		{"missing tensor", base, func(ts []tensorData) []tensorData { return ts[:len(ts)-1] }, Options{}, `"blk.0.ffn_down.weight" is missing`, false},
 		{"extra tensor", base, func(ts []tensorData) []tensorData {
-			return append(ts, tensorData{"blk.0.attn_q.bias", []int64{64}, dtype.F32, make([]float32, 64)})
-		}, Options{}, `"blk.0.attn_q.bias" is not part`, true},
+			return append(ts, tensorData{"blk.0.ffn_up.bias", []int64{64}, dtype.F32, make([]float32, 64)})
+		}, Options{}, `"blk.0.ffn_up.bias" is not part`, true},
 		{"dims", base, func(ts []tensorData) []tensorData {
 			ts[len(ts)-1].dims = []int64{64, 96}
 			return ts
