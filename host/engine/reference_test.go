@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"verity/device"
+	"verity/device/cpu"
 	"verity/device/dtype"
 	"verity/fixtures"
+	"verity/host/engine"
 	"verity/host/gguf"
+	"verity/host/model"
 	"verity/host/reference"
 )
 
@@ -78,6 +83,115 @@ func TestTwinAgainstReference(t *testing.T) {
 				t.Errorf("%d positions with a clear argmax disagree", flips)
 			}
 		})
+	}
+}
+
+// A llama file with projection biases runs them, as llama.cpp does: tiny-qwen2-f32 (q, k and v
+// biases) relabelled llama, with an attn_output bias added, gives the reference's logits, and
+// differs from the same file without its biases.
+func TestLlamaBiases(t *testing.T) {
+	s, err := fixtures.Lookup("tiny-qwen2-f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	src, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	relabel := func(biases bool) *gguf.File {
+		w := gguf.NewWriter()
+		for _, kv := range src.KVs {
+			k, v := kv.Key, kv.Value
+			if rest, ok := strings.CutPrefix(k, "qwen2."); ok {
+				k = "llama." + rest
+			}
+			if k == "general.architecture" {
+				v = gguf.Str("llama")
+			}
+			w.Set(k, v)
+		}
+		r := rand.New(rand.NewPCG(4, 4))
+		for _, ti := range src.Tensors {
+			if strings.HasSuffix(ti.Name, ".bias") && !biases {
+				continue
+			}
+			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, src.Data(ti)); err != nil {
+				t.Fatal(err)
+			}
+			if name, ok := strings.CutSuffix(ti.Name, "attn_output.weight"); ok && biases {
+				b := make([]float32, ti.Dims[1])
+				for i := range b {
+					b[i] = float32(r.NormFloat64() * 0.5)
+				}
+				if err := w.AddTensor(name+"attn_output.bias", dtype.F32, []int64{ti.Dims[1]}, device.F32Bytes(b)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var out bytes.Buffer
+		if _, err := w.WriteTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(out.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	toks := randTokens(rand.New(rand.NewPCG(1, 1)), 20, s.NVocab)
+	run := func(f *gguf.File) [][]float32 {
+		m, err := engine.FromFile(f, cpu.New(2), engine.LoadOptions{MaxRows: 8, Context: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		l, err := m.NewSession().Prefill(toks, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	f := relabel(true)
+	biasOps := 0
+	m, err := engine.FromFile(f, cpu.New(1), engine.LoadOptions{MaxRows: 8, Context: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range m.Program().Ops {
+		if op.Kind == model.OpBias {
+			biasOps++
+		}
+	}
+	m.Close()
+	if want := 4 * s.NLayer; biasOps != want {
+		t.Errorf("%d bias ops, want %d", biasOps, want)
+	}
+	ref, err := reference.Load(f, reference.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Forward(toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := run(f)
+	var maxErr, maxRef float64
+	for i := range want {
+		for j := range want[i] {
+			maxErr = math.Max(maxErr, math.Abs(float64(got[i][j])-want[i][j]))
+			maxRef = math.Max(maxRef, math.Abs(want[i][j]))
+		}
+	}
+	if rel := maxErr / maxRef; rel > 1e-5 {
+		t.Errorf("with biases: max relative error %.3g against the reference", rel)
+	}
+	plain := run(relabel(false))
+	if math.Abs(float64(plain[5][7]-got[5][7])) < 1e-4 {
+		t.Errorf("the biases made no difference: %g and %g", plain[5][7], got[5][7])
 	}
 }
 
