@@ -55,6 +55,7 @@ var testModels = []string{
 	"tiny-q35moe-f32", "tiny-q35moe-q8_0", "tiny-q35moe-q4_0", "small-q35moe-q4_k_m",
 	"tiny-mixtral-f32", "tiny-mixtral-q8_0", "small-mixtral-q6_k",
 	"tiny-qwen2-f32", "tiny-qwen2-q8_0", "small-qwen2-q4_k_m",
+	"tiny-qwen3moe-f32", "tiny-qwen3moe-q8_0", "small-qwen3moe-q4_k_m",
 }
 
 // Prefill in any chunking gives the bits of token-by-token decoding.

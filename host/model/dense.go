@@ -14,6 +14,9 @@ type denseOptions struct {
 	// requires q, k and v's (qwen2); optionalBias takes any of the four a file has (llama, as
 	// llama.cpp reads it).
 	qkvBias, optionalBias bool
+	// moe: every layer's feed-forward is a mixture of experts (qwen3moe), of
+	// expert_feed_forward_length (default feed_forward_length / expert_used_count).
+	moe bool
 }
 
 // buildDense compiles the pre-norm decoder every dense architecture shares:
@@ -24,8 +27,9 @@ type denseOptions struct {
 //	           h = rmsnorm(x)·ffn_norm; x += Wdown (silu(Wgate h) ⊙ Wup h)
 //	logits = Woutput rmsnorm(x)·output_norm     (Woutput = token_embd when output.weight is absent)
 //
-// With expert_count > 0 (Mixtral-style MoE, as llama.cpp reads a "llama" file with experts)
-// the feed-forward is a mixture of experts without a shared expert: the router's softmax over
+// With expert_count > 0 (Mixtral-style MoE, as llama.cpp reads a "llama" file with experts), and
+// always for qwen3moe, the feed-forward is a mixture of experts without a shared expert: the
+// router's softmax over
 // ffn_gate_inp h, the top expert_used_count experts with their probabilities renormalised, and
 // x += Σ_k w_k · Wdown_k (silu(Wgate_k h) ⊙ Wup_k h) over the 3-D ffn_{gate,up,down}_exps.
 func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
@@ -57,7 +61,7 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	_, hasOut := f.Tensor("output.weight")
 	c.Tied = !hasOut
 	m := meta{f, arch}
-	if arch == "llama" && f.Has(m.key("expert_count")) {
+	if o.moe || arch == "llama" && f.Has(m.key("expert_count")) {
 		n, err := f.Int(m.key("expert_count"))
 		if err != nil {
 			return nil, fmt.Errorf("model: %w", err)
@@ -66,6 +70,9 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 			return nil, fmt.Errorf("model: key %q = %d is out of range", m.key("expert_count"), n)
 		}
 		c.MoE.Experts = int(n) // 0: dense, as llama.cpp reads it
+		if o.moe && c.MoE.Experts == 0 {
+			return nil, fmt.Errorf("model: %s needs %s ≥ 1", arch, m.key("expert_count"))
+		}
 	}
 	if c.MoE.Experts > 0 {
 		if c.MoE.Used, err = m.int("expert_used_count"); err != nil {
@@ -81,6 +88,16 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 			return nil, fmt.Errorf("model: %s = %v: scaled expert weights are not supported", m.key("expert_weights_scale"), s)
 		}
 		c.MoE.NFFExp = c.NFF
+		if o.moe {
+			n, err := f.IntOr(m.key("expert_feed_forward_length"), int64(c.NFF/max(c.MoE.Used, 1)))
+			if err != nil {
+				return nil, fmt.Errorf("model: %w", err)
+			}
+			if n < 1 || n > 1<<24 {
+				return nil, fmt.Errorf("model: key %q = %d is out of range", m.key("expert_feed_forward_length"), n)
+			}
+			c.MoE.NFFExp = int(n)
+		}
 	}
 
 	b := newBuilder(f, c)
@@ -227,7 +244,7 @@ func (b *builder) denseFFN(p string, h Buf, c Config) (Buf, error) {
 
 // expertFFN emits the mixture of experts without a shared expert (see buildDense).
 func (b *builder) expertFFN(p string, h Buf, c Config) (Buf, error) {
-	E, FF, NE := int64(c.NEmbd), int64(c.NFF), int64(c.MoE.Experts)
+	E, FF, NE := int64(c.NEmbd), int64(c.MoE.NFFExp), int64(c.MoE.Experts)
 	w := func(name string, dims ...int64) (*Tensor, error) { return b.tensor(p+"."+name+".weight", dims...) }
 	router, err := w("ffn_gate_inp", E, NE)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 // Config holds the hyper-parameters the forward pass uses, as read from the GGUF metadata.
 type Config struct {
-	Arch    string // general.architecture: "llama", "qwen2", "qwen3" or "qwen35moe"
+	Arch    string // general.architecture: "llama", "qwen2", "qwen3", "qwen3moe" or "qwen35moe"
 	NLayer  int    // layers the forward pass runs: block_count less nextn_predict_layers
 	NEmbd   int    // embedding_length
 	NFF     int    // feed_forward_length (optional for qwen35moe, 0 when absent)
@@ -46,10 +46,11 @@ type Config struct {
 // archTraits are what distinguishes the supported architectures. Projection biases: qkvBias
 // requires attn_{q,k,v}.bias (qwen2), optionalBias reads any of attn_{q,k,v,output}.bias a
 // file has (llama).
-var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias bool }{
+var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe bool }{
 	"llama":     {neox: false, qkNorm: false, ropeFactors: true, optionalBias: true},
 	"qwen2":     {neox: true, qkvBias: true},
 	"qwen3":     {neox: true, qkNorm: true, ropeFactors: false},
+	"qwen3moe":  {neox: true, qkNorm: true, moe: true},
 	"qwen35moe": {neox: true, qkNorm: true, hybrid: true},
 }
 
@@ -114,7 +115,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	tr, ok := archTraits[arch]
 	if !ok {
-		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen2, qwen3, qwen35moe)", arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen2, qwen3, qwen3moe, qwen35moe)", arch, ErrUnsupported)
 	}
 	c := Config{Arch: arch, RopeNeox: tr.neox, QKNorm: tr.qkNorm}
 	m := meta{f, arch}
@@ -187,21 +188,28 @@ func readConfig(f *gguf.File) (Config, error) {
 		if err := readHybrid(m, &c); err != nil {
 			return c, err
 		}
-	} else if arch == "llama" {
-		if err := readExperts(m, &c); err != nil {
+	} else if arch == "llama" || tr.moe {
+		if err := readExperts(m, &c, tr.moe); err != nil {
 			return c, err
 		}
 	}
 	return c, nil
 }
 
-// readExperts reads the optional experts of a llama file (Mixtral-style MoE: every layer's
+// readExperts reads the experts of a llama file (optional: Mixtral-style MoE, every layer's
 // feed-forward is expert_count experts of feed_forward_length, expert_used_count per token, no
-// shared expert).
-func readExperts(m meta, c *Config) error {
+// shared expert) or a qwen3moe one (required, experts of expert_feed_forward_length, by
+// default feed_forward_length / expert_used_count).
+func readExperts(m meta, c *Config, required bool) error {
 	var err error
-	if c.NExpert, err = m.natural("expert_count"); err != nil || c.NExpert == 0 { // 0: dense
+	if c.NExpert, err = m.natural("expert_count"); err != nil {
 		return err
+	}
+	if c.NExpert == 0 { // dense
+		if required {
+			return fmt.Errorf("reference: key %q is missing or 0", m.key("expert_count"))
+		}
+		return nil
 	}
 	if c.NExpertUsed, err = m.count("expert_used_count", -1); err != nil {
 		return err
@@ -210,7 +218,10 @@ func readExperts(m meta, c *Config) error {
 		return fmt.Errorf("reference: key %q = %d: want 1 … %q = %d", m.key("expert_used_count"), c.NExpertUsed, m.key("expert_count"), c.NExpert)
 	}
 	c.NFFExp = c.NFF
-	return nil
+	if required {
+		c.NFFExp, err = m.count("expert_feed_forward_length", c.NFF/c.NExpertUsed)
+	}
+	return err
 }
 
 // readHybrid reads the qwen35moe keys: the trunk and its layer pattern, the IMROPE sections,

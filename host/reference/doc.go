@@ -1,12 +1,13 @@
 // Package reference is an independent float64 forward pass of the supported architectures
-// (llama, qwen2, qwen3 and the hybrid qwen35moe), written to be read as their specification and used as
+// (llama, qwen2, qwen3, qwen3moe and the hybrid qwen35moe), written to be read as their specification and used as
 // the referee of the float32 CPU twin and the GPU kernels. It shares no numeric code with them:
 // it decodes the weights with host/quant, reads the metadata itself, and computes every op in
 // float64, one position at a time, in the plainest order. It is slow and meant for small models.
 //
 // # Semantics
 //
-// The semantics are llama.cpp's (src/models/llama.cpp, qwen2.cpp, qwen3.cpp and qwen35moe.cpp), as it reads
+// The semantics are llama.cpp's (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, qwen3moe.cpp and
+// qwen35moe.cpp), as it reads
 // the same GGUF file. A matrix W of y = W·x is stored with dims [in, out]; each of the out rows holds in
 // values. With E = embedding_length, H = attention.head_count, Hkv = attention.head_count_kv
 // (default H), D = attention.key_length (default E/H), and eps =

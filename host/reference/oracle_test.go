@@ -151,9 +151,9 @@ func TestOracleLogits(t *testing.T) {
 	for _, om := range oracleQ35Models {
 		addModel(om.name, om.model.writer(t, om.model.tensors()), om.model.vocab, 80, oracleQ35Ftypes)
 	}
-	// Mixtral-style llama (experts, no shared expert) and qwen2 (q, k, v biases), from the
+	// Mixtral-style llama and qwen3moe (experts, no shared expert) and qwen2 (q, k, v biases), from the
 	// fixtures, quantised by llama.cpp.
-	for _, name := range []string{"tiny-mixtral-f32", "small-mixtral-q6_k", "tiny-qwen2-f32", "small-qwen2-q4_k_m"} {
+	for _, name := range []string{"tiny-mixtral-f32", "small-mixtral-q6_k", "tiny-qwen2-f32", "small-qwen2-q4_k_m", "tiny-qwen3moe-f32", "small-qwen3moe-q4_k_m"} {
 		if !wanted(name) {
 			continue
 		}
