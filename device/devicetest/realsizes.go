@@ -23,7 +23,9 @@ import (
 //     in Q8_0 and the K-quants real files use for them), 16 query heads and 2 KV heads of 256,
 //     Gated DeltaNet with 16 key heads and 32 value heads of 128 (8192 conv channels);
 //   - Mixtral 8x7B's grouped experts: 8 experts of n_ff 14336 over n_embd 4096, 2 per token,
-//     no shared expert, in Q4_K.
+//     no shared expert, in Q4_K;
+//   - Qwen3-30B-A3B's grouped experts: 128 experts of n_ff 768 over n_embd 2048, 8 per token,
+//     no shared expert, in Q4_K and Q6_K.
 //
 // Every case is a step of 8 rows (a tree verify) or one row (a decode). Weights are random
 // bytes with every float field finite (FiniteBits); values do not matter for the checks made
@@ -233,12 +235,13 @@ type moeShape struct {
 }
 
 // moeShapes are the models whose grouped expert kernels are checked: Qwen3.5-MoE (256
-// experts of 512, 8 per token, with a shared expert) in every expert type, and Mixtral 8x7B (8
+// experts of 512, 8 per token, with a shared expert) in every expert type, Mixtral 8x7B (8
 // experts of 14336 over 4096, 2 per token: expert stacks of a quarter to half a gigabyte) in
-// Q4_K, its usual type.
+// Q4_K, its usual type, and Qwen3-30B-A3B (128 experts of 768, 8 per token) in Q4_K and Q6_K.
 var moeShapes = []moeShape{
 	{"qwen3.5-moe", 256, 8, 2048, 512, true, expertTypes},
 	{"mixtral-8x7b", 8, 2, 4096, 14336, false, map[dtype.Type]bool{dtype.Q4_K: true}},
+	{"qwen3-30b-a3b", 128, 8, 2048, 768, false, map[dtype.Type]bool{dtype.Q4_K: true, dtype.Q6_K: true}},
 }
 
 // realMoEGroupedCases are the grouped expert kernels at the moeShapes' sizes for a decode
