@@ -58,6 +58,11 @@ type openAIParams struct {
 	PresencePenalty  float64            `json:"presence_penalty,omitempty"`
 	FrequencyPenalty float64            `json:"frequency_penalty,omitempty"`
 	LogitBias        map[string]float64 `json:"logit_bias,omitempty"`
+	// ResponseFormat {"type": "json_object"} is JSON mode (Sampler.JSON); "text" is the default.
+	ResponseFormat *struct {
+		Type       string          `json:"type"`
+		JSONSchema json.RawMessage `json:"json_schema,omitempty"`
+	} `json:"response_format,omitempty"`
 }
 
 // generation checks the parameters, refusing settings the service does not honour, and
@@ -87,6 +92,17 @@ func (x openAIParams) generation() (generation, error) {
 	}
 	if x.TopP != nil {
 		g.smp.TopP = *x.TopP
+	}
+	if f := x.ResponseFormat; f != nil {
+		switch f.Type {
+		case "text":
+		case "json_object":
+			g.smp.JSON = true
+		case "json_schema":
+			return g, fmt.Errorf("%w: response_format json_schema is not supported (json_object is: any JSON object)", ErrBad)
+		default:
+			return g, fmt.Errorf("%w: response_format type %q: want text or json_object", ErrBad, f.Type)
+		}
 	}
 	g.smp.Seed, err = seedOf(x.Seed)
 	return g, err

@@ -6,6 +6,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -742,5 +744,70 @@ func TestCompletionCachedTokens(t *testing.T) {
 	}
 	if c := post(`{"prompt": [1, 5, 9, 13, 17, 21, 25, 29], "max_tokens": 4, "temperature": 0}`); c.Choices[0].Text != first.Choices[0].Text {
 		t.Errorf("with the prefix cache %q, without %q", c.Choices[0].Text, first.Choices[0].Text)
+	}
+}
+
+// JSON mode (response_format json_object): every completion's text continues a JSON object,
+// one that ends with the stop reason "stop" is a whole object, and drafting changes no token.
+func TestJSONMode(t *testing.T) {
+	const name = "tiny-qwen3-q8_0"
+	_, _, sv, srv := completionServer(t, name, engine.LoadOptions{MaxRows: 8, Context: 160, Sessions: 2})
+	post := func(body string) (int, serve.Completion) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var c serve.Completion
+		json.NewDecoder(resp.Body).Decode(&c)
+		return resp.StatusCode, c
+	}
+	closed := 0
+	for seed := range 12 {
+		code, c := post(fmt.Sprintf(`{"prompt": "Reply in JSON:", "max_tokens": 150, "temperature": 0.9, "seed": %d, "response_format": {"type": "json_object"}}`, seed))
+		if code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		text := c.Choices[0].Text
+		if seed < 3 {
+			t.Logf("seed %d: %q", seed, text)
+		}
+		ok, done := serve.JSONPrefix([]byte(text))
+		if !ok {
+			t.Errorf("seed %d: %q does not continue a JSON object", seed, text)
+		}
+		if *c.Choices[0].FinishReason == "stop" {
+			closed++
+			if !done || !json.Valid([]byte(text)) {
+				t.Errorf("seed %d: stopped at %q, not a whole JSON object", seed, text)
+			}
+		}
+	}
+	t.Logf("%d of 12 completions closed their object within 150 tokens", closed)
+	for _, body := range []string{
+		`{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}}`,
+		`{"prompt": "x", "response_format": {"type": "yaml"}}`,
+	} {
+		if code, _ := post(body); code != 400 {
+			t.Errorf("%s: status %d", body, code)
+		}
+	}
+	// Drafted by prompt lookup (the text repeats itself: its drafts are often right), a
+	// completion in JSON mode emits the tokens of plain decoding, greedy and sampled.
+	prompt := []int32{5, 9, 5, 9, 5, 9}
+	for _, smp := range []serve.Sampler{{JSON: true}, {JSON: true, Temperature: 0.8, Seed: 3, TopK: 40}} {
+		plain, _ := completion(t, sv, prompt, smp, 60, nil)
+		drafted, _ := completion(t, sv, prompt, smp, 60, serve.PromptLookup(4))
+		if !slices.Equal(plain, drafted) {
+			t.Errorf("%+v: drafted %v, plain %v", smp, drafted, plain)
+		}
+	}
+	// A service without a tokenizer cannot run JSON mode.
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
+	bare := serve.New(m.Engine, serve.Options{})
+	defer bare.Shutdown()
+	if _, err := bare.Open([]int32{1, 2}, serve.Sampler{JSON: true}); !errors.Is(err, serve.ErrBad) {
+		t.Errorf("JSON mode without a tokenizer: %v", err)
 	}
 }

@@ -7,3 +7,7 @@ func TokenAt(s Sampler, logits []float32, tok int32) Token { return s.token(logi
 
 // SetClock replaces the service's clock.
 func SetClock(sv *Service, now func() time.Time) { sv.now = now }
+
+// JSONPrefix reports whether text continues a JSON object as JSON mode recognises it, and
+// whether the object is closed.
+func JSONPrefix(text []byte) (ok, done bool) { return jsonAccepts(text) }

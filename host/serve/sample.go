@@ -28,6 +28,10 @@ type Sampler struct {
 	// TopLogprobs asks each Token for the log-probabilities of this many of the most likely
 	// tokens at its position (0 … MaxTopLogprobs). It reports; it never changes a choice.
 	TopLogprobs int `json:"top_logprobs,omitempty"`
+	// JSON restricts the tokens to those that continue a JSON object, then to end-of-generation
+	// tokens once it is closed (jsonmode.go; the service's tokenizer gives the tokens' text).
+	// The log-probabilities are then those of the restricted distribution.
+	JSON bool `json:"json,omitempty"`
 }
 
 // MaxTopLogprobs bounds Sampler.TopLogprobs.

@@ -95,6 +95,19 @@ type session struct {
 	next    int32 // the target's chosen next token, not yet in the cache
 	used    time.Time
 	closed  bool
+	// JSON mode (sampler.JSON): the vocabulary's texts, and the recogniser's state after every
+	// emitted token, next included
+	vocab *jsonVocab
+	json  jsonState
+}
+
+// constrain returns the logits the sampler chooses from after the tokens that led to state st:
+// logits itself, or in JSON mode the tokens that cannot follow masked out.
+func (ss *session) constrain(logits []float32, st jsonState) ([]float32, error) {
+	if ss.vocab == nil {
+		return logits, nil
+	}
+	return ss.vocab.mask(logits, st)
 }
 
 // New returns a service over e.
@@ -242,9 +255,19 @@ func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened,
 	if err := sv.checkTokens("prompt", prompt); err != nil {
 		return Opened{}, err
 	}
+	ss := &session{sampler: smp}
+	if smp.JSON {
+		if sv.opt.Tokenizer == nil {
+			return Opened{}, fmt.Errorf("%w: JSON mode needs the model's tokenizer", ErrBad)
+		}
+		ss.vocab = jsonVocabOf(sv.opt.Tokenizer)
+	}
 	sv.expire()
 	s := sv.e.NewSession()
 	last, err := sv.prefill(s, prompt, smp, score)
+	if err == nil {
+		last, err = ss.constrain(last, ss.json)
+	}
 	if err != nil {
 		s.Close()
 		return Opened{}, err
@@ -255,8 +278,12 @@ func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened,
 		s.Close()
 		return Opened{}, err
 	}
+	ss.s, ss.next, ss.used = s, next, sv.now()
+	if ss.vocab != nil {
+		ss.json = ss.vocab.advance(ss.json, next)
+	}
 	sv.mu.Lock()
-	sv.sessions[id] = &session{s: s, sampler: smp, next: next, used: sv.now()}
+	sv.sessions[id] = ss
 	sv.stats.Opened++
 	sv.mu.Unlock()
 	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(last, next), Cached: s.Reused()}, nil
@@ -364,8 +391,14 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 	}
 	out := Verified{Accepted: []int{}, Tokens: []Token{}, Drafted: n}
 	path, cur := []int{0}, 0
+	st := ss.json // JSON mode: the state after the path's tokens
 	for {
 		pos := base + len(path)
+		l, err := ss.constrain(logits[cur], st)
+		if err != nil {
+			ss.s.Commit(nil) // drop the tree: the session stays as it was
+			return Verified{}, err
+		}
 		var tok int32
 		c := -1
 		if dists != nil && len(children[cur]) > 0 {
@@ -374,11 +407,11 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 				kids[i] = t.Tokens[ch]
 			}
 			var j int
-			if j, tok = speculate(ss.sampler.Dist(logits[cur]), dists[cur], kids, ss.sampler.acceptRNG(pos)); j >= 0 {
+			if j, tok = speculate(ss.sampler.Dist(l), dists[cur], kids, ss.sampler.acceptRNG(pos)); j >= 0 {
 				c = children[cur][j]
 			}
 		} else {
-			tok = ss.sampler.Choose(logits[cur], pos)
+			tok = ss.sampler.Choose(l, pos)
 			for _, ch := range children[cur] {
 				if t.Tokens[ch] == tok {
 					c = ch
@@ -386,18 +419,21 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 				}
 			}
 		}
+		if ss.vocab != nil {
+			st = ss.vocab.advance(st, tok)
+		}
 		if c < 0 {
-			out.Next = ss.sampler.token(logits[cur], tok)
+			out.Next = ss.sampler.token(l, tok)
 			break
 		}
 		out.Accepted = append(out.Accepted, c-1)
-		out.Tokens = append(out.Tokens, ss.sampler.token(logits[cur], tok))
+		out.Tokens = append(out.Tokens, ss.sampler.token(l, tok))
 		path, cur = append(path, c), c
 	}
 	if err := ss.s.Commit(path); err != nil {
 		return Verified{}, err
 	}
-	ss.next = out.Next.ID
+	ss.next, ss.json = out.Next.ID, st
 	out.Position = base + len(path) + 1
 	sv.mu.Lock()
 	sv.stats.Rounds++

@@ -159,6 +159,7 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 	cmd.Flags().IntVar(&smp.TopK, "top-k", 0, "sample among the k most likely tokens (0: all)")
 	cmd.Flags().Float64Var(&smp.TopP, "top-p", 1, "sample within the smallest set of this probability (1: all)")
 	cmd.Flags().Uint64Var(&smp.Seed, "seed", 0, "the sampler's seed")
+	cmd.Flags().BoolVar(&smp.JSON, "json", false, "JSON mode: only tokens that continue a JSON object, ending when it closes")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)

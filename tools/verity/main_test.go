@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -385,6 +386,14 @@ func TestGenerate(t *testing.T) {
 		if _, err := run(t, bad...); err == nil {
 			t.Errorf("%v accepted", bad[7:])
 		}
+	}
+	// --json: the text is (the start of) a JSON object.
+	jsonOut, err := run(t, append(slices.Clone(args[:5]), "-n", "24", "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := strings.TrimLeft(text(jsonOut), " \t\r\n"); !strings.HasPrefix(j, "{") {
+		t.Errorf("--json: %q", text(jsonOut))
 	}
 	for _, bad := range [][]string{{"-n", "0"}, {"--temperature", "-1"}, {"--top-p", "2"}, {"--draft", "64"}, {"--stop", ""}} {
 		if _, err := run(t, append(args[:6], bad...)...); err == nil {
