@@ -10,8 +10,10 @@ import (
 )
 
 // OpTime is what decoding spends on one kind of op — a kernel family, and for weight ops the
-// weight type — per token: each op timed alone (launch to the end of a sync after it), so the
-// sum exceeds a normal step's time by the launch gaps a step hides.
+// weight type — per token: on a GPU, the device time between events recorded around each
+// launch (no sync between ops); on the CPU twin and the PTX interpreter, each op timed alone
+// (launch to the end of a sync after it), so the sum exceeds a normal step's time by the
+// launch gaps a step hides (Executor.Profile).
 type OpTime struct {
 	Name  string  `json:"name"`            // op kind, and the weight type of a weight op
 	Calls float64 `json:"calls_per_token"` // launches per decoded token

@@ -98,7 +98,7 @@ phase() { # name, -test.run pattern, seconds
 	tr -d '\026' <"$out/phase.raw" | tee -a "$out/cuda.log"
 	rm -f "$out/phase.raw"
 }
-phase smoke '^(TestProbe|TestInfo|TestOpenBadOrdinal|TestMemory|TestDriverErrorNames|TestSharedMemoryOptIn|TestStagedTransfers|TestCaptureRefusesOtherCalls)$' 60
+phase smoke '^(TestProbe|TestInfo|TestOpenBadOrdinal|TestMemory|TestDriverErrorNames|TestSharedMemoryOptIn|TestStagedTransfers|TestCaptureRefusesOtherCalls|TestTimeline)$' 60
 phase conformance '^(TestConformance|TestForwardMatchesTwin|TestGraphMatchesEager|TestGoldens)$' 120
 phase bandwidth '^(TestBandwidth|TestHostTransfer)$' 90
 phase real-sizes '^TestConformanceRealSizes$' 100

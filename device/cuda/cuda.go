@@ -476,4 +476,7 @@ func (b *Backend) inside(p device.Ptr, n int64) error {
 	return nil
 }
 
-var _ device.Backend = (*Backend)(nil)
+var (
+	_ device.Backend  = (*Backend)(nil)
+	_ device.Timeline = (*Backend)(nil)
+)

@@ -136,6 +136,10 @@ type extras struct {
 	active    bool                // the capture stream is capturing
 	capturing bool                // (mu) a Capture is under way: refuse what cannot be captured
 	graphs    map[*Graph]struct{} // (mu) live graphs, destroyed by Close
+
+	marks      map[device.Mark]cu.Event // the Timeline's outstanding marks
+	nextMark   device.Mark
+	freeEvents []cu.Event // released marks' events, for reuse
 }
 
 type stageBuf struct {
@@ -329,6 +333,7 @@ func (b *Backend) closeExtras() error {
 	if b.x.capStream != (cu.Stream{}) {
 		errs = append(errs, b.x.capStream.Destroy())
 	}
+	b.x.destroyEvents()
 	return errors.Join(errs...)
 }
 
@@ -488,4 +493,77 @@ func (b *Backend) ResidentBlocks(k device.Spec, args any) (int, error) {
 func (b *Backend) TotalMemory() (int64, error) {
 	in, err := b.Info()
 	return in.TotalMem, err
+}
+
+// Mark records a CUDA event after the work enqueued so far (device.Timeline). Events are
+// pooled: ReleaseMarks returns them for reuse, and Close destroys them.
+func (b *Backend) Mark() (device.Mark, error) {
+	var m device.Mark
+	err := b.do("time", "mark", func() error {
+		var ev cu.Event
+		if n := len(b.x.freeEvents); n > 0 {
+			ev, b.x.freeEvents = b.x.freeEvents[n-1], b.x.freeEvents[:n-1]
+		} else {
+			var err error
+			if ev, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+				return err
+			}
+		}
+		if err := ev.Record(b.x.launchStream()); err != nil {
+			b.x.freeEvents = append(b.x.freeEvents, ev)
+			return err
+		}
+		if b.x.marks == nil {
+			b.x.marks = map[device.Mark]cu.Event{}
+		}
+		b.x.nextMark++
+		m = b.x.nextMark
+		b.x.marks[m] = ev
+		return nil
+	})
+	return m, err
+}
+
+// Elapsed waits for mark b's event and returns the device time from mark a's to it.
+func (b *Backend) Elapsed(a, c device.Mark) (time.Duration, error) {
+	var ms float64
+	err := b.do("time", "elapsed", func() error {
+		ea, ok := b.x.marks[a]
+		ec, ok2 := b.x.marks[c]
+		if !ok || !ok2 {
+			return fmt.Errorf("unknown mark %d or %d", a, c)
+		}
+		if err := ec.Synchronize(); err != nil {
+			return err
+		}
+		var err error
+		ms, err = ea.Elapsed(ec)
+		return err
+	})
+	return time.Duration(ms * float64(time.Millisecond)), err
+}
+
+// ReleaseMarks returns the marks' events to the pool.
+func (b *Backend) ReleaseMarks(marks ...device.Mark) error {
+	return b.do("time", "release", func() error {
+		for _, m := range marks {
+			if ev, ok := b.x.marks[m]; ok {
+				delete(b.x.marks, m)
+				b.x.freeEvents = append(b.x.freeEvents, ev)
+			}
+		}
+		return nil
+	})
+}
+
+// destroyEvents destroys the pooled and outstanding events (on the context goroutine, at
+// Close).
+func (x *extras) destroyEvents() {
+	for _, ev := range x.marks {
+		_ = cu.DestroyEvent(&ev)
+	}
+	for i := range x.freeEvents {
+		_ = cu.DestroyEvent(&x.freeEvents[i])
+	}
+	x.marks, x.freeEvents = nil, nil
 }

@@ -166,3 +166,54 @@ func TestCaptureRefusesOtherCalls(t *testing.T) {
 		t.Errorf("capture of a failing function: %v", err)
 	}
 }
+
+// The timeline's marks bracket device work: a copy of 256 MiB between two marks takes device
+// time, two marks with nothing between take next to none, released marks are gone, and their
+// events are reused.
+func TestTimeline(t *testing.T) {
+	b := openCUDA(t)
+	const n = 256 << 20
+	src, err := b.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := b.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		m0, err := b.Mark()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(dst, src, n); err != nil {
+			t.Fatal(err)
+		}
+		m1, err := b.Mark()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := b.Mark()
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy, err := b.Elapsed(m0, m1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle, err := b.Elapsed(m1, m2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if busy <= 0 || idle > busy/10 {
+			t.Errorf("round %d: the copy took %v, the empty interval %v", round, busy, idle)
+		}
+		if err := b.ReleaseMarks(m0, m1, m2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Elapsed(m0, m1); err == nil {
+			t.Errorf("round %d: a released mark still measures", round)
+		}
+		t.Logf("round %d: %d MiB copied in %v (%.0f GB/s); empty interval %v", round, n>>20, busy, 2*n/busy.Seconds()/1e9, idle)
+	}
+}

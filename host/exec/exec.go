@@ -58,9 +58,11 @@ type Executor struct {
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
-	// Profile, when set, is called after each op with the time from its launch to the end of
-	// a device sync that follows it (so each op is timed alone, launch overhead included).
-	// Like Trace, it makes a megakernel executor run op by op.
+	// Profile, when set, is called with each op's time: on a backend with a device.Timeline
+	// (a GPU), the device time between marks recorded before and after its launch, with no
+	// wait between ops (a gap while the device waits for the next launch counts to that op);
+	// elsewhere, or with Trace, from its launch to the end of a sync after it (each op alone,
+	// launch overhead included). Like Trace, it makes a megakernel executor run op by op.
 	Profile func(op *model.Op, d time.Duration)
 }
 
@@ -440,9 +442,22 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 			return nil, err
 		}
 	}
+	// A profile times each op on the device's timeline where the backend has one (events
+	// recorded between launches: no wait between ops), else from its launch to a sync after it.
+	var tl device.Timeline
+	var marks []device.Mark
+	var timed []*model.Op
 	if e.Profile != nil {
 		if err := e.b.Sync(); err != nil { // the inputs' copies are not the first op's time
 			return nil, err
+		}
+		if t, ok := e.b.(device.Timeline); ok && e.Trace == nil {
+			m, err := t.Mark()
+			if err != nil {
+				return nil, err
+			}
+			tl, marks = t, []device.Mark{m}
+			defer func() { tl.ReleaseMarks(marks...) }()
 		}
 	}
 	for i := e.lo; i < e.hi && (e.launcher == nil || byOp); i++ {
@@ -455,7 +470,13 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 		if err == nil {
 			err = e.b.Launch(k, args)
 		}
-		if err == nil && e.Profile != nil {
+		switch {
+		case err == nil && tl != nil:
+			var m device.Mark
+			if m, err = tl.Mark(); err == nil {
+				marks, timed = append(marks, m), append(timed, op)
+			}
+		case err == nil && e.Profile != nil:
 			if err = e.b.Sync(); err == nil {
 				e.Profile(op, time.Since(start))
 			}
@@ -472,6 +493,13 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 				return nil, err
 			}
 		}
+	}
+	for i, op := range timed {
+		d, err := tl.Elapsed(marks[i], marks[i+1])
+		if err != nil {
+			return nil, fmt.Errorf("exec: timing %s: %w", op.Name, err)
+		}
+		e.Profile(op, d)
 	}
 	if outs == 0 || e.hi < len(e.p.Ops) { // no output rows, or an earlier pipeline stage
 		return nil, e.b.Sync()
