@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -333,7 +332,11 @@ func jsonVocabOf(tk *tokenizer.Tokenizer) *jsonVocab {
 	n := tk.NVocab()
 	v := &jsonVocab{pieces: make([][]byte, n), eog: make([]bool, n), plain: make([]bool, n)}
 	for id := range n {
-		v.eog[id] = tk.IsEOG(int32(id))
+		// an end-of-generation token is allowed only once the object is closed, whatever its
+		// text; control tokens never before then
+		if v.eog[id] = tk.IsEOG(int32(id)); v.eog[id] {
+			continue
+		}
 		if _, typ, err := tk.Token(int32(id)); err != nil || typ == tokenizer.TypeControl {
 			continue
 		}
@@ -346,16 +349,17 @@ func jsonVocabOf(tk *tokenizer.Tokenizer) *jsonVocab {
 }
 
 // errNoJSONToken: no token of the vocabulary continues the text as JSON.
-var errNoJSONToken = errors.New("no token of the vocabulary continues the JSON text")
+var errNoJSONToken = fmt.Errorf("%w: JSON mode: no token of the model's vocabulary continues the JSON text", ErrBad)
 
 // mask returns a copy of logits with −Inf for every token that cannot follow state st: while
 // the object is open, those whose text does not continue it; once it is closed, all but the
-// end-of-generation tokens.
+// end-of-generation tokens. Logits beyond the tokenizer's vocabulary (a model's padded rows)
+// have no text and are masked.
 func (v *jsonVocab) mask(logits []float32, st jsonState) ([]float32, error) {
-	if len(logits) != len(v.pieces) {
-		return nil, fmt.Errorf("%d logits for a vocabulary of %d tokens", len(logits), len(v.pieces))
-	}
 	out := make([]float32, len(logits))
+	for id := len(v.pieces); id < len(logits); id++ {
+		out[id] = float32(math.Inf(-1))
+	}
 	// the bytes that can come next: a token whose first byte cannot is refused at once
 	var first [256]bool
 	for b := range 256 {
@@ -364,7 +368,7 @@ func (v *jsonVocab) mask(logits []float32, st jsonState) ([]float32, error) {
 	}
 	allowed := 0
 	ninf := float32(math.Inf(-1))
-	for id, p := range v.pieces {
+	for id, p := range v.pieces[:min(len(v.pieces), len(logits))] {
 		ok := false
 		switch {
 		case st.mode == jDone:

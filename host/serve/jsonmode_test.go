@@ -3,11 +3,18 @@ package serve
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"verity/device/cpu"
+	"verity/fixtures"
+	"verity/host/engine"
+	"verity/host/gguf"
+	"verity/host/tokenizer"
 )
 
 // jsonAccepts feeds text to a fresh recogniser: whether every byte was accepted, and whether
@@ -259,6 +266,101 @@ func TestJSONMask(t *testing.T) {
 					t.Fatalf("token %d's logit changed", id)
 				}
 			}
+		}
+	}
+}
+
+// An end-of-generation token that is not a control token (here eot_token_id names the byte
+// token "a") is allowed only once the object is closed, not wherever its text would fit.
+func TestJSONModeTextualEOG(t *testing.T) {
+	b, err := fixtures.Bytes("tiny-qwen3-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := gguf.NewWriterFrom(f)
+	w.Set("tokenizer.ggml.eot_token_id", gguf.U32('a'))
+	for _, ti := range f.Tensors {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, f.Data(ti)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := w.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gguf.Parse(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.Load(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tk.IsEOG('a') {
+		t.Fatal("the rewritten vocabulary's eot token is not an end-of-generation token")
+	}
+	v := jsonVocabOf(tk)
+	logits := make([]float32, tk.NVocab())
+	for _, text := range []string{`{"k": "`, `{`, `{"k": 1`, `{}`} {
+		var st jsonState
+		st.feedAll([]byte(text))
+		l, err := v.mask(logits, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allowed := !math.IsInf(float64(l['a']), -1); allowed != (st.mode == jDone) {
+			t.Errorf("after %q the end-of-generation token \"a\" is allowed: %v", text, allowed)
+		}
+	}
+}
+
+// A text no token can continue, met at a drafted node, ends the round as plain decoding does:
+// the drafted token is emitted as the next token, and the following round fails.
+func TestJSONModeDeadEnd(t *testing.T) {
+	f, err := fixtures.Parse("tiny-qwen3-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.FromFile(f, cpu.New(2), engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	n := m.Engine.Program().Config.NVocab
+	// a vocabulary of two texts: X opens an object and a member, Y begins a \u escape that no
+	// token finishes
+	tk := &tokenizer.Tokenizer{}
+	v := &jsonVocab{pieces: make([][]byte, n), eog: make([]bool, n), plain: make([]bool, n)}
+	const X, Y = 10, 11
+	v.pieces[X], v.pieces[Y] = []byte(`{"k":1,`), []byte(`"\u`)
+	jsonVocabs.Store(tk, v)
+	defer jsonVocabs.Delete(tk)
+	sv := New(m.Engine, Options{Tokenizer: tk})
+	defer sv.Shutdown()
+	smp := Sampler{JSON: true}
+	for _, draft := range [][]int32{nil, {Y}} {
+		op, err := sv.Open([]int32{1, 2, 3}, smp)
+		if err != nil || op.Next.ID != X {
+			t.Fatalf("open: %+v, %v", op, err)
+		}
+		d := Draft{Position: op.Position, Tokens: draft}
+		for range draft {
+			d.Parents = append(d.Parents, -1)
+		}
+		r, err := sv.Verify(op.Session, d)
+		if err != nil || r.Next.ID != Y || len(r.Tokens) != 0 || r.Position != op.Position+1 {
+			t.Fatalf("draft %v: %+v, %v; want Y as the next token", draft, r, err)
+		}
+		if _, err := sv.Verify(op.Session, Draft{Position: r.Position}); !errors.Is(err, ErrBad) {
+			t.Errorf("draft %v: after Y: %v, want the dead end's error", draft, err)
+		}
+		// the failed round left the session where it was
+		if r2, err := sv.Verify(op.Session, Draft{Position: r.Position}); !errors.Is(err, ErrBad) || r2.Position != 0 {
+			t.Errorf("draft %v: a second try: %+v, %v", draft, r2, err)
 		}
 	}
 }

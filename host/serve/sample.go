@@ -215,12 +215,16 @@ func logNorm(logits []float32) (m, lse float64) {
 }
 
 // token is tok chosen after logits, with its log-probability and, if the sampler asks, the
-// TopLogprobs most likely tokens' (largest logit first, the lower index on ties).
+// TopLogprobs most likely tokens' (largest logit first, the lower index on ties; tokens with
+// a −Inf logit, which have no probability, are left out).
 func (s Sampler) token(logits []float32, tok int32) Token {
 	m, lse := logNorm(logits)
 	t := Token{ID: tok, Logprob: float64(logits[tok]) - m - lse}
 	if s.TopLogprobs > 0 {
 		for _, id := range topK(logits, min(s.TopLogprobs, len(logits))) {
+			if math.IsInf(float64(logits[id]), -1) {
+				break // no probability (a token JSON mode rules out), nor any after it
+			}
 			t.Top = append(t.Top, TopLogprob{ID: id, Logprob: float64(logits[id]) - m - lse})
 		}
 	}

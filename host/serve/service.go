@@ -395,9 +395,17 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 	for {
 		pos := base + len(path)
 		l, err := ss.constrain(logits[cur], st)
-		if err != nil {
+		if err != nil && cur == 0 {
 			ss.s.Commit(nil) // drop the tree: the session stays as it was
 			return Verified{}, err
+		}
+		if err != nil {
+			// Nothing can follow the last accepted token: it becomes the next token instead,
+			// as plain decoding would have emitted it, and the next round fails as that would.
+			last := len(out.Tokens) - 1
+			out.Next = out.Tokens[last]
+			out.Accepted, out.Tokens, path = out.Accepted[:last], out.Tokens[:last], path[:len(path)-1]
+			break
 		}
 		var tok int32
 		c := -1
