@@ -11,8 +11,8 @@ type denseOptions struct {
 	ropeMode int32 // kernels.RopeAdjacent (llama) or kernels.RopeNeox (qwen)
 	qkNorm   bool  // per-head RMSNorm of q and k before RoPE (qwen3)
 	// Projection biases (attn_{q,k,v,output}.bias), added after their matvecs: qkvBias
-	// requires q, k and v's (qwen2); optionalBias takes any of the four a file has (llama, as
-	// llama.cpp reads it).
+	// requires q, k and v's (qwen2); optionalBias takes any of the four a file has (llama; a
+	// file with feed-forward biases, which llama.cpp also reads, is refused as unsupported).
 	qkvBias, optionalBias bool
 	// moe: every layer's feed-forward is a mixture of experts (qwen3moe), of
 	// expert_feed_forward_length (default feed_forward_length / expert_used_count).
