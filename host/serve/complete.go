@@ -358,41 +358,51 @@ func PromptLookup(k int) Drafter {
 
 // completionPrompts reads OpenAI's prompt: a string (tokenized like a session's text), an
 // array of token ids, or an array of either (a batch of prompts, as evaluation harnesses
-// send them).
-func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, error) {
-	one := func(raw json.RawMessage) ([]int32, bool, error) {
+// send them). It returns the prompts' tokens and, for each, how many first and last tokens
+// the tokenizer added to a text (BOS, EOS).
+func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, [][2]int, error) {
+	one := func(raw json.RawMessage) ([]int32, [2]int, bool, error) {
 		var text string
 		if err := json.Unmarshal(raw, &text); err == nil {
 			ids, err := sv.tokenize(text, nil)
-			return ids, true, err
+			var added [2]int
+			if tk := sv.opt.Tokenizer; err == nil {
+				if tk.AddsBOS() && len(ids) > 0 && ids[0] == tk.BOS() {
+					added[0] = 1
+				}
+				if tk.AddsEOS() && len(ids) > added[0] && ids[len(ids)-1] == tk.EOS() {
+					added[1] = 1
+				}
+			}
+			return ids, added, true, err
 		}
 		var ids []int32
 		if err := json.Unmarshal(raw, &ids); err == nil {
-			return ids, true, nil
+			return ids, [2]int{}, true, nil
 		}
-		return nil, false, nil
+		return nil, [2]int{}, false, nil
 	}
-	if ids, ok, err := one(raw); ok {
-		return [][]int32{ids}, err
+	if ids, added, ok, err := one(raw); ok {
+		return [][]int32{ids}, [][2]int{added}, err
 	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(raw, &batch); err == nil {
-		out := make([][]int32, len(batch))
+		out, adds := make([][]int32, len(batch)), make([][2]int, len(batch))
 		for i, r := range batch {
-			ids, ok, err := one(r)
+			ids, added, ok, err := one(r)
 			if !ok {
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("prompt %d: %w", i, err)
+				return nil, nil, fmt.Errorf("prompt %d: %w", i, err)
 			}
-			out[i] = ids
+			out[i], adds[i] = ids, added
 			if i == len(batch)-1 {
-				return out, nil
+				return out, adds, nil
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: prompt: want a string, an array of token ids, or an array of those", ErrBad)
+	return nil, nil, fmt.Errorf("%w: prompt: want a string, an array of token ids, or an array of those", ErrBad)
 }
 
 // openAIRequest decodes an OpenAI request into req (whose shared parameters are p), checks
@@ -436,7 +446,7 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		g.smp.TopLogprobs = *req.Logprobs
 	}
 	var err error
-	if g.prompts, err = sv.completionPrompts(req.Prompt); err != nil {
+	if g.prompts, g.added, err = sv.completionPrompts(req.Prompt); err != nil {
 		reply(w, nil, err)
 		return
 	}

@@ -367,9 +367,13 @@ func TestCompletions(t *testing.T) {
 			body = req + `, "echo": true, "logprobs": 0, "stream": true}`
 		}
 		j := join(t, post(body), 1)
-		promptText, _ := tk.Decode(prompt, true)
+		// the prompt as given: without the BOS the tokenizer added to the text
+		if prompt[0] != tk.BOS() || !tk.AddsBOS() {
+			t.Fatalf("the prompt %v does not begin with the BOS the tokenizer adds", prompt[:2])
+		}
+		promptText, _ := tk.Decode(prompt[1:], true)
 		if text := j.text[0]; !strings.HasPrefix(text, promptText) || text[len(promptText):] != ch.Text || !slices.Equal(j.toks[0], got) ||
-			len(j.offsets[0]) != len(prompt)+shown || !slices.IsSorted(j.offsets[0]) {
+			len(j.offsets[0]) != len(prompt)-1+shown || !slices.IsSorted(j.offsets[0]) {
 			t.Errorf("echo (streamed %v): %q %v offsets %v; want %q + %q, tokens %v", streamed, text, j.toks[0], j.offsets[0], promptText, ch.Text, got)
 		}
 	}

@@ -18,7 +18,10 @@ const MaxChoices = 64
 // p·n + j: prompt p sampled with smp's seed plus j), each ending before the first of stops;
 // with echo each begins with its prompt (TextStream.Echo).
 type generation struct {
-	prompts      [][]int32
+	prompts [][]int32
+	// added[p]: how many of prompt p's first and last tokens the tokenizer added to a text
+	// prompt (BOS, EOS), which an echo leaves out (nil: none)
+	added        [][2]int
 	smp          Sampler
 	maxTokens, n int
 	stream, echo bool
@@ -132,7 +135,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			case <-ctx.Done():
 				return
 			}
-			err := sv.runChoice(ctx, g, g.prompts[i/g.n], i%g.n, &cached[i], func(out release) error { return send(i, out) })
+			err := sv.runChoice(ctx, g, i, &cached[i], func(out release) error { return send(i, out) })
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -173,11 +176,18 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 }
 
 // runChoice generates choice i of g (j of its prompt's n), setting *cached (see complete) and
-// handing out each token's release as it comes, then the end's (with the finish reason).
-func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, j int, cached *int, out func(release) error) error {
+// handing out each token's release as it comes, then the end's (with the finish reason). An
+// echo is the prompt as the client gave it: without the BOS or EOS the tokenizer added to a
+// text prompt.
+func (sv *Service) runChoice(ctx context.Context, g generation, i int, cached *int, out func(release) error) error {
+	prompt, j := g.prompts[i/g.n], i%g.n
 	smp := g.smp
 	smp.Seed += uint64(j)
 	ts := NewTextStream(sv.opt.Tokenizer, g.stops)
+	var lead, trail int
+	if p := (i / g.n); p < len(g.added) {
+		lead, trail = g.added[p][0], g.added[p][1]
+	}
 	var scored []Token
 	var score func(Token)
 	if g.echo {
@@ -190,7 +200,7 @@ func (sv *Service) runChoice(ctx context.Context, g generation, prompt []int32, 
 			return nil
 		}
 		echoed = true
-		text, pieces := ts.Echo(scored)
+		text, pieces := ts.Echo(scored[lead : len(scored)-trail])
 		return out(release{text: text, toks: []int32{}, pieces: pieces})
 	}
 	reason, err := sv.complete(ctx, prompt, smp, g.maxTokens, nil, score, cached, func(t Token) error {

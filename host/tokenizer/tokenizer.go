@@ -212,6 +212,12 @@ var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", 
 // IsEOG reports whether token id ends generation (EOS, end of turn, end of message).
 func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
 
+// AddsBOS and AddsEOS report whether Encode with AddSpecial puts BOS first and EOS last.
+func (t *Tokenizer) AddsBOS() bool { return t.addBOS }
+
+// AddsEOS: see AddsBOS.
+func (t *Tokenizer) AddsEOS() bool { return t.addEOS }
+
 // NVocab is the number of tokens.
 func (t *Tokenizer) NVocab() int { return len(t.tokens) }
 
