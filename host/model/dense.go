@@ -17,6 +17,9 @@ type denseOptions struct {
 	// moe: every layer's feed-forward is a mixture of experts (qwen3moe), of
 	// expert_feed_forward_length (default feed_forward_length / expert_used_count).
 	moe bool
+	// fused: q, k and v may come as one attn_qkv (rows q, then k, then v), and the gate and up
+	// projections always come as one ffn_up (rows gate, then up) (phi3).
+	fused bool
 }
 
 // buildDense compiles the pre-norm decoder every dense architecture shares:
@@ -126,17 +129,23 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		if err != nil {
 			return nil, err
 		}
-		wq, err := w("attn_q", E, H*HD)
-		if err != nil {
-			return nil, err
-		}
-		wk, err := w("attn_k", E, KV*HD)
-		if err != nil {
-			return nil, err
-		}
-		wv, err := w("attn_v", E, KV*HD)
-		if err != nil {
-			return nil, err
+		var wq, wk, wv *Tensor
+		if _, ok := f.Tensor(p + ".attn_qkv.weight"); ok && o.fused {
+			qkv, err := b.split(p+".attn_qkv.weight", E, H*HD, KV*HD, KV*HD)
+			if err != nil {
+				return nil, err
+			}
+			wq, wk, wv = qkv[0], qkv[1], qkv[2]
+		} else {
+			if wq, err = w("attn_q", E, H*HD); err != nil {
+				return nil, err
+			}
+			if wk, err = w("attn_k", E, KV*HD); err != nil {
+				return nil, err
+			}
+			if wv, err = w("attn_v", E, KV*HD); err != nil {
+				return nil, err
+			}
 		}
 		wo, err := w("attn_output", H*HD, E)
 		if err != nil {
@@ -147,8 +156,11 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 			return nil, err
 		}
 		ffn := b.denseFFN
-		if c.MoE.Experts > 0 {
+		switch {
+		case c.MoE.Experts > 0:
 			ffn = b.expertFFN
+		case o.fused:
+			ffn = b.fusedFFN
 		}
 		// addBias adds proj's bias to out where the architecture has one
 		addBias := func(proj string, out Buf, width int64, required bool) error {
@@ -238,6 +250,23 @@ func (b *builder) denseFFN(p string, h Buf, c Config) (Buf, error) {
 	}
 	g := b.matvec(p+".ffn_gate", h, wg)
 	u := b.matvec(p+".ffn_up", h, wu)
+	b.swiglu(p+".ffn_swiglu", g, u)
+	return b.matvec(p+".ffn_down", g, wd), nil
+}
+
+// fusedFFN is denseFFN with the gate and up projections fused into ffn_up (gate rows first).
+func (b *builder) fusedFFN(p string, h Buf, c Config) (Buf, error) {
+	E, FF := int64(c.NEmbd), int64(c.NFF)
+	gu, err := b.split(p+".ffn_up.weight", E, FF, FF)
+	if err != nil {
+		return 0, err
+	}
+	wd, err := b.tensor(p+".ffn_down.weight", FF, E)
+	if err != nil {
+		return 0, err
+	}
+	g := b.matvec(p+".ffn_gate", h, gu[0])
+	u := b.matvec(p+".ffn_up", h, gu[1])
 	b.swiglu(p+".ffn_swiglu", g, u)
 	return b.matvec(p+".ffn_down", g, wd), nil
 }

@@ -270,6 +270,34 @@ func (b *builder) tensor(name string, dims ...int64) (*Tensor, error) {
 	return t, nil
 }
 
+// split binds matrix name (y = W·x, dims [in, Σ parts]) as one tensor per part: part i holds
+// rows (outputs) parts[0]+…+parts[i−1] onward, in the file's own bytes, named name[i]. A fused
+// projection taken apart this way computes each output row exactly as the fused one does.
+func (b *builder) split(name string, in int64, parts ...int64) ([]*Tensor, error) {
+	var total int64
+	for _, n := range parts {
+		total += n
+	}
+	t, err := b.tensor(name, in, total)
+	if err != nil {
+		return nil, err
+	}
+	delete(b.p.Tensors, name) // only the parts are read
+	rb, err := t.Type.RowBytes(in)
+	if err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	out := make([]*Tensor, len(parts))
+	var lo int64
+	for i, n := range parts {
+		s := &Tensor{Name: fmt.Sprintf("%s[%d]", name, i), Type: t.Type, Dims: []int64{in, n}, Data: t.Data[lo*rb : (lo+n)*rb]}
+		b.p.Tensors[s.Name] = s
+		out[i] = s
+		lo += n
+	}
+	return out, nil
+}
+
 func equalDims(a []int64, b []int64) bool {
 	// trailing 1s are insignificant in ggml
 	for len(a) > 1 && a[len(a)-1] == 1 {

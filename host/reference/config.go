@@ -10,7 +10,7 @@ import (
 
 // Config holds the hyper-parameters the forward pass uses, as read from the GGUF metadata.
 type Config struct {
-	Arch    string // general.architecture: "llama", "qwen2", "qwen3", "qwen3moe" or "qwen35moe"
+	Arch    string // general.architecture: "llama", "phi3", "qwen2", "qwen3", "qwen3moe" or "qwen35moe"
 	NLayer  int    // layers the forward pass runs: block_count less nextn_predict_layers
 	NEmbd   int    // embedding_length
 	NFF     int    // feed_forward_length (optional for qwen35moe, 0 when absent)
@@ -46,9 +46,10 @@ type Config struct {
 // archTraits are what distinguishes the supported architectures. Projection biases: qkvBias
 // requires attn_{q,k,v}.bias (qwen2), optionalBias reads any of attn_{q,k,v,output}.bias a
 // file has (llama).
-var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe bool }{
+var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe, fused bool }{
 	"llama":     {neox: false, qkNorm: false, ropeFactors: true, optionalBias: true},
 	"qwen2":     {neox: true, qkvBias: true},
+	"phi3":      {neox: true, fused: true}, // attn_qkv (or q, k, v) and ffn_up holding gate and up
 	"qwen3":     {neox: true, qkNorm: true, ropeFactors: false},
 	"qwen3moe":  {neox: true, qkNorm: true, moe: true},
 	"qwen35moe": {neox: true, qkNorm: true, hybrid: true},
@@ -115,7 +116,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	tr, ok := archTraits[arch]
 	if !ok {
-		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, qwen2, qwen3, qwen3moe, qwen35moe)", arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, phi3, qwen2, qwen3, qwen3moe, qwen35moe)", arch, ErrUnsupported)
 	}
 	c := Config{Arch: arch, RopeNeox: tr.neox, QKNorm: tr.qkNorm}
 	m := meta{f, arch}

@@ -1,13 +1,13 @@
 // Package reference is an independent float64 forward pass of the supported architectures
-// (llama, qwen2, qwen3, qwen3moe and the hybrid qwen35moe), written to be read as their specification and used as
+// (llama, phi3, qwen2, qwen3, qwen3moe and the hybrid qwen35moe), written to be read as their specification and used as
 // the referee of the float32 CPU twin and the GPU kernels. It shares no numeric code with them:
 // it decodes the weights with host/quant, reads the metadata itself, and computes every op in
 // float64, one position at a time, in the plainest order. It is slow and meant for small models.
 //
 // # Semantics
 //
-// The semantics are llama.cpp's (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, qwen3moe.cpp and
-// qwen35moe.cpp), as it reads
+// The semantics are llama.cpp's (src/models/llama.cpp, phi3.cpp, qwen2.cpp, qwen3.cpp,
+// qwen3moe.cpp and qwen35moe.cpp), as it reads
 // the same GGUF file. A matrix W of y = W·x is stored with dims [in, out]; each of the out rows holds in
 // values. With E = embedding_length, H = attention.head_count, Hkv = attention.head_count_kv
 // (default H), D = attention.key_length (default E/H), and eps =
@@ -19,6 +19,8 @@
 //	  q, k, v = Wq·n, Wk·n, Wv·n                    head h is elements [h·D, (h+1)·D)
 //	  qwen2: q, k, v += attn_q.bias, attn_k.bias, attn_v.bias   (llama: any of these and
 //	         attn_output.bias a file has, the last added to Wo·a)
+//	  phi3:  Wq, Wk, Wv may be the rows of one attn_qkv, in that order; Wgate and Wup are the
+//	         first and second halves of ffn_up's rows
 //	  qwen3: q_h = rmsnorm(q_h)·attn_q_norm, k_j = rmsnorm(k_j)·attn_k_norm   (per head)
 //	  q_h, k_j = rope(q_h, pos), rope(k_j, pos)
 //	  a_h = Σ_{s ≤ pos} softmax_s(q_h·k_{j,s} / sqrt(D)) v_{j,s}   j = h / (H/Hkv)   (GQA)
@@ -33,10 +35,10 @@
 // (a·cos θ − b·sin θ, a·sin θ + b·cos θ). The pairs differ by architecture:
 //   - llama: adjacent elements (2i, 2i+1) (ggml's "normal" mode; converters permute the rows of
 //     Wq and Wk so that this is right);
-//   - qwen2, qwen3: elements (i, i + D/2) (ggml's "NEOX" mode, HF's rotate_half);
+//   - phi3, qwen2, qwen3: elements (i, i + D/2) (ggml's "NEOX" mode, HF's rotate_half);
 //   - qwen35moe: NEOX pairs on part of the head (see below).
 //
-// llama, qwen2 and qwen3 rotate the whole head: rope.dimension_count, when present, must equal D, and
+// llama, phi3, qwen2 and qwen3 rotate the whole head: rope.dimension_count, when present, must equal D, and
 // the value head size (attention.value_length) too, as llama.cpp requires.
 //
 // The linear scaling factor s is rope.scaling.factor (or the older rope.scale_linear), 1 when

@@ -19,6 +19,18 @@ type matrix struct {
 
 func (m *matrix) row(r int) []float64 { return m.w[r*m.cols : (r+1)*m.cols] }
 
+// slice returns the matrix of rows lo … hi−1 (a part of a fused projection).
+func (m *matrix) slice(lo, hi int) *matrix {
+	s := *m
+	s.name = fmt.Sprintf("%s[%d:%d]", m.name, lo, hi)
+	s.rows, s.w = hi-lo, m.w[lo*m.cols:hi*m.cols]
+	if m.mins != nil {
+		nb := m.cols / qk8
+		s.mins = m.mins[lo*nb : hi*nb]
+	}
+	return &s
+}
+
 // mul returns W·x. Without actQuant every product and sum is float64, in index order. With
 // actQuant, x is first converted as ggml's CPU backend converts it for this weight type.
 func (m *matrix) mul(x []float64, actQuant bool) []float64 {

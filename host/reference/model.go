@@ -188,15 +188,23 @@ func (l *loader) layer(ly *layer, c Config, i int) error {
 			return err
 		}
 	}
-	if err := l.matrices(p, []matrixSpec{
-		{&ly.wq, "attn_q.weight", E, c.NHead * D},
-		{&ly.wk, "attn_k.weight", E, c.NHeadKV * D},
-		{&ly.wv, "attn_v.weight", E, c.NHeadKV * D},
-		{&ly.wo, "attn_output.weight", c.NHead * D, E},
-	}); err != nil {
+	tr := archTraits[c.Arch]
+	specs := []matrixSpec{{&ly.wo, "attn_output.weight", c.NHead * D, E}}
+	if tr.fused && l.has(p+"attn_qkv.weight") { // rows q, then k, then v
+		qkv, err := l.matrix(p+"attn_qkv.weight", E, (c.NHead+2*c.NHeadKV)*D)
+		if err != nil {
+			return err
+		}
+		ly.wq, ly.wk, ly.wv = qkv.slice(0, c.NHead*D), qkv.slice(c.NHead*D, (c.NHead+c.NHeadKV)*D), qkv.slice((c.NHead+c.NHeadKV)*D, (c.NHead+2*c.NHeadKV)*D)
+	} else {
+		specs = append(specs,
+			matrixSpec{&ly.wq, "attn_q.weight", E, c.NHead * D},
+			matrixSpec{&ly.wk, "attn_k.weight", E, c.NHeadKV * D},
+			matrixSpec{&ly.wv, "attn_v.weight", E, c.NHeadKV * D})
+	}
+	if err := l.matrices(p, specs); err != nil {
 		return err
 	}
-	tr := archTraits[c.Arch]
 	for _, b := range []struct {
 		dst  *[]float64
 		name string
@@ -214,6 +222,14 @@ func (l *loader) layer(ly *layer, c Config, i int) error {
 	if c.NExpert > 0 { // Mixtral-style experts, no shared expert
 		ly.moe, err = l.moe(c, p)
 		return err
+	}
+	if tr.fused { // ffn_up holds the gate's rows, then the up projection's
+		gu, err := l.matrix(p+"ffn_up.weight", E, 2*F)
+		if err != nil {
+			return err
+		}
+		ly.gate, ly.up = gu.slice(0, F), gu.slice(F, 2*F)
+		return l.matrices(p, []matrixSpec{{&ly.down, "ffn_down.weight", F, E}})
 	}
 	return l.matrices(p, []matrixSpec{
 		{&ly.gate, "ffn_gate.weight", E, F},
