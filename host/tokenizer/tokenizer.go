@@ -57,8 +57,9 @@ type Tokenizer struct {
 	types          []int32
 	index          map[string]int32
 	enc            encoder
-	spm            *spm    // the SentencePiece encoder, nil for byte-level BPE
-	specials       []int32 // CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first
+	spm            *spm           // the SentencePiece encoder, nil for byte-level BPE
+	specials       []int32        // CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first
+	rstrip         map[int32]bool // special tokens that swallow the whitespace after them
 	eog            map[int32]bool
 	bos, eos       int32 // -1 when the vocabulary has none
 	addBOS, addEOS bool
@@ -190,6 +191,26 @@ func Load(f *gguf.File) (*Tokenizer, error) {
 	sort.SliceStable(t.specials, func(a, b int) bool {
 		return len(tokens[t.specials[a]]) > len(tokens[t.specials[b]])
 	})
+	// As llama.cpp does for a model whose general.name names Phi-3: its special tokens but
+	// <unk>, <s> and <|endoftext|> (and also </s>) swallow the whitespace that follows them.
+	name, err := f.StringOr("general.name", "")
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if name = strings.ToLower(name); strings.Contains(name, "phi-3") || strings.Contains(name, "phi3") {
+		t.rstrip = map[int32]bool{}
+		for _, id := range t.specials {
+			t.rstrip[id] = true
+		}
+		if id, ok := t.index["</s>"]; ok {
+			t.rstrip[id] = true
+		}
+		for _, s := range []string{"<unk>", "<s>", "<|endoftext|>"} {
+			if id, ok := t.index[s]; ok {
+				delete(t.rstrip, id)
+			}
+		}
+	}
 	for i := range tokens {
 		if p, _ := t.Piece(int32(i), true); len(p) > t.maxPiece {
 			t.maxPiece = len(p)
@@ -306,6 +327,9 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 				}
 				next = append(next, fragment{text: st, token: id})
 				rest = rest[i+len(st):]
+				if t.rstrip[id] {
+					rest = strings.TrimLeft(rest, " \t\n\v\f\r") // C's isspace
+				}
 			}
 			if rest != "" {
 				next = append(next, fragment{text: rest, token: -1})

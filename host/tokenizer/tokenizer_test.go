@@ -418,3 +418,40 @@ func TestPreTokenizersLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// In a model named Phi-3 (general.name, any case), special tokens other than <unk>, <s> and
+// <|endoftext|> swallow the whitespace after them when parsed, as llama.cpp's token attributes
+// make them; in other models they do not. (The ids equal llama.cpp's on the phi3 fixtures.)
+func TestPhi3SpecialTokensStripRight(t *testing.T) {
+	tokens := []string{"<unk>", "<s>", "</s>", "<|endoftext|>", "<|user|>", "<|end|>", " ", "\n", "a", "b", "\t"}
+	types := []int32{TypeUnknown, TypeControl, TypeControl, TypeControl, TypeUserDefined, TypeControl, 1, 1, 1, 1, 1}
+	load := func(name string) *Tokenizer {
+		tk, err := Load(vocabFile(t, map[string]gguf.Value{
+			"general.name":                 gguf.Str(name),
+			"tokenizer.ggml.model":         gguf.Str("gpt2"),
+			"tokenizer.ggml.pre":           gguf.Str("llama-bpe"),
+			"tokenizer.ggml.tokens":        gguf.ArrStrings(tokens),
+			"tokenizer.ggml.token_type":    gguf.ArrInt32s(types),
+			"tokenizer.ggml.merges":        gguf.ArrStrings(nil),
+			"tokenizer.ggml.add_bos_token": gguf.Bool(false),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	phi, other := load("Phi-3-mini-4k-instruct"), load("tiny-llama")
+	o := Options{ParseSpecial: true}
+	for _, tc := range []struct{ text, stripped string }{
+		{"<|user|>\n a<|end|>\t\nb", "<|user|>a<|end|>b"},
+		{"</s>  a", "</s>a"},
+		{"<s> a<unk> b<|endoftext|> a", "<s> a<unk> b<|endoftext|> a"}, // these keep theirs
+	} {
+		if got, want := phi.Encode(tc.text, o), other.Encode(tc.stripped, o); !slices.Equal(got, want) {
+			t.Errorf("Phi-3: %q → %v, want %v (as %q)", tc.text, got, want, tc.stripped)
+		}
+		if tc.text != tc.stripped && slices.Equal(other.Encode(tc.text, o), phi.Encode(tc.text, o)) {
+			t.Errorf("another model strips %q too", tc.text)
+		}
+	}
+}
