@@ -14,11 +14,17 @@ import (
 // load builds a catalogue fixture in memory and an engine over it.
 func load(t testing.TB, name string, workers, maxRows, ctx int) *engine.Model {
 	t.Helper()
+	return loadWith(t, name, workers, engine.LoadOptions{MaxRows: maxRows, Context: ctx})
+}
+
+// loadWith builds fixture name with o over a CPU backend of workers threads.
+func loadWith(t testing.TB, name string, workers int, o engine.LoadOptions) *engine.Model {
+	t.Helper()
 	f, err := fixtures.Parse(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := engine.FromFile(f, cpu.New(workers), engine.LoadOptions{MaxRows: maxRows, Context: ctx})
+	m, err := engine.FromFile(f, cpu.New(workers), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,25 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"verity/device/cpu"
-	"verity/fixtures"
 	"verity/host/engine"
 )
-
-// loadWith builds fixture name with o over a CPU backend.
-func loadWith(t testing.TB, name string, o engine.LoadOptions) *engine.Model {
-	t.Helper()
-	f, err := fixtures.Parse(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := engine.FromFile(f, cpu.New(2), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
 
 // A prompt that begins with what a closed session computed runs only the rest, with the
 // same logits; an attention-only model reuses any common prefix, a recurrent one the common
@@ -36,9 +19,9 @@ func TestPrefixCacheReuse(t *testing.T) {
 	}{{"tiny-llama-q8_0", false}, {"tiny-q35moe-q8_0", true}, {"tiny-mixtral-q8_0", false}} {
 		t.Run("model="+tc.name, func(t *testing.T) {
 			o := engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2}
-			cold := loadWith(t, tc.name, o)
+			cold := loadWith(t, tc.name, 2, o)
 			o.PrefixCache = true
-			warm := loadWith(t, tc.name, o)
+			warm := loadWith(t, tc.name, 2, o)
 			nv := cold.Program().Config.NVocab
 			r := rand.New(rand.NewPCG(3, 4))
 			prompt := randTokens(r, 20, nv)
@@ -163,9 +146,9 @@ func TestPrefixCacheLockstep(t *testing.T) {
 	for _, name := range []string{"tiny-llama-f32", "tiny-q35moe-q8_0"} {
 		t.Run("model="+name, func(t *testing.T) {
 			o := engine.LoadOptions{MaxRows: 8, Context: 40, Sessions: 3}
-			cold := loadWith(t, name, o)
+			cold := loadWith(t, name, 2, o)
 			o.PrefixCache = true
-			warm := loadWith(t, name, o)
+			warm := loadWith(t, name, 2, o)
 			slots0, states0 := warm.FreeSlots(), warm.FreeStates()
 			nv := cold.Program().Config.NVocab
 			r := rand.New(rand.NewPCG(11, 12))
@@ -279,7 +262,7 @@ func BenchmarkPrefixCache(b *testing.B) {
 	for _, name := range []string{"small-llama-q4_k_m", "small-q35moe-q4_k_m"} {
 		for _, warm := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/warm=%v", name, warm), func(b *testing.B) {
-				m := loadWith(b, name, engine.LoadOptions{MaxRows: 64, Context: 1100, Sessions: 2, PrefixCache: warm})
+				m := loadWith(b, name, 2, engine.LoadOptions{MaxRows: 64, Context: 1100, Sessions: 2, PrefixCache: warm})
 				r := rand.New(rand.NewPCG(1, 2))
 				shared := randTokens(r, 1000, m.Program().Config.NVocab)
 				s := m.NewSession()

@@ -115,6 +115,15 @@ func (s *jsonState) value(b byte) bool {
 		s.mode, s.n, s.lit = jLiteral, 1, 2
 	case b == '-':
 		s.mode = jMinus
+	default:
+		return s.digits(b)
+	}
+	return true
+}
+
+// digits starts a number's integer digits with b (0 stands alone).
+func (s *jsonState) digits(b byte) bool {
+	switch {
 	case b == '0':
 		s.mode = jZero
 	case isDigit(b):
@@ -246,15 +255,7 @@ func (s *jsonState) feed(b byte) bool {
 		}
 		return true
 	case jMinus:
-		switch {
-		case b == '0':
-			s.mode = jZero
-		case isDigit(b):
-			s.mode = jInt
-		default:
-			return false
-		}
-		return true
+		return s.digits(b)
 	case jZero, jInt, jFrac, jExpDigits:
 		switch {
 		case isDigit(b) && s.mode != jZero:
