@@ -32,6 +32,9 @@ type Options struct {
 	// Ops, if positive, adds the per-op profile of decoding this many tokens after the prompt
 	// (ProfileOps).
 	Ops int
+	// Spec, if set, adds speculative decoding of Decode tokens with synthetic drafts of these
+	// acceptance rates by depth (Speculate).
+	Spec []float64
 }
 
 // WidthTime is one point of the verify cost curve.
@@ -74,7 +77,9 @@ type Result struct {
 	// Curve is the verify cost curve (Options.Widths).
 	Curve []WidthTime `json:"verify_curve,omitempty"`
 	// Ops is the per-op decode profile (Options.Ops).
-	Ops  []OpTime   `json:"ops,omitempty"`
+	Ops []OpTime `json:"ops,omitempty"`
+	// Spec is speculative decoding with synthetic drafts (Options.Spec).
+	Spec *SpecTime  `json:"spec,omitempty"`
 	Host Provenance `json:"host"`
 }
 
@@ -108,6 +113,9 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	}
 	if o.Ops < 0 || o.Prompt+o.Ops > e.Context() {
 		return Result{}, fmt.Errorf("bench: a profile of %d decode steps after %d prompt tokens: the context holds %d", o.Ops, o.Prompt, e.Context())
+	}
+	if len(o.Spec) > 0 && o.Prompt+o.Decode+len(o.Spec)+1 > e.Context() {
+		return Result{}, fmt.Errorf("bench: speculation of %d tokens after %d, with drafts of %d: the context holds %d", o.Decode, o.Prompt, len(o.Spec), e.Context())
 	}
 	if o.Repetitions == 0 {
 		o.Repetitions = 3
@@ -186,6 +194,17 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 		if res.Ops, err = ProfileOps(e, o.Prompt, o.Ops, tok); err != nil {
 			return res, fmt.Errorf("bench: op profile: %w", err)
 		}
+	}
+	if len(o.Spec) > 0 {
+		prompt := make([]int32, o.Prompt)
+		for i := range prompt {
+			prompt[i] = tok()
+		}
+		st, err := Speculate(e, prompt, o.Decode, o.Spec, o.Seed)
+		if err != nil {
+			return res, err
+		}
+		res.Spec = &st
 	}
 	res.PrefillTPS, res.PrefillSD = meanSD(res.PrefillSamples)
 	res.DecodeTPS, res.DecodeTPSSD = meanSD(res.DecodeSamples)

@@ -82,3 +82,46 @@ func TestBandwidth(t *testing.T) {
 		t.Errorf("bandwidth %g", bw)
 	}
 }
+
+// Speculation with synthetic drafts generates decoding's tokens (Speculate checks), and its
+// counts follow the acceptance profile: every draft right accepts whole chains, none right
+// accepts nothing, a profile in between something in between.
+func TestSpeculate(t *testing.T) {
+	f, err := fixtures.Parse("tiny-qwen3-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.FromFile(f, cpu.New(1), engine.LoadOptions{MaxRows: 8, Context: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	const n = 41 // 40 after the prefill's
+	for _, tc := range []struct {
+		rates        []float64
+		rounds       int
+		accLo, accHi float64
+	}{
+		{[]float64{1, 1, 1, 1}, 8, 4, 4},    // 5 tokens a round
+		{[]float64{0, 0, 0}, 40, 0, 0},      // 1 token a round
+		{[]float64{1, 0.5, 0.5}, 0, 1, 2.9}, // between
+	} {
+		st, err := Speculate(m.Engine, prompt, n, tc.rates, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (tc.rounds > 0 && st.Rounds != tc.rounds) || st.MeanAccepted < tc.accLo || st.MeanAccepted > tc.accHi ||
+			st.TPS <= 0 || st.PlainTPS <= 0 || st.Drafted < st.Rounds {
+			t.Errorf("rates %v: %+v", tc.rates, st)
+		}
+	}
+	for _, bad := range [][]float64{nil, {1.5}, make([]float64, 8)} {
+		if _, err := Speculate(m.Engine, prompt, n, bad, 1); err == nil {
+			t.Errorf("rates %v accepted", bad)
+		}
+	}
+	if _, err := Speculate(m.Engine, prompt, 90, []float64{1}, 1); err == nil {
+		t.Error("a run past the context accepted")
+	}
+}

@@ -140,7 +140,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 				if len(r.Ops) == 0 {
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nper-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone, with a sync):\n", r.Model, r.Threads, o.Ops, r.Prompt)
+				fmt.Fprintf(cmd.OutOrStdout(), "\nper-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone: between events on a GPU, else up to a sync):\n", r.Model, r.Threads, o.Ops, r.Prompt)
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintln(tw, "op\tcalls/tok\tms/tok\tshare\tMB/tok\tGB/s\t")
 				for _, p := range r.Ops {
@@ -148,6 +148,12 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 				}
 				if err := tw.Flush(); err != nil {
 					return err
+				}
+			}
+			for _, r := range rows {
+				if sp := r.Spec; sp != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "\nspeculative decoding, %s, %d threads, %d greedy tokens after %d, synthetic drafts accepted by depth with %v: %.1f tok/s against %.1f decoding one per step (%.2f×); %d rounds, %.2f of %.2f drafted tokens accepted per round\n",
+						r.Model, r.Threads, sp.Tokens, r.Prompt, sp.Rates, sp.TPS, sp.PlainTPS, sp.Speedup, sp.Rounds, sp.MeanAccepted, float64(sp.Drafted)/float64(sp.Rounds))
 				}
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%d repetitions (mean ± sd); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
@@ -170,6 +176,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
 	cmd.Flags().IntVar(&o.Ops, "ops", 0, "also profile decoding this many tokens op by op: time, bytes and GB/s per kind of op")
 	cmd.Flags().IntSliceVar(&o.Widths, "widths", nil, "also measure the verify cost curve at these tree sizes (e.g. 1,2,4,8,16,32,64)")
+	cmd.Flags().Float64SliceVar(&o.Spec, "spec", nil, "also measure speculative decoding of --decode greedy tokens with synthetic draft chains accepted with these probabilities by depth (e.g. 0.9,0.8,0.7,0.6)")
 	return cmd
 }
 
