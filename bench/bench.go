@@ -35,6 +35,9 @@ type Options struct {
 	// Spec, if set, adds speculative decoding of Decode tokens with synthetic drafts of these
 	// acceptance rates by depth (Speculate).
 	Spec []float64
+	// Batch, if set, adds decoding Decode tokens in each of so many sessions at once, for each
+	// count (DecodeBatch); the engine must hold that many sessions.
+	Batch []int
 }
 
 // WidthTime is one point of the verify cost curve.
@@ -79,8 +82,10 @@ type Result struct {
 	// Ops is the per-op decode profile (Options.Ops).
 	Ops []OpTime `json:"ops,omitempty"`
 	// Spec is speculative decoding with synthetic drafts (Options.Spec).
-	Spec *SpecTime  `json:"spec,omitempty"`
-	Host Provenance `json:"host"`
+	Spec *SpecTime `json:"spec,omitempty"`
+	// Batch is decoding several sessions at once (Options.Batch).
+	Batch []BatchTime `json:"batch,omitempty"`
+	Host  Provenance  `json:"host"`
 }
 
 // Run measures prefill, decode and verify on engine e (which must have room for the prompt,
@@ -206,6 +211,20 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 		}
 		res.Spec = &st
 	}
+	for _, n := range o.Batch {
+		prompts := make([][]int32, n)
+		for i := range prompts {
+			prompts[i] = make([]int32, o.Prompt)
+			for j := range prompts[i] {
+				prompts[i][j] = tok()
+			}
+		}
+		bt, err := DecodeBatch(e, prompts, o.Decode, meanOf(res.DecodeSamples))
+		if err != nil {
+			return res, err
+		}
+		res.Batch = append(res.Batch, bt)
+	}
 	res.PrefillTPS, res.PrefillSD = meanSD(res.PrefillSamples)
 	res.DecodeTPS, res.DecodeTPSSD = meanSD(res.DecodeSamples)
 	res.VerifyMS, res.VerifySD = meanSD(res.VerifySamples)
@@ -251,6 +270,11 @@ func warmup(e *engine.Engine, tok func() int32, o Options) error {
 }
 
 // meanSD returns the mean and the sample standard deviation (0 for one sample).
+func meanOf(x []float64) float64 {
+	m, _ := meanSD(x)
+	return m
+}
+
 func meanSD(x []float64) (float64, float64) {
 	if len(x) < 2 {
 		return stat.Mean(x, nil), 0

@@ -125,3 +125,33 @@ func TestSpeculate(t *testing.T) {
 		t.Error("a run past the context accepted")
 	}
 }
+
+// Batched decoding runs every session's row in one step, and refuses more sessions than a
+// step holds or the engine has room for.
+func TestDecodeBatch(t *testing.T) {
+	f, err := fixtures.Parse("tiny-llama-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.FromFile(f, cpu.New(1), engine.LoadOptions{MaxRows: 8, Context: 40, Sessions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompts := [][]int32{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, 12}}
+	bt, err := DecodeBatch(m.Engine, prompts, 10, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bt.Sessions != 4 || bt.Steps != 10 || bt.TPS <= 0 || bt.StepMS <= 0 || bt.Scaling != bt.TPS/100 || bt.PerSess != bt.TPS/4 {
+		t.Errorf("%+v", bt)
+	}
+	if m.FreeSlots() != 4*40+8 {
+		t.Errorf("%d slots free after the run, want all %d", m.FreeSlots(), 4*40+8)
+	}
+	for _, bad := range [][][]int32{nil, make([][]int32, 9), {make([]int32, 35)}} {
+		if _, err := DecodeBatch(m.Engine, bad, 10, 0); err == nil {
+			t.Errorf("%d sessions accepted", len(bad))
+		}
+	}
+}

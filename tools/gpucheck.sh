@@ -131,7 +131,7 @@ bench() { # file, seconds, extra flags…
 }
 if [ "${VERITY_BENCH:-1}" != 0 ]; then
 	bench bench.txt 90 --model small-llama-q4_k_m --model small-q35moe-q4_k_m --model llama-1b-q4_k_m \
-		--widths 1,2,4,8,16,32,64 --ops 16 --spec 0.9,0.8,0.7,0.6,0.5
+		--widths 1,2,4,8,16,32,64 --ops 16 --spec 0.9,0.8,0.7,0.6,0.5 --batch 1,8,64
 	bench bench-megakernel.txt 60 --megakernel --model small-llama-q4_k_m --model llama-1b-q4_k_m --widths 1,8,64
 	# The design's target: an 8-node verify after 2048 positions (and the per-op profile of a
 	# decode at that depth, where attention's time shows), eager and as one megakernel launch.

@@ -151,6 +151,20 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 				}
 			}
 			for _, r := range rows {
+				if len(r.Batch) == 0 {
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nbatched decoding, %s, %d threads, %d greedy tokens per session after %d, every session's row in one step:\n", r.Model, r.Threads, r.Decoded, r.Prompt)
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "sessions	tok/s	tok/s/session	ms/step	vs one session	")
+				for _, b := range r.Batch {
+					fmt.Fprintf(tw, "%d	%.1f	%.1f	%.2f	%.2f×	\n", b.Sessions, b.TPS, b.PerSess, b.StepMS, b.Scaling)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			for _, r := range rows {
 				if sp := r.Spec; sp != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "\nspeculative decoding, %s, %d threads, %d greedy tokens after %d, synthetic drafts accepted by depth with %v: %.1f tok/s against %.1f decoding one per step (%.2f×); %d rounds, %.2f of %.2f drafted tokens accepted per round\n",
 						r.Model, r.Threads, sp.Tokens, r.Prompt, sp.Rates, sp.TPS, sp.PlainTPS, sp.Speedup, sp.Rounds, sp.MeanAccepted, float64(sp.Drafted)/float64(sp.Rounds))
@@ -176,6 +190,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
 	cmd.Flags().IntVar(&o.Ops, "ops", 0, "also profile decoding this many tokens op by op: time, bytes and GB/s per kind of op")
 	cmd.Flags().IntSliceVar(&o.Widths, "widths", nil, "also measure the verify cost curve at these tree sizes (e.g. 1,2,4,8,16,32,64)")
+	cmd.Flags().IntSliceVar(&o.Batch, "batch", nil, "also measure decoding --decode tokens in this many sessions at once, one step for all (e.g. 1,4,16)")
 	cmd.Flags().Float64SliceVar(&o.Spec, "spec", nil, "also measure speculative decoding of --decode greedy tokens with synthetic draft chains accepted with these probabilities by depth (e.g. 0.9,0.8,0.7,0.6)")
 	return cmd
 }
@@ -201,7 +216,11 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 			return nil, 0, "", err
 		}
 		ctx := max(256, slices.Max(prompts)+max(slices.Max(decodes), o.Ops)+64)
-		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms})
+		sessions := 1
+		if len(o.Batch) > 0 {
+			sessions = max(1, slices.Max(o.Batch))
+		}
+		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms})
 		if err != nil {
 			return nil, 0, "", err
 		}
