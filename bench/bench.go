@@ -119,8 +119,22 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	if o.Ops < 0 || o.Prompt+o.Ops > e.Context() {
 		return Result{}, fmt.Errorf("bench: a profile of %d decode steps after %d prompt tokens: the context holds %d", o.Ops, o.Prompt, e.Context())
 	}
-	if len(o.Spec) > 0 && o.Prompt+o.Decode+len(o.Spec)+1 > e.Context() {
-		return Result{}, fmt.Errorf("bench: speculation of %d tokens after %d, with drafts of %d: the context holds %d", o.Decode, o.Prompt, len(o.Spec), e.Context())
+	// speculation and batches are measured last: their settings are checked first
+	if len(o.Spec) > 0 {
+		if o.Prompt+o.Decode+len(o.Spec)+1 > e.Context() || o.Decode < 2 || len(o.Spec)+1 > e.MaxRows() {
+			return Result{}, fmt.Errorf("bench: speculation of %d tokens after %d, with drafts of %d: want ≥ 2 tokens, drafts of at most %d, and room in the context of %d",
+				o.Decode, o.Prompt, len(o.Spec), e.MaxRows()-1, e.Context())
+		}
+		for _, p := range o.Spec {
+			if !(p >= 0 && p <= 1) {
+				return Result{}, fmt.Errorf("bench: speculation: acceptance rate %v: want 0 … 1", p)
+			}
+		}
+	}
+	for _, n := range o.Batch {
+		if n < 1 || n > e.MaxRows() || n > e.Sessions() {
+			return Result{}, fmt.Errorf("bench: a batch of %d sessions: want 1 … %d (the step size and the sessions the cache holds)", n, min(e.MaxRows(), e.Sessions()))
+		}
 	}
 	if o.Repetitions == 0 {
 		o.Repetitions = 3
@@ -269,12 +283,13 @@ func warmup(e *engine.Engine, tok func() int32, o Options) error {
 	return nil
 }
 
-// meanSD returns the mean and the sample standard deviation (0 for one sample).
+// meanOf returns the mean.
 func meanOf(x []float64) float64 {
 	m, _ := meanSD(x)
 	return m
 }
 
+// meanSD returns the mean and the sample standard deviation (0 for one sample).
 func meanSD(x []float64) (float64, float64) {
 	if len(x) < 2 {
 		return stat.Mean(x, nil), 0
