@@ -82,6 +82,12 @@ func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o
 	}
 	if o.Context == 0 {
 		o.Context = min(2048, p.Config.NCtx)
+		if mc := p.Config.MaxContext; mc > 0 {
+			o.Context = min(o.Context, mc)
+		}
+	}
+	if mc := p.Config.MaxContext; mc > 0 && o.Context > mc {
+		return nil, fmt.Errorf("engine: a context of %d positions: this model is computed as llama.cpp computes it up to %d (its original context; longer ones need its long RoPE factors, which Verity does not apply)", o.Context, mc)
 	}
 	if o.Sessions == 0 {
 		o.Sessions = 1

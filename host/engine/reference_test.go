@@ -235,3 +235,27 @@ func maxAbs(v []float64) float64 {
 	}
 	return m
 }
+
+// A long-context phi3 file is computed with its short RoPE factors, as llama.cpp computes
+// contexts up to the original one; a longer context is refused, and the default stops there.
+func TestLongRopeContext(t *testing.T) {
+	s, err := fixtures.Lookup("tiny-phi3-longrope-f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fixtures.Parse(s.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.FromFile(f, cpu.New(1), engine.LoadOptions{MaxRows: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Context() != s.LongRope.OrigCtx || m.Program().Config.MaxContext != s.LongRope.OrigCtx {
+		t.Errorf("default context %d, MaxContext %d; want the original context %d", m.Context(), m.Program().Config.MaxContext, s.LongRope.OrigCtx)
+	}
+	m.Close()
+	if _, err := engine.FromFile(f, cpu.New(1), engine.LoadOptions{MaxRows: 8, Context: s.LongRope.OrigCtx + 1}); err == nil {
+		t.Error("a context past the original one accepted")
+	}
+}

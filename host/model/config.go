@@ -20,6 +20,11 @@ type Config struct {
 	ValueDim int // value head size (attention.value_length, default HeadDim)
 	NVocab   int
 	NCtx     int // training context length
+	// MaxContext, when not 0, is the longest session the Program computes as llama.cpp would:
+	// phi3's long-context files rotate with their short RoPE factors up to the original
+	// context (rope.scaling.original_context_length) and with the long ones past it, which
+	// Verity does not do.
+	MaxContext int
 	Eps      float32
 	// RoPE
 	NRot      int     // rotated dims per head (rope.dimension_count, default HeadDim)
@@ -137,7 +142,7 @@ func readCommon(f *gguf.File, arch string) (Config, error) {
 	}
 	switch st {
 	case "none":
-	case "linear":
+	case "linear", "longrope": // llama.cpp reads the factor alike (longrope's frequency factors are tensors)
 		factor, err := m.floatOr("rope.scaling.factor", 0)
 		if err != nil {
 			return c, err

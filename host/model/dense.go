@@ -20,6 +20,10 @@ type denseOptions struct {
 	// fused: q, k and v may come as one attn_qkv (rows q, then k, then v), and the gate and up
 	// projections always come as one ffn_up (rows gate, then up) (phi3).
 	fused bool
+	// longRope: RoPE frequency divisors come as rope_factors_short (used) and
+	// rope_factors_long (for contexts past the original one, refused: Config.MaxContext)
+	// instead of rope_freqs (phi3).
+	longRope bool
 }
 
 // buildDense compiles the pre-norm decoder every dense architecture shares:
@@ -111,8 +115,27 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		return nil, err
 	}
 	var freqs []float32
-	if _, ok := f.Tensor("rope_freqs.weight"); ok {
-		t, err := b.tensor("rope_freqs.weight", int64(c.NRot/2))
+	freqsName := "rope_freqs.weight"
+	if o.longRope {
+		freqsName = "rope_factors_short.weight"
+		if _, ok := f.Tensor("rope_factors_long.weight"); ok {
+			if _, err := b.tensor("rope_factors_long.weight", int64(c.NRot/2)); err != nil {
+				return nil, err
+			}
+			delete(b.p.Tensors, "rope_factors_long.weight") // checked, not read
+			n, err := f.IntOr(m.key("rope.scaling.original_context_length"), int64(c.NCtx))
+			if err != nil {
+				return nil, fmt.Errorf("model: %w", err)
+			}
+			if n < 1 || n > int64(c.NCtx) {
+				return nil, fmt.Errorf("model: key %q = %d: want 1 … the context length %d", m.key("rope.scaling.original_context_length"), n, c.NCtx)
+			}
+			c.MaxContext = int(n)
+			b.p.Config.MaxContext = c.MaxContext
+		}
+	}
+	if _, ok := f.Tensor(freqsName); ok {
+		t, err := b.tensor(freqsName, int64(c.NRot/2))
 		if err != nil {
 			return nil, err
 		}

@@ -46,10 +46,13 @@ type Config struct {
 // archTraits are what distinguishes the supported architectures. Projection biases: qkvBias
 // requires attn_{q,k,v}.bias (qwen2), optionalBias reads any of attn_{q,k,v,output}.bias a
 // file has (llama).
-var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe, fused bool }{
-	"llama":     {neox: false, qkNorm: false, ropeFactors: true, optionalBias: true},
-	"qwen2":     {neox: true, qkvBias: true},
-	"phi3":      {neox: true, fused: true}, // attn_qkv (or q, k, v) and ffn_up holding gate and up
+var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe, fused, longRope bool }{
+	"llama": {neox: false, qkNorm: false, ropeFactors: true, optionalBias: true},
+	"qwen2": {neox: true, qkvBias: true},
+	// phi3: attn_qkv (or q, k, v) and ffn_up holding gate and up; rope_factors_short (the
+	// factors for contexts up to the original one, the reference's) and rope_factors_long;
+	// rotation of all or part of a head
+	"phi3":      {neox: true, fused: true, longRope: true},
 	"qwen3":     {neox: true, qkNorm: true, ropeFactors: false},
 	"qwen3moe":  {neox: true, qkNorm: true, moe: true},
 	"qwen35moe": {neox: true, qkNorm: true, hybrid: true},
@@ -160,7 +163,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	if c.NRot, err = m.count("rope.dimension_count", c.HeadDim); err != nil {
 		return c, err
 	}
-	if tr.hybrid {
+	if tr.hybrid || tr.longRope {
 		if c.NRot%2 != 0 || c.NRot > c.HeadDim {
 			return c, fmt.Errorf("reference: rope.dimension_count %d must be even and at most the head size %d", c.NRot, c.HeadDim)
 		}
@@ -380,8 +383,8 @@ func readRopeScaling(m meta, c *Config) error {
 		return fmt.Errorf("reference: %w", err)
 	}
 	switch typ {
-	case "none", "linear":
-	case "yarn", "longrope":
+	case "none", "linear", "longrope": // longrope's frequency factors are tensors (phi3)
+	case "yarn":
 		return fmt.Errorf("reference: rope scaling %q: %w", typ, ErrUnsupported)
 	default:
 		return fmt.Errorf("reference: key %q = %q is not a rope scaling type", m.key("rope.scaling.type"), typ)
@@ -398,7 +401,7 @@ func readRopeScaling(m meta, c *Config) error {
 		return fmt.Errorf("reference: key %q = %g is negative", m.key(factorKey), factor)
 	}
 	c.RopeScale = 1
-	if factor != 0 && typ == "linear" {
+	if factor != 0 && typ != "none" {
 		c.RopeScale = factor
 	}
 	if c.RopeAttn, err = m.number("rope.scaling.attn_factor", 1); err != nil {

@@ -38,13 +38,16 @@
 //   - phi3, qwen2, qwen3: elements (i, i + D/2) (ggml's "NEOX" mode, HF's rotate_half);
 //   - qwen35moe: NEOX pairs on part of the head (see below).
 //
-// llama, phi3, qwen2 and qwen3 rotate the whole head: rope.dimension_count, when present, must equal D, and
-// the value head size (attention.value_length) too, as llama.cpp requires.
+// llama, qwen2 and qwen3 rotate the whole head: rope.dimension_count, when present, must equal
+// D, and the value head size (attention.value_length) too, as llama.cpp requires. phi3 rotates
+// the first rope.dimension_count elements (all, or part as in Phi-4-mini), and its long-context
+// files' f_i are rope_factors_short (what llama.cpp uses for contexts up to
+// rope.scaling.original_context_length; rope_factors_long, past it, is not used here).
 //
 // The linear scaling factor s is rope.scaling.factor (or the older rope.scale_linear), 1 when
 // absent or 0. llama.cpp applies it unless rope.scaling.type is "none"; an absent type means
-// "linear". The types "yarn" and "longrope" are not supported. rope.scaling.attn_factor, when
-// present, multiplies cos θ and sin θ.
+// "linear", and "longrope" reads it alike. The type "yarn" is not supported.
+// rope.scaling.attn_factor, when present, multiplies cos θ and sin θ.
 //
 // The attention scale is 1/sqrt(D). llama.cpp does not read attention.scale for these
 // architectures, and neither does this package.

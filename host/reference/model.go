@@ -122,6 +122,21 @@ func Load(f *gguf.File, opt Options) (*Model, error) {
 			return nil, err
 		}
 	}
+	if archTraits[c.Arch].longRope {
+		// llama.cpp divides by the short factors for contexts up to the original one — the
+		// reference's forward passes — and by the long ones past it
+		if l.has("rope_factors_long.weight") {
+			if _, err := l.vector("rope_factors_long.weight", c.NRot/2); err != nil {
+				return nil, err
+			}
+		}
+		if l.has("rope_factors_short.weight") {
+			c.RopeFactors = true
+			if m.ropeFactors, err = l.vector("rope_factors_short.weight", c.NRot/2); err != nil {
+				return nil, err
+			}
+		}
+	}
 	m.layers = make([]layer, c.NLayer)
 	for i := range m.layers {
 		if err := l.layer(&m.layers[i], c, i); err != nil {

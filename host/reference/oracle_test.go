@@ -154,7 +154,7 @@ func TestOracleLogits(t *testing.T) {
 	// Mixtral-style llama and qwen3moe (experts, no shared expert), qwen2 (q, k, v biases) and phi3
 	// (fused projections), from the
 	// fixtures, quantised by llama.cpp.
-	for _, name := range []string{"tiny-mixtral-f32", "small-mixtral-q6_k", "tiny-qwen2-f32", "small-qwen2-q4_k_m", "tiny-qwen3moe-f32", "small-qwen3moe-q4_k_m", "tiny-phi3-f32", "small-phi3-q6_k"} {
+	for _, name := range []string{"tiny-mixtral-f32", "small-mixtral-q6_k", "tiny-qwen2-f32", "small-qwen2-q4_k_m", "tiny-qwen3moe-f32", "small-qwen3moe-q4_k_m", "tiny-phi3-f32", "small-phi3-q6_k", "tiny-phi3-longrope-f32"} {
 		if !wanted(name) {
 			continue
 		}
