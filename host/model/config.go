@@ -25,7 +25,7 @@ type Config struct {
 	// context (rope.scaling.original_context_length) and with the long ones past it, which
 	// Verity does not do.
 	MaxContext int
-	Eps      float32
+	Eps        float32
 	// RoPE
 	NRot      int     // rotated dims per head (rope.dimension_count, default HeadDim)
 	RopeBase  float64 // rope.freq_base (default 10000)
