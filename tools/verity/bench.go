@@ -122,55 +122,41 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
 			for _, r := range rows {
-				if len(r.Curve) == 0 {
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nverify cost curve, %s, %d threads, after %d+%d tokens (median of %d):\n", r.Model, r.Threads, r.Prompt, r.Decoded, o.Trees)
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "nodes\tms/step\tms/node\t")
+				var curve, ops, batch []string
 				for _, p := range r.Curve {
-					fmt.Fprintf(tw, "%d\t%.2f\t%.3f\t\n", p.Nodes, p.MS, p.MSPerNode)
+					curve = append(curve, fmt.Sprintf("%d\t%.2f\t%.3f\t", p.Nodes, p.MS, p.MSPerNode))
 				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-			}
-			for _, r := range rows {
-				if len(r.Ops) == 0 {
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nper-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone: between events on a GPU, else up to a sync):\n", r.Model, r.Threads, o.Ops, r.Prompt)
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "op\tcalls/tok\tms/tok\tshare\tMB/tok\tGB/s\t")
 				for _, p := range r.Ops {
-					fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.1f%%\t%.2f\t%.2f\t\n", p.Name, p.Calls, p.MS, 100*p.Share, p.MB, p.GBs)
+					ops = append(ops, fmt.Sprintf("%s\t%.0f\t%.3f\t%.1f%%\t%.2f\t%.2f\t", p.Name, p.Calls, p.MS, 100*p.Share, p.MB, p.GBs))
 				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-			}
-			for _, r := range rows {
-				if len(r.Batch) == 0 {
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nbatched decoding, %s, %d threads, %d greedy tokens per session after %d, every session's row in one step:\n", r.Model, r.Threads, r.Decoded, r.Prompt)
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "sessions	tok/s	tok/s/session	ms/step	vs one session	")
 				for _, b := range r.Batch {
-					fmt.Fprintf(tw, "%d	%.1f	%.1f	%.2f	%.2f×	\n", b.Sessions, b.TPS, b.PerSess, b.StepMS, b.Scaling)
+					batch = append(batch, fmt.Sprintf("%d\t%.1f\t%.1f\t%.2f\t%.2f×\t", b.Sessions, b.TPS, b.PerSess, b.StepMS, b.Scaling))
 				}
-				if err := tw.Flush(); err != nil {
-					return err
+				for _, t := range []struct {
+					title, header string
+					lines         []string
+				}{
+					{fmt.Sprintf("verify cost curve, %s, %d threads, after %d+%d tokens (median of %d)", r.Model, r.Threads, r.Prompt, r.Decoded, o.Trees),
+						"nodes\tms/step\tms/node\t", curve},
+					{fmt.Sprintf("per-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone: between events on a GPU, else up to a sync)", r.Model, r.Threads, o.Ops, r.Prompt),
+						"op\tcalls/tok\tms/tok\tshare\tMB/tok\tGB/s\t", ops},
+					{fmt.Sprintf("batched decoding, %s, %d threads, %d greedy tokens per session after %d, every session's row in one step", r.Model, r.Threads, r.Decoded, r.Prompt),
+						"sessions\ttok/s\ttok/s/session\tms/step\tvs one session\t", batch},
+				} {
+					if err := section(out, t.title, t.header, t.lines); err != nil {
+						return err
+					}
 				}
 			}
 			for _, r := range rows {
 				if sp := r.Spec; sp != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "\nspeculative decoding, %s, %d threads, %d greedy tokens after %d, synthetic drafts accepted by depth with %v: %.1f tok/s against %.1f decoding one per step (%.2f×); %d rounds, %.2f of %.2f drafted tokens accepted per round\n",
+					fmt.Fprintf(out, "\nspeculative decoding, %s, %d threads, %d greedy tokens after %d, synthetic drafts accepted by depth with %v: %.1f tok/s against %.1f decoding one per step (%.2f×); %d rounds, %.2f of %.2f drafted tokens accepted per round\n",
 						r.Model, r.Threads, sp.Tokens, r.Prompt, sp.Rates, sp.TPS, sp.PlainTPS, sp.Speedup, sp.Rounds, sp.MeanAccepted, float64(sp.Drafted)/float64(sp.Rounds))
 				}
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%d repetitions (mean ± sd); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
+			_, err := fmt.Fprintf(out, "%d repetitions (mean ± sd); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
 			return err
 		},
 	}
@@ -197,6 +183,20 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 
 // benchThreads measures every model at every prompt and decode length with one thread count,
 // and returns the rows and the memory bandwidth probe it measured them against.
+// section writes a titled table (cells ending in tabs, aligned right); nothing without lines.
+func section(w io.Writer, title, header string, lines []string) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, header)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	return tw.Flush()
+}
+
 func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
 	prompts, decodes []int, o bench.Options) ([]bench.Result, float64, string, error) {
 	bes, err := openBackends(backend, threads)
