@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"verity/device/kernels"
 	"verity/host/engine"
 )
 
@@ -29,7 +28,6 @@ func DecodeBatch(e *engine.Engine, prompts [][]int32, steps int, single float64)
 	if n < 1 || n > e.MaxRows() || steps < 1 {
 		return bt, fmt.Errorf("bench: batched decoding of %d sessions × %d steps: want 1 … %d sessions (the step size)", n, steps, e.MaxRows())
 	}
-	argmax := func(l []float32) int32 { return int32(kernels.ArgmaxRow(l)) }
 	ss := make([]*engine.Session, n)
 	next := make([]int32, n)
 	defer func() {
@@ -48,7 +46,7 @@ func DecodeBatch(e *engine.Engine, prompts [][]int32, steps int, single float64)
 		if err != nil {
 			return bt, fmt.Errorf("bench: batched decoding, session %d of %d: %w", i+1, n, err)
 		}
-		next[i] = argmax(l[0])
+		next[i] = greedy(l[0])
 	}
 	trees := make([]engine.Tree, n)
 	start := time.Now()
@@ -64,7 +62,7 @@ func DecodeBatch(e *engine.Engine, prompts [][]int32, steps int, single float64)
 			if err := s.Commit([]int{0}); err != nil {
 				return bt, err
 			}
-			next[i] = argmax(out[i][0])
+			next[i] = greedy(out[i][0])
 		}
 	}
 	d := time.Since(start)

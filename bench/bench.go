@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"verity/device/kernels"
 	"verity/host/engine"
 	"verity/host/model"
 )
@@ -155,10 +156,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	}
 	var all []float64 // every decoded token's time, ms
 	for rep := 0; rep < o.Repetitions; rep++ {
-		prompt := make([]int32, o.Prompt)
-		for i := range prompt {
-			prompt[i] = tok()
-		}
+		prompt := tokens(o.Prompt, tok)
 		s := e.NewSession()
 		start := time.Now()
 		if _, err := s.Prefill(prompt, false); err != nil {
@@ -215,10 +213,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 		}
 	}
 	if len(o.Spec) > 0 {
-		prompt := make([]int32, o.Prompt)
-		for i := range prompt {
-			prompt[i] = tok()
-		}
+		prompt := tokens(o.Prompt, tok)
 		st, err := Speculate(e, prompt, o.Decode, o.Spec, o.Seed)
 		if err != nil {
 			return res, err
@@ -228,10 +223,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	for _, n := range o.Batch {
 		prompts := make([][]int32, n)
 		for i := range prompts {
-			prompts[i] = make([]int32, o.Prompt)
-			for j := range prompts[i] {
-				prompts[i][j] = tok()
-			}
+			prompts[i] = tokens(o.Prompt, tok)
 		}
 		bt, err := DecodeBatch(e, prompts, o.Decode, meanOf(res.DecodeSamples))
 		if err != nil {
@@ -262,10 +254,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 func warmup(e *engine.Engine, tok func() int32, o Options) error {
 	s := e.NewSession()
 	defer s.Close()
-	prompt := make([]int32, min(o.Prompt, e.MaxRows()))
-	for i := range prompt {
-		prompt[i] = tok()
-	}
+	prompt := tokens(min(o.Prompt, e.MaxRows()), tok)
 	if _, err := s.Prefill(prompt, false); err != nil {
 		return err
 	}
@@ -282,6 +271,18 @@ func warmup(e *engine.Engine, tok func() int32, o Options) error {
 	}
 	return nil
 }
+
+// tokens draws n tokens from tok.
+func tokens(n int, tok func() int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = tok()
+	}
+	return out
+}
+
+// greedy is the token a greedy sampler chooses after logits l.
+func greedy(l []float32) int32 { return int32(kernels.ArgmaxRow(l)) }
 
 // meanOf returns the mean.
 func meanOf(x []float64) float64 {

@@ -34,10 +34,7 @@ func ProfileOps(e *engine.Engine, prompt, steps int, tok func() int32) ([]OpTime
 	p := e.Program()
 	s := e.NewSession()
 	defer s.Close()
-	toks := make([]int32, prompt)
-	for i := range toks {
-		toks[i] = tok()
-	}
+	toks := tokens(prompt, tok)
 	if _, err := s.Prefill(toks, false); err != nil {
 		return nil, err
 	}

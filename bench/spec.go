@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"verity/device/kernels"
 	"verity/host/engine"
 )
 
@@ -43,7 +42,6 @@ func Speculate(e *engine.Engine, prompt []int32, n int, rates []float64, seed ui
 	if len(prompt)+n+len(rates)+1 > e.Context() {
 		return st, fmt.Errorf("bench: speculation: %d prompt + %d generated + %d draft tokens exceed the context of %d", len(prompt), n, len(rates)+1, e.Context())
 	}
-	argmax := func(l []float32) int32 { return int32(kernels.ArgmaxRow(l)) }
 	nv := e.Program().Config.NVocab
 
 	// decoding: the target's tokens, one step each
@@ -54,14 +52,14 @@ func Speculate(e *engine.Engine, prompt []int32, n int, rates []float64, seed ui
 		return st, err
 	}
 	plainStart := time.Now()
-	truth := []int32{argmax(l[0])}
+	truth := []int32{greedy(l[0])}
 	for len(truth) < n {
 		d, err := s.Decode(truth[len(truth)-1])
 		if err != nil {
 			s.Close()
 			return st, err
 		}
-		truth = append(truth, argmax(d))
+		truth = append(truth, greedy(d))
 	}
 	plain := time.Since(plainStart)
 	s.Close()
@@ -74,7 +72,7 @@ func Speculate(e *engine.Engine, prompt []int32, n int, rates []float64, seed ui
 		return st, err
 	}
 	specStart := time.Now()
-	got := []int32{argmax(l[0])}
+	got := []int32{greedy(l[0])}
 	accepted := 0
 	for len(got) < n {
 		tree := engine.Tree{Tokens: []int32{got[len(got)-1]}, Parents: []int{-1}}
@@ -95,7 +93,7 @@ func Speculate(e *engine.Engine, prompt []int32, n int, rates []float64, seed ui
 			return st, err
 		}
 		path, cur := []int{0}, 0
-		for cur+1 < len(tree.Tokens) && tree.Tokens[cur+1] == argmax(out[cur]) {
+		for cur+1 < len(tree.Tokens) && tree.Tokens[cur+1] == greedy(out[cur]) {
 			cur++
 			path = append(path, cur)
 		}
@@ -105,7 +103,7 @@ func Speculate(e *engine.Engine, prompt []int32, n int, rates []float64, seed ui
 		st.Rounds++
 		st.Drafted += len(tree.Tokens) - 1
 		accepted += cur
-		got = append(append(got, tree.Tokens[1:cur+1]...), argmax(out[cur]))
+		got = append(append(got, tree.Tokens[1:cur+1]...), greedy(out[cur]))
 	}
 	spec := time.Since(specStart)
 	got = got[:n]
