@@ -119,10 +119,9 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	if o.longRope {
 		freqsName = "rope_factors_short.weight"
 		if _, ok := f.Tensor("rope_factors_long.weight"); ok {
-			if _, err := b.tensor("rope_factors_long.weight", int64(c.NRot/2)); err != nil {
+			if _, err := b.read("rope_factors_long.weight", int64(c.NRot/2)); err != nil { // checked, not used
 				return nil, err
 			}
-			delete(b.p.Tensors, "rope_factors_long.weight") // checked, not read
 			n, err := f.IntOr(m.key("rope.scaling.original_context_length"), int64(c.NCtx))
 			if err != nil {
 				return nil, fmt.Errorf("model: %w", err)
@@ -135,7 +134,7 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 		}
 	}
 	if _, ok := f.Tensor(freqsName); ok {
-		t, err := b.tensor(freqsName, int64(c.NRot/2))
+		t, err := b.read(freqsName, int64(c.NRot/2)) // decoded into the RoPE table here
 		if err != nil {
 			return nil, err
 		}

@@ -251,6 +251,18 @@ func (b *builder) tensor(name string, dims ...int64) (*Tensor, error) {
 	if t, ok := b.p.Tensors[name]; ok {
 		return t, nil
 	}
+	t, err := b.read(name, dims...)
+	if err != nil {
+		return nil, err
+	}
+	b.p.Tensors[name] = t
+	return t, nil
+}
+
+// read checks a tensor as tensor does and marks it used, without making it one of the
+// Program's weights: a tensor the builder reads itself (RoPE factors) or takes apart (split),
+// or one that is checked but not used (rope_factors_long).
+func (b *builder) read(name string, dims ...int64) (*Tensor, error) {
 	ti, ok := b.f.Tensor(name)
 	if !ok {
 		return nil, fmt.Errorf("model: tensor %q is missing", name)
@@ -264,10 +276,8 @@ func (b *builder) tensor(name string, dims ...int64) (*Tensor, error) {
 	if len(dims) == 1 && ti.Type != dtype.F32 {
 		return nil, fmt.Errorf("model: tensor %q is %s; 1-D weights must be f32", name, ti.Type)
 	}
-	t := &Tensor{Name: name, Type: ti.Type, Dims: ti.Dims, Data: b.f.Data(ti)}
-	b.p.Tensors[name] = t
 	b.used[name] = true
-	return t, nil
+	return &Tensor{Name: name, Type: ti.Type, Dims: ti.Dims, Data: b.f.Data(ti)}, nil
 }
 
 // split binds matrix name (y = W·x, dims [in, Σ parts]) as one tensor per part: part i holds
@@ -278,11 +288,10 @@ func (b *builder) split(name string, in int64, parts ...int64) ([]*Tensor, error
 	for _, n := range parts {
 		total += n
 	}
-	t, err := b.tensor(name, in, total)
+	t, err := b.read(name, in, total) // only the parts are weights
 	if err != nil {
 		return nil, err
 	}
-	delete(b.p.Tensors, name) // only the parts are read
 	rb, err := t.Type.RowBytes(in)
 	if err != nil {
 		return nil, fmt.Errorf("model: tensor %q: %w", name, err)

@@ -250,8 +250,6 @@ func (t *Tokenizer) renderJinja(msgs []Message, vars map[string]any) (string, er
 
 // specialText is token id's text as the vocabulary spells it, "" for -1.
 func (t *Tokenizer) specialText(id int32) string {
-	if id < 0 || int(id) >= len(t.tokens) {
-		return ""
-	}
-	return t.tokens[id]
+	s, _, _ := t.Token(id) // "" for an id outside the vocabulary
+	return s
 }
