@@ -180,12 +180,13 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 // echo is the prompt as the client gave it: without the BOS or EOS the tokenizer added to a
 // text prompt.
 func (sv *Service) runChoice(ctx context.Context, g generation, i int, cached *int, out func(release) error) error {
-	prompt, j := g.prompts[i/g.n], i%g.n
+	p, j := i/g.n, i%g.n
+	prompt := g.prompts[p]
 	smp := g.smp
 	smp.Seed += uint64(j)
 	ts := NewTextStream(sv.opt.Tokenizer, g.stops)
 	var lead, trail int
-	if p := (i / g.n); p < len(g.added) {
+	if p < len(g.added) {
 		lead, trail = g.added[p][0], g.added[p][1]
 	}
 	var scored []Token
