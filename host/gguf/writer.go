@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"verity/device/dtype"
+	"verity/host/atomicfile"
 )
 
 // Writer builds a GGUF file: metadata pairs in first-insertion order, then tensors in the order
@@ -338,36 +337,19 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	return cw.n, nil
 }
 
-// WriteFile writes the file to path atomically: to a temporary file in the same directory, synced,
-// then renamed over path. The file is created with mode 0644.
-func (w *Writer) WriteFile(path string) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+// WriteFile writes the file to path atomically (host/atomicfile): under a temporary name in the
+// same directory, synced, then renamed over path, so an interrupted write leaves no partial
+// file. A new file gets mode 0644 (less the umask); a file rewritten in place keeps its mode.
+func (w *Writer) WriteFile(path string) error {
+	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = w.WriteTo(tmp); err != nil {
+	defer f.Abort()
+	if _, err := w.WriteTo(f); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
 	return nil

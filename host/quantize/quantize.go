@@ -92,6 +92,16 @@ func nDims(d []int64) int {
 	return n
 }
 
+// empty reports whether a tensor of dims d has no elements.
+func empty(d []int64) bool {
+	for _, n := range d {
+		if n == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Plan decides each tensor's fate without converting anything.
 func Plan(f *gguf.File, o Options) ([]Action, error) {
 	if _, err := quant.Lookup(o.Type); err != nil {
@@ -104,6 +114,8 @@ func Plan(f *gguf.File, o Options) ([]Action, error) {
 	for _, t := range f.Tensors {
 		a := Action{Name: t.Name, From: t.Type, To: t.Type, Dims: t.Dims}
 		switch {
+		case empty(t.Dims):
+			a.Why = "empty (a dimension is 0): kept as it is"
 		case !Quantizable(t.Name, nDims(t.Dims)):
 			a.Why = "not quantised (1-D or excluded by name)"
 		case t.Dims[0]%int64(o.Type.BlockSize()) != 0:
@@ -203,6 +215,9 @@ func convert(src []byte, from, to dtype.Type, rowLen int64, workers int) ([]byte
 	outRow, err := to.RowBytes(rowLen)
 	if err != nil {
 		return nil, err
+	}
+	if inRow == 0 || outRow == 0 {
+		return nil, fmt.Errorf("rows of %d elements cannot be converted", rowLen)
 	}
 	rows := int64(len(src)) / inRow
 	dst := make([]byte, rows*outRow)

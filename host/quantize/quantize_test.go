@@ -114,3 +114,40 @@ func TestQuantizable(t *testing.T) {
 		}
 	}
 }
+
+// A tensor with a zero dimension (which the reader accepts) has nothing to convert: it is
+// copied, in any shape, instead of dividing by its zero-byte rows.
+func TestEmptyTensors(t *testing.T) {
+	for _, dims := range [][]int64{{0, 4}, {32, 0}, {0}, {64, 0, 8}} {
+		w := gguf.NewWriter()
+		w.Set("general.architecture", gguf.Str("llama"))
+		if err := w.AddTensor("blk.0.attn_q.weight", dtype.F32, dims, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AddTensor("blk.0.ffn_up.weight", dtype.F32, []int64{32, 2}, make([]byte, 32*2*4)); err != nil {
+			t.Fatal(err)
+		}
+		var in bytes.Buffer
+		if _, err := w.WriteTo(&in); err != nil {
+			t.Fatal(err)
+		}
+		src, err := gguf.Parse(in.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		plan, err := Write(src, &out, Options{Type: dtype.Q8_0})
+		if err != nil {
+			t.Fatalf("dims %v: %v", dims, err)
+		}
+		if plan[0].To != dtype.F32 || !strings.Contains(plan[0].Why, "empty") {
+			t.Errorf("dims %v: %+v, want kept as F32 (empty)", dims, plan[0])
+		}
+		if plan[1].To != dtype.Q8_0 {
+			t.Errorf("the non-empty tensor was not converted: %+v", plan[1])
+		}
+		if _, err := gguf.Parse(out.Bytes()); err != nil {
+			t.Errorf("dims %v: output does not parse: %v", dims, err)
+		}
+	}
+}

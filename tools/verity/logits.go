@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"verity/device"
 	"verity/device/kernels"
+	"verity/host/atomicfile"
 	"verity/host/engine"
 	"verity/host/tokenizer"
 )
@@ -152,21 +154,37 @@ func parseTree(s string) (*engine.Tree, error) {
 	return t, nil
 }
 
+// writeLogits writes rows to path, atomically when path is (or will be) a regular file, so an
+// interrupted run leaves no partial file; to a device or pipe (/dev/stdout) directly.
 func writeLogits(path string, rows [][]float32) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for _, r := range rows {
-		if _, err := w.Write(device.F32Bytes(r)); err != nil {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		if err := writeRows(f, rows); err != nil {
 			f.Close()
 			return err
 		}
+		return f.Close()
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
+	f, err := atomicfile.Create(path, 0o644)
+	if err != nil {
 		return err
 	}
-	return f.Close()
+	defer f.Abort()
+	if err := writeRows(f, rows); err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+func writeRows(f io.Writer, rows [][]float32) error {
+	w := bufio.NewWriter(f)
+	for _, r := range rows {
+		if _, err := w.Write(device.F32Bytes(r)); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
 }

@@ -27,8 +27,14 @@ func newRoot() *cobra.Command {
 	}
 	var profile string
 	var profileFile *os.File
+	stopSignals := func() {}
 	root.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		// serve drains its requests on a signal itself; every other command leaves no partial
+		// file behind when it is interrupted.
+		if cmd.Name() != "serve" {
+			stopSignals = abortOnSignal()
+		}
 		if profile == "" {
 			return nil
 		}
@@ -40,6 +46,7 @@ func newRoot() *cobra.Command {
 		return pprof.StartCPUProfile(f)
 	}
 	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+		stopSignals()
 		if profileFile == nil {
 			return nil
 		}

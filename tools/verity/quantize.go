@@ -3,12 +3,11 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"verity/device/dtype"
+	"verity/host/atomicfile"
 	"verity/host/gguf"
 	"verity/host/quantize"
 )
@@ -41,23 +40,20 @@ Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 			if !quiet {
 				o.Progress, finish = byteProgress(cmd.ErrOrStderr(), -1, "quantising")
 			}
-			tmp, err := os.CreateTemp(filepath.Dir(args[1]), ".verity-quantize-*")
+			out, err := atomicfile.Create(args[1], 0o644)
 			if err != nil {
 				return err
 			}
-			defer os.Remove(tmp.Name())
-			bw := bufio.NewWriterSize(tmp, 1<<20)
+			defer out.Abort()
+			bw := bufio.NewWriterSize(out, 1<<20)
 			plan, err := quantize.Write(in, bw, o)
 			if err == nil {
 				err = bw.Flush()
 			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
+			if err == nil {
+				err = out.Commit()
 			}
 			if err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), args[1]); err != nil {
 				return err
 			}
 			finish()
