@@ -244,17 +244,21 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 	return rows, probe, probeWhat, nil
 }
 
-// resolveModel maps a fixture name or a path to a file and a display name.
+// resolveModel maps a file or a fixture name (verity fixture lists them; generated on first
+// use) to a file and a display name. An existing file wins over a fixture of the same name.
 func resolveModel(m string, cmd *cobra.Command) (string, string, error) {
-	if !strings.HasSuffix(m, ".gguf") && !strings.ContainsRune(m, filepath.Separator) {
-		s, err := fixtures.Lookup(m)
-		if err != nil {
-			return "", "", err
-		}
-		path, err := generateFixture(s, "", cmd)
-		return path, m, err
+	if m == "" {
+		return "", "", fmt.Errorf("no model given: --model FILE or a fixture name (verity fixture lists them)")
 	}
-	return m, filepath.Base(m), nil
+	if _, err := os.Stat(m); err == nil || strings.HasSuffix(m, ".gguf") || strings.ContainsRune(m, filepath.Separator) {
+		return m, filepath.Base(m), nil
+	}
+	s, err := fixtures.Lookup(m)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: no such file, and no fixture of that name (verity fixture lists them)", m)
+	}
+	path, err := generateFixture(s, "", cmd)
+	return path, m, err
 }
 
 // resultColumns are the flat columns of a result row (csv and sql): name, SQL type, value.

@@ -18,14 +18,18 @@ func newInspectCmd() *cobra.Command {
 	var asJSON bool
 	var maxArray int
 	cmd := &cobra.Command{
-		Use:   "inspect FILE",
+		Use:   "inspect FILE|FIXTURE",
 		Short: "Print a GGUF file's metadata and tensor table",
 		Long: `Print a GGUF file's architecture, parameter count, file type, metadata (long arrays
 summarised) and tensor table with per-type byte totals. With --json, print one JSON object
 {"metadata": {key: value}, "tensors": [{name, type, dims, offset, bytes}]} with full values.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := gguf.Open(args[0])
+			path, _, err := resolveModel(args[0], cmd)
+			if err != nil {
+				return err
+			}
+			f, err := gguf.Open(path)
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,10 @@ its node's; the output then has one row per node, each bit-identical to decoding
 that node.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			modelPath, _, err := resolveModel(modelPath, cmd)
+			if err != nil {
+				return err
+			}
 			toks, err := parseInts(tokens)
 			if err != nil {
 				return fmt.Errorf("--tokens: %w", err)
@@ -98,7 +102,7 @@ that node.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&modelPath, "model", "", "GGUF model file")
+	cmd.Flags().StringVar(&modelPath, "model", "", "GGUF model file or fixture name")
 	cmd.Flags().StringVar(&tokens, "tokens", "", "comma-separated token ids")
 	cmd.Flags().StringVar(&prompt, "prompt", "", "text to tokenize with the model's tokenizer instead of --tokens")
 	cmd.Flags().BoolVar(&parseSpecial, "parse-special", false, "with --prompt: recognise special tokens written in the text")

@@ -421,3 +421,29 @@ func TestByteProgress(t *testing.T) {
 		t.Errorf("progress lines %q", lines)
 	}
 }
+
+// Every command that reads a model takes a fixture name as well as a file.
+func TestFixtureNames(t *testing.T) {
+	t.Setenv("VERITY_CACHE", t.TempDir())
+	const name = "tiny-llama-q8_0"
+	out := filepath.Join(t.TempDir(), "l.f32")
+	for _, args := range [][]string{
+		{"inspect", name},
+		{"logits", "--model", name, "--tokens", "1,2,3", "--out", out},
+		{"tokenize", "--model", name, "Hello"},
+		{"quantize", name, filepath.Join(t.TempDir(), "q.gguf"), "--type", "q8_0", "--allow-requantize", "-q"},
+	} {
+		if got, err := run(t, args...); err != nil {
+			t.Errorf("%v: %v\n%s", args, err, got)
+		}
+	}
+	for _, args := range [][]string{
+		{"inspect", "no-such-model"},
+		{"logits", "--model", "no-such-model", "--tokens", "1", "--out", out},
+	} {
+		_, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "no fixture of that name") {
+			t.Errorf("%v: %v, want a missing-model error naming fixtures", args, err)
+		}
+	}
+}

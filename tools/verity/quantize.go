@@ -30,7 +30,11 @@ Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 				return err
 			}
 			o.Type = t
-			in, err := gguf.Open(args[0])
+			inPath, _, err := resolveModel(args[0], cmd)
+			if err != nil {
+				return err
+			}
+			in, err := gguf.Open(inPath)
 			if err != nil {
 				return err
 			}
