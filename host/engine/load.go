@@ -96,6 +96,15 @@ func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o
 		return nil, fmt.Errorf("engine: bad load options %+v", o)
 	}
 	eo := ExecOptions(p, o)
+	if n := p.Config.NLayer; len(backends) > n {
+		return nil, fmt.Errorf("engine: a model of %d layers cannot be split into %d stages (one per backend), at least one layer each", n, len(backends))
+	}
+	if len(backends) == 1 && len(firstLayers) > 0 {
+		return nil, fmt.Errorf("engine: a split at layers %v needs several backends (one per stage); there is one", firstLayers)
+	}
+	if len(firstLayers) > 0 && len(firstLayers) != len(backends)-1 {
+		return nil, fmt.Errorf("engine: %d backends split the model at %d layers (the first layer of every stage after the first), got %d: %v", len(backends), len(backends)-1, len(firstLayers), firstLayers)
+	}
 	if len(backends) > 1 && len(firstLayers) == 0 {
 		mem := make([]int64, len(backends))
 		for k, b := range backends {

@@ -264,3 +264,27 @@ func TestVerifyBatchEqualsAlone(t *testing.T) {
 		})
 	}
 }
+
+// A split the model cannot take is refused at once, in words a user of --backend and
+// --layers can act on.
+func TestSplitErrors(t *testing.T) {
+	f, err := fixtures.Parse("tiny-llama-q8_0") // 2 layers
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := []device.Backend{cpu.New(1), cpu.New(1), cpu.New(1)}
+	for _, c := range []struct {
+		backends []device.Backend
+		first    []int
+		want     string
+	}{
+		{three, nil, "a model of 2 layers cannot be split into 3 stages"},
+		{three[:1], []int{1}, "needs several backends"},
+		{three[:2], []int{1, 2}, "got 2: [1 2]"},
+	} {
+		_, err := engine.FromFileSplit(f, c.backends, c.first, engine.LoadOptions{MaxRows: 16, Context: 32})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d backends, first %v: %v, want an error containing %q", len(c.backends), c.first, err, c.want)
+		}
+	}
+}

@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"verity/bench"
 	"verity/device"
@@ -121,4 +124,40 @@ func probeBandwidth(b device.Backend, threads int) (float64, string, error) {
 		}
 	}
 	return 2 * n / best.Seconds(), "device-to-device copy", nil
+}
+
+// threadsPerCPU bounds --threads: more workers than this many per CPU only add switching.
+const threadsPerCPU = 4
+
+// checkThreads checks a command's --threads (a count or, for bench, a list): 0 means all
+// CPUs; a negative count, or one far past the machine's CPUs, is an error.
+func checkThreads(cmd *cobra.Command) error {
+	f := cmd.Flags().Lookup("threads")
+	if f == nil || !f.Changed {
+		return nil
+	}
+	var vs []int
+	switch f.Value.Type() {
+	case "int":
+		v, err := cmd.Flags().GetInt("threads")
+		if err != nil {
+			return err
+		}
+		vs = []int{v}
+	case "intSlice":
+		v, err := cmd.Flags().GetIntSlice("threads")
+		if err != nil {
+			return err
+		}
+		vs = v
+	default:
+		return nil
+	}
+	limit := threadsPerCPU * runtime.NumCPU()
+	for _, v := range vs {
+		if v < 0 || v > limit {
+			return fmt.Errorf("--threads %d: want 0 (one per CPU) to %d (%d per CPU on this machine's %d)", v, limit, threadsPerCPU, runtime.NumCPU())
+		}
+	}
+	return nil
 }

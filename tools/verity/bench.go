@@ -73,6 +73,17 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 					}
 				}
 			}
+			for _, c := range []struct {
+				name string
+				v    int
+			}{{"--repetitions", o.Repetitions}, {"--trees", o.Trees}, {"--tree-nodes", o.TreeNodes}} {
+				if c.v < 1 {
+					return fmt.Errorf("%s %d: want at least 1", c.name, c.v)
+				}
+			}
+			if o.Ops < 0 {
+				return fmt.Errorf("--ops %d: want a count of tokens (0: no profile)", o.Ops)
+			}
 			var rows []bench.Result
 			var probes []string
 			for _, threads := range threadList {
@@ -113,7 +124,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 				return err
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "model\tbackend\tthreads\tprompt\tdecode\tweights MB\tprefill tok/s\tdecode tok/s\tms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
+			fmt.Fprintln(tw, "model\tbackend\tthreads\tprompt\tdecode\tweights MB\tprefill tok/s\tdecode tok/s\tmedian ms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.1f ± %.1f\t%.2f ± %.2f\t%.1f (%.1f)\t%.1f ± %.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.Threads, r.Prompt, r.Decoded, r.WeightMB,
 					r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.DecodeMS, r.DecodeSD, r.VerifyMS, r.VerifySD, r.VerifyTPS,
@@ -156,7 +167,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 						r.Model, r.Threads, sp.Tokens, r.Prompt, sp.Rates, sp.TPS, sp.PlainTPS, sp.Speedup, sp.Rounds, sp.MeanAccepted, float64(sp.Drafted)/float64(sp.Rounds))
 				}
 			}
-			_, err := fmt.Fprintf(out, "%d repetitions (mean ± sd); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
+			_, err := fmt.Fprintf(out, "tok/s and ms/tree: mean ± sd of %d repetitions' rates; ms/tok: the median of every decoded token's time (sd of those times); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
 			return err
 		},
 	}
@@ -199,6 +210,14 @@ func section(w io.Writer, title, header string, lines []string) error {
 
 func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
 	prompts, decodes []int, o bench.Options) ([]bench.Result, float64, string, error) {
+	// Every model is found (or generated) before anything is measured or allocated.
+	paths, names := make([]string, len(models)), make([]string, len(models))
+	for i, m := range models {
+		var err error
+		if paths[i], names[i], err = resolveModel(m, cmd); err != nil {
+			return nil, 0, "", err
+		}
+	}
 	bes, err := openBackends(backend, threads)
 	if err != nil {
 		return nil, 0, "", err
@@ -210,11 +229,8 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 		return nil, 0, "", fmt.Errorf("bandwidth probe: %w", err)
 	}
 	var rows []bench.Result
-	for _, m := range models {
-		path, name, err := resolveModel(m, cmd)
-		if err != nil {
-			return nil, 0, "", err
-		}
+	for i := range models {
+		path, name := paths[i], names[i]
 		ctx := max(256, slices.Max(prompts)+max(slices.Max(decodes), o.Ops)+64)
 		sessions := 1
 		if len(o.Batch) > 0 {
@@ -275,7 +291,18 @@ func resultColumns(r bench.Result) [][3]string {
 		{"probe_gb_s", "REAL", f(r.ProbeGBs)}, {"bandwidth_fraction", "REAL", f(r.Fraction)},
 		{"verity", "TEXT", r.Host.Verity}, {"go", "TEXT", r.Host.Go}, {"os", "TEXT", r.Host.OS}, {"cpu", "TEXT", r.Host.CPU},
 		{"device", "TEXT", r.Host.Device}, {"twin", "TEXT", r.Host.Twin}, {"time", "TEXT", r.Host.Time},
+		{"prefill_tok_s_samples", "TEXT", samples(r.PrefillSamples)}, {"decode_tok_s_samples", "TEXT", samples(r.DecodeSamples)},
+		{"verify_ms_samples", "TEXT", samples(r.VerifySamples)}, {"command", "TEXT", r.Host.Command},
 	}
+}
+
+// samples joins a row's per-repetition values with spaces.
+func samples(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'g', 6, 64)
+	}
+	return strings.Join(parts, " ")
 }
 
 // writeCSV writes one row per result with its provenance.

@@ -20,6 +20,7 @@ func newGenerateCmd() *cobra.Command {
 	var stops []string
 	var sms, threads, n, draft int
 	var smp serve.Sampler
+	seed := newSeedValue(&smp.Seed)
 	var tmpl chatTemplateFlags
 	cmd := &cobra.Command{
 		Use:   "generate --model FILE|FIXTURE --prompt TEXT [-n TOKENS]",
@@ -43,6 +44,9 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			}
 			if n < 1 {
 				return fmt.Errorf("-n %d: want at least one token", n)
+			}
+			if seed.drawn {
+				fmt.Fprintf(cmd.ErrOrStderr(), "seed: %d\n", smp.Seed)
 			}
 			if err := smp.Check(); err != nil {
 				return err
@@ -158,7 +162,7 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 	cmd.Flags().Float64Var(&smp.Temperature, "temperature", 0, "0: greedy; else sample at this temperature")
 	cmd.Flags().IntVar(&smp.TopK, "top-k", 0, "sample among the k most likely tokens (0: all)")
 	cmd.Flags().Float64Var(&smp.TopP, "top-p", 1, "sample within the smallest set of this probability (1: all)")
-	cmd.Flags().Uint64Var(&smp.Seed, "seed", 0, "the sampler's seed")
+	cmd.Flags().Var(seed, "seed", "the sampler's seed (-1: draw one at random, reported on stderr)")
 	cmd.Flags().BoolVar(&smp.JSON, "json", false, "JSON mode: only tokens that continue a JSON object, ending when it closes")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)

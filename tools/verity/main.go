@@ -35,6 +35,9 @@ func newRoot() *cobra.Command {
 		if cmd.Name() != "serve" {
 			stopSignals = abortOnSignal()
 		}
+		if err := checkThreads(cmd); err != nil {
+			return err
+		}
 		if profile == "" {
 			return nil
 		}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -187,6 +189,15 @@ func TestCheckPipeline(t *testing.T) {
 	if _, err := run(t, "check", "--backend", "cpu,cpu", "--layers", "9", "tiny-q35moe-q4_0"); err == nil {
 		t.Error("--layers past the last layer: no error")
 	}
+	// A 3-way split of a 2-layer model is a row of its own: the other fixtures still run and
+	// keep their rows.
+	out, err = run(t, "check", "--backend", "cpu,cpu,cpu", "tiny-llama-q8_0", "tiny-q35moe-q4_0")
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 fixtures") {
+		t.Errorf("3-way split: err %v", err)
+	}
+	if !strings.Contains(out, "cannot be split into 3 stages") || !regexp.MustCompile(`tiny-q35moe-q4_0 +ok +ok +ok`).MatchString(out) {
+		t.Errorf("3-way split: output:\n%s", out)
+	}
 }
 
 func TestServeArguments(t *testing.T) {
@@ -306,8 +317,49 @@ func TestBenchSweep(t *testing.T) {
 	if _, err := run(t, append(args, "--format", "xml")...); err == nil {
 		t.Error("--format xml accepted")
 	}
-	if _, err := run(t, "bench", "--model", path, "--prompt", "0"); err == nil {
-		t.Error("--prompt 0 accepted")
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	for _, c := range []string{"prefill_tok_s_samples", "decode_tok_s_samples", "verify_ms_samples", "command"} {
+		if _, ok := col[c]; !ok {
+			t.Fatalf("csv has no %s column: %v", c, rows[0])
+		}
+	}
+	if rows[1][col["prefill_tok_s_samples"]] == "" || rows[1][col["prefill_tok_s_samples"]] != rows[1][col["prefill_tok_s"]] {
+		t.Errorf("one repetition's sample %q is not the mean %q", rows[1][col["prefill_tok_s_samples"]], rows[1][col["prefill_tok_s"]])
+	}
+	for _, bad := range [][]string{
+		{"--prompt", "0"}, {"-r", "0"}, {"--trees", "0"}, {"--tree-nodes", "0"}, {"--ops", "-1"},
+		{"--threads", "-1"}, {"--threads", "100000"}, {"--model", "/no/such/file.gguf"},
+	} {
+		if _, err := run(t, append([]string{"bench", "--model", path, "--no-warmup"}, bad...)...); err == nil {
+			t.Errorf("bench %v accepted", bad)
+		}
+	}
+}
+
+// Every command with --threads refuses a negative count and one far past the machine's CPUs.
+func TestThreadsChecked(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-q8_0")
+	out := filepath.Join(t.TempDir(), "x")
+	for _, args := range [][]string{
+		{"logits", "--model", path, "--tokens", "1", "--out", out},
+		{"generate", "--model", path, "--tokens", "1", "-n", "1"},
+		{"check", "tiny-llama-q8_0"},
+		{"quantize", path, out, "--type", "q8_0", "--allow-requantize"},
+		{"serve", "--model", path, "--addr", "127.0.0.1:0"},
+	} {
+		for _, n := range []string{"-3", "100000"} {
+			_, err := run(t, append(args, "--threads", n)...)
+			if err == nil || !strings.Contains(err.Error(), "--threads "+n) {
+				t.Errorf("%s --threads %s: %v", args[0], n, err)
+			}
+		}
 	}
 }
 
@@ -444,6 +496,49 @@ func TestFixtureNames(t *testing.T) {
 		_, err := run(t, args...)
 		if err == nil || !strings.Contains(err.Error(), "no fixture of that name") {
 			t.Errorf("%v: %v, want a missing-model error naming fixtures", args, err)
+		}
+	}
+}
+
+func TestSeedFlag(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-q8_0")
+	base := []string{"generate", "--model", path, "--prompt", "Hello", "-n", "4", "--temperature", "0.8"}
+	a, err := run(t, append(base, "--seed", "18446744073709551615")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(out string) string { return strings.SplitN(out, "\n", 2)[0] }
+	if b, err := run(t, append(base, "--seed", "18446744073709551615")...); err != nil || text(b) != text(a) {
+		t.Errorf("the same seed gave %q then %q (%v)", a, b, err)
+	}
+	out, err := run(t, append(base, "--seed", "-1")...)
+	if err != nil || !regexp.MustCompile(`seed: \d+`).MatchString(out) {
+		t.Errorf("--seed -1: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"-2", "x", "18446744073709551616"} {
+		_, err := run(t, append(base, "--seed", bad)...)
+		if err == nil || !strings.Contains(err.Error(), "or -1 for a random seed") || strings.Contains(err.Error(), "strconv") {
+			t.Errorf("--seed %s: %v", bad, err)
+		}
+	}
+}
+
+func TestQuantizeTypeNames(t *testing.T) {
+	for _, name := range []string{"Q4_K_M", "iq4_xs", "q9"} {
+		_, err := run(t, "quantize", "in.gguf", "out.gguf", "--type", name)
+		if err == nil || !strings.Contains(err.Error(), "want one of f32 f16") || strings.Contains(err.Error(), "dtype:") {
+			t.Errorf("--type %s: %v", name, err)
+		}
+	}
+}
+
+func TestScheduleArguments(t *testing.T) {
+	for _, bad := range [][]string{
+		{"--bandwidth", "0"}, {"--bandwidth", "-4300"}, {"--bandwidth", "NaN"}, {"--sms", "0"},
+		{"--rows", "0"}, {"--context", "-1"}, {"--sync-us", "-1"},
+	} {
+		if _, err := run(t, append([]string{"schedule", "--model", "no-model-needed"}, bad...)...); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("schedule %v: %v", bad, err)
 		}
 	}
 }

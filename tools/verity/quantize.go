@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"verity/device/dtype"
 	"verity/host/atomicfile"
 	"verity/host/gguf"
+	"verity/host/quant"
 	"verity/host/quantize"
 )
 
@@ -25,7 +28,7 @@ quantisers, byte-identical to llama.cpp's quantize --pure without an importance 
 Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := dtype.Parse(typeName)
+			t, err := quantizeType(typeName)
 			if err != nil {
 				return err
 			}
@@ -78,4 +81,23 @@ Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
 	_ = cmd.MarkFlagRequired("type")
 	return cmd
+}
+
+// quantizeType parses --type: a ggml type name Verity quantises to, in any case.
+func quantizeType(name string) (dtype.Type, error) {
+	var names []string
+	for _, t := range dtype.All() {
+		if _, err := quant.Lookup(t); err != nil {
+			continue
+		}
+		if _, err := quantize.FileType(t); err != nil {
+			continue
+		}
+		names = append(names, t.String())
+	}
+	t, err := dtype.Parse(name)
+	if err == nil && slices.Contains(names, t.String()) {
+		return t, nil
+	}
+	return 0, fmt.Errorf("--type %q: want one of %s", name, strings.Join(names, " "))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,18 @@ busiest SM's bytes at its share of --bandwidth, plus --sync-us for each level. T
 plan, not a measurement: verity bench --megakernel measures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case sms < 1:
+				return fmt.Errorf("--sms %d: want at least 1", sms)
+			case rows < 1:
+				return fmt.Errorf("--rows %d: want at least 1", rows)
+			case context < 0:
+				return fmt.Errorf("--context %d: want 0 or more positions", context)
+			case !(bandwidth > 0) || math.IsInf(bandwidth, 0):
+				return fmt.Errorf("--bandwidth %g: want a positive rate in GB/s", bandwidth)
+			case !(syncUS >= 0) || math.IsInf(syncUS, 0):
+				return fmt.Errorf("--sync-us %g: want 0 or more µs", syncUS)
+			}
 			path, name, err := resolveModel(modelName, cmd)
 			if err != nil {
 				return err
