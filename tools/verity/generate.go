@@ -75,6 +75,9 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 					msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
 				}
 				if text, err = tk.Chat(append(msgs, tokenizer.Message{Role: "user", Content: prompt}), nil); err != nil {
+					if tk.ChatTemplate() == "" {
+						return fmt.Errorf("%w; give one with --chat-template chatml|llama3|TEXT or --chat-template-file FILE", err)
+					}
 					return err
 				}
 				parseSpecial = true

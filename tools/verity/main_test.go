@@ -433,6 +433,9 @@ func TestGenerate(t *testing.T) {
 	if out, err := run(t, append(chat, "--chat-template", "{{ messages[-1].content }}!")...); err != nil || !strings.HasPrefix(out, "<|begin_of_text|>Hi!") {
 		t.Errorf("--chat-template: %q, %v", out, err)
 	}
+	if _, err := run(t, chat...); err == nil || !strings.Contains(err.Error(), "give one with --chat-template") {
+		t.Errorf("--chat on a model without a template: %v, want a hint at --chat-template", err)
+	}
 	for _, bad := range [][]string{chat, append(chat, "--chat-template", "{% for"), append(chat, "--chat-template-file", tmpl+".missing"),
 		append(chat, "--chat-template", "chatml", "--chat-template-file", tmpl), append(args, "--chat-template", "chatml")} {
 		if _, err := run(t, bad...); err == nil {
@@ -484,6 +487,9 @@ func TestFixtureNames(t *testing.T) {
 		{"logits", "--model", name, "--tokens", "1,2,3", "--out", out},
 		{"tokenize", "--model", name, "Hello"},
 		{"quantize", name, filepath.Join(t.TempDir(), "q.gguf"), "--type", "q8_0", "--allow-requantize", "-q"},
+		// chat: the Phi-3 fixtures carry a Jinja template, Qwen's are recognised by their tokens
+		{"generate", "--model", "tiny-phi3-f32", "--chat", "--prompt", "Hi", "-n", "2"},
+		{"generate", "--model", "tiny-qwen3-f32", "--chat", "--prompt", "Hi", "-n", "2"},
 	} {
 		if got, err := run(t, args...); err != nil {
 			t.Errorf("%v: %v\n%s", args, err, got)
