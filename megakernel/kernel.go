@@ -15,7 +15,7 @@ type Args struct {
 }
 
 // Kernel is the megakernel entry (ptx/src/megakernel.cu): SMs thread blocks of MaxThreads
-// threads, block k running queue k of the stream. All blocks must be resident at once (no more
+// threads and SharedBytes of dynamic shared memory, block k running queue k of the stream. All blocks must be resident at once (no more
 // blocks than the device runs together), since a block waits for others' parts. Its twin is
 // the VM. It is not an instruction of the table (Kernels).
 var Kernel = device.Register(&device.Kernel[Args]{
@@ -24,7 +24,8 @@ var Kernel = device.Register(&device.Kernel[Args]{
 		if a.SMs < 1 || a.SMs > MaxSMs {
 			return device.Geometry{}, fmt.Errorf("%d SMs (1…%d allowed)", a.SMs, MaxSMs)
 		}
-		return device.Geometry{Grid: device.Dim3{X: uint32(a.SMs), Y: 1, Z: 1}, Block: device.Dim3{X: MaxThreads, Y: 1, Z: 1}}, nil
+		return device.Geometry{Grid: device.Dim3{X: uint32(a.SMs), Y: 1, Z: 1}, Block: device.Dim3{X: MaxThreads, Y: 1, Z: 1},
+			Shared: SharedBytes}, nil
 	},
 	Twin: func(x *device.Exec, a Args) error {
 		h, err := x.U8(a.Stream, 4*headerWords)

@@ -19,22 +19,22 @@ var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false"
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "871cfae22fe484d88c562cc2e998372a069cb3533c014c3ee0deb173edf1cd2c",
-	"src/argmax.cu":            "6ec63dbe0e8e7453fdc8073af9f8d3dd879e42ad8c8a6918f8117d69b0586f9d",
+	"src/act.cu":               "b3dbec1e3c23ef9327c04f9e9f65422bfd59e6d97c1f707e996de4bc46eb14be",
+	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
 	"src/attention.cu":         "efbf89ad7e12ff2af33af2a3b1afd915c360a55bd6f31354d04d5de094265a79",
 	"src/elementwise.cu":       "804b8d72e66ac40b519043399780724aedd1c661867311fc16fcc3b7e0a63da2",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
-	"src/gdn.cu":               "a2bdccd847d8c31aa5330994bdfb2b64dbdf971302f2e9c05261552a809c0fde",
+	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
 	"src/matvec.cu":            "2ef2c4b2689ada99e65a2f9b5024eaba456736c725d8cc038be45f84a3d686bd",
-	"src/megakernel.cu":        "ac0d2b173f73ef174a59cb5fc55be58895b473da8189ecb2142b5b64a22216e0",
+	"src/megakernel.cu":        "a322bc1350bc6ef04fa8c1637b5275e56e91d93bc16eef2c8a1dbc6484604070",
 	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
 	"src/rope.cu":              "2eaac768f12797e39e61092cdd0924a6e658e0491cbe15cf031e9a121e6aed5c",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
-	"src/grid.cuh":             "71f23347df3c572573a9d493875fe85ee8c57f7a3876b764fab930092ba9a55d",
-	"src/megakernel_table.cuh": "456fdf0ec5fbd3569190c6b3040a4e6a4cef60974b58cd1b820b352d34311430",
+	"src/grid.cuh":             "ebd24cb59ae06e436b4253cff5e6fd29f3004b27f185c3a041590a7aa8e9eb00",
+	"src/megakernel_table.cuh": "b9be92237662ac0e4005d1194044a3a9d1e296535db40a669f2da60d82fbba9e",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "6390fea1866bbe9e9b8a2f3427198a15d8269c960288314d5b76a5fbae8ad094",
 	"src/packed.cuh":           "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
@@ -42,15 +42,15 @@ var sources = map[string]string{
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "193cc1e71ee1031132f3c980c62742ac957f031e69b08a0158fb30daaf1efb50",
-	"argmax.ptx":      "ac74ccd41297e6b3541570f787dc7d2f1ed9d693a952059444ea1e65896db3d4",
+	"act.ptx":         "983ad53e75e6c50d22b3ead3558a8a12951b6ba59dc4fd15509927dfb4454a03",
+	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
 	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
 	"elementwise.ptx": "0b976c6382683b32e55ccb2b39e2eb57a911b324aeb6a591ce5ccd0756800bf9",
 	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
-	"gdn.ptx":         "79741e253f115d3eff6beee5925b594f6b5516fe41ce17c0c3e58b34a992edd2",
+	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
 	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "5867bad58c06b8defd15dc624a4bad87f9f8fa6c95a21ae62cc488d4654cf2f1",
+	"megakernel.ptx":  "8c7b5298325c7436d7187e9f83215efd6f82a715d24e365163e8bd440690a941",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "f07797b186e0b364d8b688599929ecd703a47c42144be33a4050864fc4a538ba",
@@ -60,11 +60,11 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "d4f9bba26065c7a1fd279c90979aa848148bc7aa83a32b4e728aaebd92139268",
+		sha256:  "c779bee2c79274bd9d7867178e3022769b5bf4c9a145b6797898006bb8f433e4",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
-		sha256:  "7451fd6093a39fb4798fb0a47236212498864d431a7e7a5176ba7f189b8c9b6c",
+		sha256:  "3d0b8ff3b5b54f0b6c4fb90454470643edf50b4d03f71fac01d1409e3d320352",
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
@@ -84,7 +84,7 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gdn.sm_37.cubin": {
-		sha256:  "650b2a3ea19b07d08233182602b5be00a3897f2cd24f0909ba5a930a00d85050",
+		sha256:  "6c222f45ba980460751c6655b39b45da177ae68c25c7ecd527afc1d7df28e1b2",
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {

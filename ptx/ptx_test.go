@@ -574,3 +574,38 @@ func TestModule(t *testing.T) {
 		t.Error("Entries returns the manifest's own slices")
 	}
 }
+
+// The shared-memory convention of src/grid.cuh: no body declares shared variables, so the only
+// ones in the committed PTX are each ENTRY_SHARED entry's own struct (named `shared`, declared
+// in its entry, 16-byte aligned) and the megakernel's one dynamic buffer.
+func TestSharedMemoryConvention(t *testing.T) {
+	decl := regexp.MustCompile(`(?m)^\s*(\.extern\s+)?\.shared\s+(.*);`)
+	entry := regexp.MustCompile(`\.entry (\w+)\(`)
+	for _, m := range Modules() {
+		text, err := Module(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts := entry.FindAllStringSubmatchIndex(text, -1)
+		for _, d := range decl.FindAllStringSubmatchIndex(text, -1) {
+			line := strings.TrimSpace(text[d[0]:d[1]])
+			if m == "megakernel" {
+				if line != ".extern .shared .align 16 .b8 mk_shared[];" {
+					t.Errorf("megakernel.ptx: %s: the megakernel's only shared variable is its dynamic buffer", line)
+				}
+				continue
+			}
+			// the entry the declaration lies in
+			name := ""
+			for _, s := range starts {
+				if s[0] < d[0] {
+					name = text[s[2]:s[3]]
+				}
+			}
+			want := fmt.Sprintf(`^\.shared \.align 16 \.b8 _ZZ%d%sE6shared\[\d+\];$`, len(name), name)
+			if name == "" || !regexp.MustCompile(want).MatchString(line) {
+				t.Errorf("%s.ptx: %s: shared memory belongs in the entry's ENTRY_SHARED struct (grid.cuh)", m, line)
+			}
+		}
+	}
+}

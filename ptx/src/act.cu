@@ -97,12 +97,19 @@ static __device__ __forceinline__ bool q8k_better(float a, int32_t i, float ba, 
 // less 0x400000 (round to nearest even), capped at 127 (an infinite max makes iscale ±0 and the
 // infinite inputs' products the canonical NaN, whose bits give 127); d = 1/iscale as float32
 // bits at [0:4]; quants at [4:260]; the 16 exact sums of 16 quants as int16 at [260:292]. It
-// ends with a barrier: its shared values may then be rewritten.
-__device__ __forceinline__ void q8k_convert_block(const Grid &gr, const float *xb, uint8_t *ob) {
-	__shared__ float sa[Q8K_VALUES / 32];
-	__shared__ int32_t si[Q8K_VALUES / 32];
-	__shared__ float smax;
-	__shared__ bool szero;
+// ends with a barrier: its shared values (sh) may then be rewritten.
+struct Q8KShared {
+	float sa[Q8K_VALUES / 32]; // each warp's best magnitude, and its index
+	int32_t si[Q8K_VALUES / 32];
+	float smax;
+	bool szero;
+};
+
+__device__ __forceinline__ void q8k_convert_block(const Grid &gr, Q8KShared &sh, const float *xb, uint8_t *ob) {
+	float *sa = sh.sa;
+	int32_t *si = sh.si;
+	float &smax = sh.smax;
+	bool &szero = sh.szero;
 	int t = gr.tid, lane = t & 31, warp = t >> 5;
 	float v = xb[t];
 	float a = fabsf(v);
@@ -145,9 +152,10 @@ __device__ __forceinline__ void q8k_convert_block(const Grid &gr, const float *x
 // block (q8k_convert_block).
 __device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, uint8_t *out, int32_t cols, int32_t n) {
 	int64_t blocks = (int64_t)cols / Q8K_VALUES * n;
-	for (int64_t b = gr.bx; b < blocks; b += gr.nbx) q8k_convert_block(gr, x + Q8K_VALUES * b, out + Q8K_BYTES * b);
+	Q8KShared &sh = grid_shared<Q8KShared>(gr);
+	for (int64_t b = gr.bx; b < blocks; b += gr.nbx) q8k_convert_block(gr, sh, x + Q8K_VALUES * b, out + Q8K_BYTES * b);
 }
-ENTRY(act_q8_K, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
+ENTRY_SHARED(act_q8_K, Q8KShared, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
 // ROW_ACT_MAX is the widest row the fused kernels below stage in shared memory
 // (kernels.MaxRowActWidth).
@@ -155,17 +163,20 @@ ENTRY(act_q8_K, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out,
 
 enum { NA_F16, NA_BF16, NA_Q8_0, NA_Q8_1, NA_Q8_K };
 
-// row_stage is the shared row every fused producer-and-conversion kernel stages its values in.
-__device__ __forceinline__ float *row_stage() {
-	__shared__ float ys[ROW_ACT_MAX];
-	return ys;
-}
+// RowActShared is the shared memory of every fused producer-and-conversion kernel: the row it
+// stages its values in, rmsnorm's scale, and the q8_K conversion's own.
+struct RowActShared {
+	float ys[ROW_ACT_MAX];
+	float scale;
+	Q8KShared q8k;
+};
 
 // convert_staged converts the width values staged at ys into row r of out, in format fmt, as
 // the act kernel converts a row in memory (the same values, so the same bytes); then the block
 // meets, so that ys may be rewritten.
-__device__ __forceinline__ void convert_staged(const Grid &gr, int fmt, const float *ys, uint8_t *out, int32_t r,
+__device__ __forceinline__ void convert_staged(const Grid &gr, int fmt, RowActShared &sh, uint8_t *out, int32_t r,
                                                int32_t width) {
+	const float *ys = sh.ys;
 	int t = gr.tid, lane = t & 31, warp = t >> 5, warps = gr.ntid >> 5;
 	switch (fmt) {
 	case NA_F16:
@@ -183,7 +194,7 @@ __device__ __forceinline__ void convert_staged(const Grid &gr, int fmt, const fl
 	}
 	default: {
 		uint8_t *o = out + (int64_t)r * (width / Q8K_VALUES) * Q8K_BYTES;
-		for (int32_t b = 0; b < width / Q8K_VALUES; b++) q8k_convert_block(gr, ys + Q8K_VALUES * b, o + Q8K_BYTES * b);
+		for (int32_t b = 0; b < width / Q8K_VALUES; b++) q8k_convert_block(gr, sh.q8k, ys + Q8K_VALUES * b, o + Q8K_BYTES * b);
 	}
 	}
 	grid_sync(gr);
@@ -195,8 +206,9 @@ __device__ __forceinline__ void convert_staged(const Grid &gr, int fmt, const fl
 // the staged row, which the block converts: no float32 row written and read back.
 __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float *x, const float *w, uint8_t *out,
                                             int32_t rows, int32_t width, float eps) {
-	__shared__ float scale;
-	float *ys = row_stage();
+	RowActShared &sh = grid_shared<RowActShared>(gr);
+	float &scale = sh.scale;
+	float *ys = sh.ys;
 	int32_t r = gr.bx;
 	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
 	const float *xs = x + (int64_t)r * width;
@@ -209,7 +221,7 @@ __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float
 	float s = scale;
 	for (int32_t i = t; i < width; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
 	grid_sync(gr);
-	convert_staged(gr, fmt, ys, out, r, width); // ends with a barrier: scale and ys are free again
+	convert_staged(gr, fmt, sh, out, r, width); // ends with a barrier: scale and ys are free again
 }
 
 #define RMSNORM_ACT(suffix, FMT)                                                                                    \
@@ -217,7 +229,7 @@ __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float
 	                                                            uint8_t *out, int32_t rows, int32_t width, float eps) { \
 		rmsnorm_act(gr, FMT, x, w, out, rows, width, eps);                                                           \
 	}                                                                                                                \
-	ENTRY(rmsnorm_act_##suffix, (const float *x, const float *w, uint8_t *out, int32_t rows, int32_t width, float eps), \
+	ENTRY_SHARED(rmsnorm_act_##suffix, RowActShared, (const float *x, const float *w, uint8_t *out, int32_t rows, int32_t width, float eps), \
 	      x, w, out, rows, width, eps)
 
 RMSNORM_ACT(f16, NA_F16)
@@ -233,14 +245,15 @@ enum { BA_SWIGLU, BA_SIGMOID_MUL };
 // followed by act_<fmt> of the result, one 256-thread block per row, y staged in shared memory.
 __device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, const float *a, const float *b,
                                            uint8_t *out, int32_t rows, int32_t width) {
-	float *ys = row_stage();
+	RowActShared &sh = grid_shared<RowActShared>(gr);
+	float *ys = sh.ys;
 	int32_t r = gr.bx;
 	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
 	const float *ar = a + (int64_t)r * width, *br = b + (int64_t)r * width;
 	for (int32_t i = gr.tid; i < width; i += gr.ntid)
 		ys[i] = op == BA_SWIGLU ? __fmul_rn(silu32(ar[i]), br[i]) : __fmul_rn(ar[i], sigmoid32(br[i]));
 	grid_sync(gr);
-	convert_staged(gr, fmt, ys, out, r, width);
+	convert_staged(gr, fmt, sh, out, r, width);
 }
 
 #define BINARY_ACT(name, OP, suffix, FMT)                                                                      \
@@ -248,7 +261,7 @@ __device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, cons
 	                                                           uint8_t *out, int32_t rows, int32_t width) {    \
 		binary_act(gr, OP, FMT, a, b, out, rows, width);                                                       \
 	}                                                                                                          \
-	ENTRY(name##_act_##suffix, (const float *a, const float *b, uint8_t *out, int32_t rows, int32_t width), a, b, \
+	ENTRY_SHARED(name##_act_##suffix, RowActShared, (const float *a, const float *b, uint8_t *out, int32_t rows, int32_t width), a, b, \
 	      out, rows, width)
 
 BINARY_ACT(swiglu, BA_SWIGLU, f16, NA_F16)

@@ -18,10 +18,17 @@ static __device__ __forceinline__ bool better(float v, int32_t i, float bv, int3
 	return v > bv || (v == bv && i < bi);
 }
 
+// ArgmaxShared holds each warp's best candidate.
+struct ArgmaxShared {
+	float sv[ARGMAX_MAX_WARPS];
+	int32_t si[ARGMAX_MAX_WARPS];
+};
+
 // argmax_f32 mirrors kernels.Argmax (ArgmaxRow).
 __device__ __forceinline__ void argmax_f32_body(const Grid &gr, const float *x, int32_t *out, int32_t rows, int32_t cols) {
-	__shared__ float sv[ARGMAX_MAX_WARPS];
-	__shared__ int32_t si[ARGMAX_MAX_WARPS];
+	ArgmaxShared &sh = grid_shared<ArgmaxShared>(gr);
+	float *sv = sh.sv;
+	int32_t *si = sh.si;
 	int32_t r = gr.bx;
 	if (r >= rows) return;
 	const float *row = x + (int64_t)r * cols;
@@ -52,4 +59,4 @@ __device__ __forceinline__ void argmax_f32_body(const Grid &gr, const float *x, 
 		out[r] = bi < 0 ? 0 : bi;
 	}
 }
-ENTRY(argmax_f32, (const float *x, int32_t *out, int32_t rows, int32_t cols), x, out, rows, cols)
+ENTRY_SHARED(argmax_f32, ArgmaxShared, (const float *x, int32_t *out, int32_t rows, int32_t cols), x, out, rows, cols)

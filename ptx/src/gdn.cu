@@ -55,12 +55,18 @@ static __device__ __forceinline__ float l2_scale(const float *x, int32_t d, floa
 	return __fdiv_rn(1.0f, max32(sqrt32(warp_sum(acc)), eps));
 }
 
+// GDNScanShared holds the current row's normalised key and query of the head.
+struct GDNScanShared {
+	float kh[GDN_MAX_D], qh[GDN_MAX_D];
+};
+
 // gdn_scan_f32 mirrors kernels.GDNScan (twinGDNScan, l2Normalize, deltaRule).
 __device__ __forceinline__ void gdn_scan_f32_body(const Grid &gr, const float *qkv, const float *beta, const float *alpha, const float *a,
                                         const float *dt_bias, float *state, const int32_t *src, const int32_t *dst,
                                         float *out, int32_t rows, int32_t nk, int32_t nv, int32_t d, int32_t nstates,
                                         float eps) {
-	__shared__ float kh[GDN_MAX_D], qh[GDN_MAX_D];
+	GDNScanShared &sh = grid_shared<GDNScanShared>(gr);
+	float *kh = sh.kh, *qh = sh.qh;
 	int32_t h = gr.bx;
 	if (h >= nv || d > GDN_MAX_D) return; // the whole block leaves together
 	int32_t j = gr.tid;
@@ -103,7 +109,7 @@ __device__ __forceinline__ void gdn_scan_f32_body(const Grid &gr, const float *q
 		grid_sync(gr); // kh and qh are rewritten by the next row
 	}
 }
-ENTRY(gdn_scan_f32, (const float *qkv, const float *beta, const float *alpha, const float *a,
+ENTRY_SHARED(gdn_scan_f32, GDNScanShared, (const float *qkv, const float *beta, const float *alpha, const float *a,
                                         const float *dt_bias, float *state, const int32_t *src, const int32_t *dst,
                                         float *out, int32_t rows, int32_t nk, int32_t nv, int32_t d, int32_t nstates,
                                         float eps), qkv, beta, alpha, a, dt_bias, state, src, dst, out, rows, nk, nv, d, nstates, eps)

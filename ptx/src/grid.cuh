@@ -16,9 +16,34 @@ struct Grid {
 	uint32_t tid;      // thread index in the block (threadIdx.x)
 	uint32_t ntid;     // threads per block (blockDim.x)
 	uint32_t bar;      // the block's barrier: 0 is the thread block's own, 1… a named barrier of ntid threads
+	void *shared;      // the block's shared memory (see "Shared memory" below); null for bodies without
 };
 
-#define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0})
+#define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, nullptr})
+
+// Shared memory. A body declares no __shared__ variable of its own. What its block shares is one
+// struct of the body's (a plain struct of arrays and scalars, its size a constant of the source,
+// never a function of the launch's arguments), which it reaches through grid_shared<T>(gr):
+//   - in an eager launch, the entry's own copy of T, declared by ENTRY_SHARED (so the eager
+//     kernel's static shared memory is exactly sizeof(T));
+//   - in the megakernel, the start of the one dynamic shared-memory buffer that every body
+//     shares (megakernel.cu), as large as the largest body's T: the bodies' shared memory is
+//     the maximum of their structs, not their sum. tools/mkgen reads each entry's size from its
+//     committed PTX and writes the maximum into the kernel table (MK_SHARED_BYTES) and the Go
+//     constant megakernel.SharedBytes the launch asks for.
+// The rules that make one buffer safe:
+//   - a body that uses shared memory runs one virtual block per thread block (mkgen marks its
+//     kernel exclusive because its PTX has .shared), and the megakernel meets at a barrier
+//     between two virtual blocks, so one struct lives in the buffer at a time;
+//   - the struct's contents are undefined when the body starts (neither zero nor what the last
+//     virtual block left) and dead when it returns;
+//   - the buffer is 16-byte aligned (vector accesses are fine);
+//   - a helper that needs shared memory takes its own struct by reference; a body whose helpers
+//     need some makes their structs members of its own (act.cu: RowActShared holds the
+//     Q8KShared of q8k_convert_block).
+// ptx_test.go checks the convention: the only shared variables in the committed PTX are the
+// ENTRY_SHARED structs and the megakernel's buffer.
+template <typename T> static __device__ __forceinline__ T &grid_shared(const Grid &g) { return *(T *)g.shared; }
 
 // grid_sync is __syncthreads for the threads of the body's block. (Host builds of the sources,
 // which run only whole thread blocks, have no named barriers.)
@@ -43,10 +68,19 @@ static __device__ __forceinline__ void grid_sync(const Grid &g) {
 #endif
 
 // ENTRY(name, (params), args…) defines the kernel entry `name` that runs name_body on the
-// hardware grid. The megakernel's translation unit defines MEGAKERNEL and gets the bodies only.
+// hardware grid; ENTRY_SHARED(name, T, (params), args…) one whose body uses shared struct T
+// (its static copy is named `shared`). The megakernel's translation unit defines MEGAKERNEL and
+// gets the bodies only.
 #ifdef MEGAKERNEL
 #define ENTRY(name, params, ...)
+#define ENTRY_SHARED(name, T, params, ...)
 #else
 #define ENTRY(name, params, ...) \
 	extern "C" __global__ void name params { name##_body(HW_GRID, __VA_ARGS__); }
+#define ENTRY_SHARED(name, T, params, ...)                                                          \
+	extern "C" __global__ void name params {                                                        \
+		__shared__ __align__(16) unsigned char shared[sizeof(T)];                                   \
+		name##_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, \
+		            __VA_ARGS__);                                                                   \
+	}
 #endif

@@ -17,6 +17,10 @@
 // would, so the results are those of the eager launches, bit for bit; the order only follows
 // the dependencies. All blocks must be resident at once: a block may wait for any other.
 //
+// Shared memory (grid.cuh): every body that uses some gets the start of one dynamic buffer,
+// mk_shared, of MK_SHARED_BYTES (the largest body's struct; the launch asks for
+// megakernel.SharedBytes, the same figure), so bodies' needs do not add up.
+//
 // Inputs are read with ordinary loads, never through the read-only cache (RESTRICT is empty
 // here): another SM may have written them during this launch.
 #define MEGAKERNEL
@@ -58,12 +62,21 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 // The megakernel needs sm_70 (independent thread scheduling for the polling thread, nanosleep);
 // the K80's cubin leaves it out.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+extern __shared__ __align__(16) unsigned char mk_shared[];
+
+// mk_dynamic_shared is the dynamic shared memory the launch gave each block, in bytes.
+static __device__ __forceinline__ uint32_t mk_dynamic_shared() {
+	uint32_t n;
+	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+	return n;
+}
+
 extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32_t *stream, uint32_t *done, int32_t sms) {
 	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7];
 	// A stream for another kernel table or shape is an error (the host checks before launching;
 	// a PTX built from other kernels than the host's would otherwise leave stale results).
 	if (stream[0] != MK_MAGIC || stream[1] != MK_VERSION || stream[2] != MK_TABLE_HASH || nsm != (uint32_t)sms ||
-	    gridDim.x != nsm || blockDim.x != MK_THREADS)
+	    gridDim.x != nsm || blockDim.x != MK_THREADS || mk_dynamic_shared() < MK_SHARED_BYTES)
 		__trap();
 	const uint32_t *instrs = stream + MK_HEADER;
 	const uint32_t *deps = instrs + (uint64_t)MK_INSTR * ninstr;
@@ -97,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32
 		for (uint32_t v0 = lo; v0 < hi; v0 += groups) {
 			uint32_t v = v0 + grp;
 			if (grp < groups && v < hi && t < threads) {
-				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u};
+				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u, mk_shared};
 				mk_run(k, gr, params + in[1]);
 			}
 			// a body that has the block to itself may read its shared memory after its last

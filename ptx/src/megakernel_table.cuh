@@ -382,3 +382,25 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 	}
 	return false;
 }
+
+// MK_SHARED_BYTES is the shared memory the bodies share (grid.cuh): the largest of their
+// structs, in bytes, from their entries' PTX:
+//   act_q8_K                         72
+//   argmax_f32                      256
+//   gdn_scan_f32                   8192
+//   rmsnorm_act_bf16              32844
+//   rmsnorm_act_f16               32844
+//   rmsnorm_act_q8_0              32844
+//   rmsnorm_act_q8_1              32844
+//   rmsnorm_act_q8_K              32844
+//   sigmoid_mul_act_bf16          32844
+//   sigmoid_mul_act_f16           32844
+//   sigmoid_mul_act_q8_0          32844
+//   sigmoid_mul_act_q8_1          32844
+//   sigmoid_mul_act_q8_K          32844
+//   swiglu_act_bf16               32844
+//   swiglu_act_f16                32844
+//   swiglu_act_q8_0               32844
+//   swiglu_act_q8_1               32844
+//   swiglu_act_q8_K               32844
+#define MK_SHARED_BYTES 32848u

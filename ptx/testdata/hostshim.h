@@ -15,6 +15,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct host_dim3 {
 	unsigned x, y, z;
