@@ -1,9 +1,11 @@
-// Package quantize re-quantises the weights of a GGUF model, as llama.cpp's quantize tool does
-// with --pure and no importance matrix: every 2-D (or 3-D expert) weight that llama.cpp would
-// quantise gets the target type, encoded by host/quant's reference quantisers, so the tensor
-// bytes equal llama.cpp's; 1-D tensors and the tensors llama.cpp never quantises (norms,
-// routers, convolutions, position embeddings, …) keep their type. Metadata is copied, with
-// general.file_type and general.quantization_version set as llama.cpp sets them.
+// Package quantize re-quantises the weights of a GGUF model as llama.cpp's quantize tool does
+// without an importance matrix: for a file type (Q4_K_M, Q8_0, …) every weight gets the type
+// llama.cpp's mix chooses for it (mix.go), or with Pure the file type's base type, encoded by
+// host/quant's reference quantisers, so that the tensor bytes equal llama.cpp's; the tensors
+// are written in llama.cpp's order, so the files are byte-identical too. 1-D tensors and the
+// tensors llama.cpp never quantises (norms, routers, convolutions, position embeddings, …)
+// keep their type. Metadata is copied, with general.file_type and
+// general.quantization_version set as llama.cpp sets them.
 package quantize
 
 import (
@@ -20,16 +22,13 @@ import (
 
 // Options control a re-quantisation.
 type Options struct {
-	Type dtype.Type
-	// AllowFallback keeps a tensor whose row length is not a whole number of the target type's
-	// blocks in its current type (with a warning) instead of failing.
-	AllowFallback bool
+	MixOptions
 	// AllowRequantize accepts already-quantised inputs (they are dequantised first, losing
 	// precision twice).
 	AllowRequantize bool
 	// Workers quantise rows in parallel (0: GOMAXPROCS). Output bytes never depend on it.
 	Workers int
-	// Warn receives warnings (may be nil).
+	// Warn receives warnings (may be nil): the tensors whose rows made their type fall back.
 	Warn func(msg string)
 	// Progress is called with the number of input bytes processed so far and the total.
 	Progress func(done, total int64)
@@ -41,21 +40,7 @@ type Action struct {
 	From dtype.Type
 	To   dtype.Type
 	Dims []int64
-	Why  string // why a weight was not converted ("" if it was, or needs no change)
-}
-
-// FileType returns llama.cpp's general.file_type (llama_ftype) for an all-t model.
-func FileType(t dtype.Type) (uint32, error) {
-	m := map[dtype.Type]uint32{
-		dtype.F32: 0, dtype.F16: 1, dtype.Q4_0: 2, dtype.Q4_1: 3, dtype.Q8_0: 7, dtype.Q5_0: 8,
-		dtype.Q5_1: 9, dtype.Q2_K: 10, dtype.Q3_K: 12, dtype.Q4_K: 15, dtype.Q5_K: 17, dtype.Q6_K: 18,
-		dtype.BF16: 32,
-	}
-	ft, ok := m[t]
-	if !ok {
-		return 0, fmt.Errorf("quantize: no llama.cpp file type for %s", t)
-	}
-	return ft, nil
+	Why  string // why a weight was not converted, or was converted to a fallback type ("" otherwise)
 }
 
 // Quantizable reports whether llama.cpp's quantiser converts a tensor of this name and rank.
@@ -102,37 +87,85 @@ func empty(d []int64) bool {
 	return false
 }
 
-// Plan decides each tensor's fate without converting anything.
+// ModelOf reads what a mix needs to know of f's model from its metadata.
+func ModelOf(f *gguf.File) (Model, error) {
+	m := Model{Arch: f.Architecture()}
+	first := func(key string) (int, error) {
+		v, ok := f.Lookup(key)
+		if !ok {
+			return 0, nil
+		}
+		if v.Type() == gguf.TypeArray { // per-layer values: llama.cpp reads the first layer's
+			ns, err := f.Ints(key)
+			if err != nil || len(ns) == 0 {
+				return 0, err
+			}
+			return int(ns[0]), nil
+		}
+		n, err := f.Int(key)
+		return int(n), err
+	}
+	var err error
+	p := m.Arch + "."
+	for _, k := range []struct {
+		key string
+		dst *int
+	}{{"block_count", &m.NLayer}, {"attention.head_count", &m.NHead}, {"attention.head_count_kv", &m.NHeadKV}, {"expert_count", &m.NExpert}} {
+		if *k.dst, err = first(p + k.key); err != nil {
+			return Model{}, fmt.Errorf("quantize: %w", err)
+		}
+	}
+	if m.NHeadKV == 0 {
+		m.NHeadKV = m.NHead // llama.cpp's default: no grouped K/V
+	}
+	return m, nil
+}
+
+// Plan decides each tensor's fate without converting anything. The actions are in the order
+// Write writes the tensors (FileOrder).
 func Plan(f *gguf.File, o Options) ([]Action, error) {
-	if _, err := quant.Lookup(o.Type); err != nil {
+	base := o.FileType.Base()
+	if !o.FileType.Known() {
+		return nil, fmt.Errorf("quantize: unknown file type %d", uint32(o.FileType))
+	}
+	if _, err := quant.Lookup(base); err != nil {
 		return nil, err
 	}
-	if _, err := FileType(o.Type); err != nil {
+	m, err := ModelOf(f)
+	if err != nil {
 		return nil, err
 	}
-	var out []Action
-	for _, t := range f.Tensors {
-		a := Action{Name: t.Name, From: t.Type, To: t.Type, Dims: t.Dims}
+	ts := make([]Tensor, len(f.Tensors))
+	for i, t := range f.Tensors {
+		ts[i] = Tensor{Name: t.Name, Type: t.Type, Dims: t.Dims}
+	}
+	FileOrder(ts)
+	choices, err := Mix(m, ts, o.MixOptions)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Action, len(ts))
+	for i, t := range ts {
+		c := choices[i]
+		a := Action{Name: t.Name, From: t.Type, To: c.Type, Dims: t.Dims}
 		switch {
 		case empty(t.Dims):
-			a.Why = "empty (a dimension is 0): kept as it is"
-		case !Quantizable(t.Name, nDims(t.Dims)):
-			a.Why = "not quantised (1-D or excluded by name)"
-		case t.Dims[0]%int64(o.Type.BlockSize()) != 0:
-			msg := fmt.Sprintf("tensor %q: row length %d is not a multiple of the %s block size %d", t.Name, t.Dims[0], o.Type, o.Type.BlockSize())
-			if !o.AllowFallback {
-				return nil, fmt.Errorf("quantize: %s (use --allow-fallback to keep it as %s)", msg, t.Type)
-			}
-			a.Why = msg + "; kept as " + t.Type.String()
-		case t.Type != dtype.F32 && t.Type != dtype.F16 && t.Type != dtype.BF16 && t.Type != o.Type && !o.AllowRequantize:
+			a.To, a.Why = t.Type, "empty (a dimension is 0): kept as it is"
+		case a.To == a.From:
+		case t.Type.Quantized() && !o.AllowRequantize:
 			return nil, fmt.Errorf("quantize: tensor %q is already %s; requantising needs --allow-requantize", t.Name, t.Type)
 		default:
 			if _, err := quant.Lookup(t.Type); err != nil {
 				return nil, fmt.Errorf("quantize: tensor %q: %w", t.Name, err)
 			}
-			a.To = o.Type
+			if _, err := quant.Lookup(a.To); err != nil {
+				return nil, fmt.Errorf("quantize: tensor %q: %w", t.Name, err)
+			}
+			if c.Wanted != c.Type {
+				a.Why = fmt.Sprintf("rows of %d values are not whole %s blocks: %s instead", t.Dims[0], c.Wanted, c.Type)
+			}
 		}
-		out = append(out, a)
+		out[i] = a
 	}
 	return out, nil
 }
@@ -143,10 +176,12 @@ func Write(f *gguf.File, out io.Writer, o Options) ([]Action, error) {
 	if err != nil {
 		return nil, err
 	}
-	ft, _ := FileType(o.Type)
+	// llama.cpp removes these two keys and appends them, in this order.
 	w := gguf.NewWriterFrom(f)
-	w.Set("general.file_type", gguf.U32(ft))
-	w.Set("general.quantization_version", gguf.U32(2))
+	w.Delete("general.quantization_version")
+	w.Delete("general.file_type")
+	w.Set("general.quantization_version", gguf.U32(2)) // GGML_QNT_VERSION
+	w.Set("general.file_type", gguf.U32(uint32(o.FileType)))
 	workers := o.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -166,11 +201,11 @@ func Write(f *gguf.File, out io.Writer, o Options) ([]Action, error) {
 		mu.Unlock()
 		o.Progress(d, total)
 	}
-	for i, a := range plan {
-		ti := f.Tensors[i]
+	for _, a := range plan {
+		ti, _ := f.Tensor(a.Name)
 		data := f.Data(ti)
-		if a.Why != "" && o.Warn != nil && strings.Contains(a.Why, "kept as") {
-			o.Warn(a.Why)
+		if a.Why != "" && o.Warn != nil && !strings.HasPrefix(a.Why, "empty") {
+			o.Warn(fmt.Sprintf("tensor %q: %s", a.Name, a.Why))
 		}
 		if a.To == a.From {
 			if err := w.AddTensor(a.Name, a.To, a.Dims, data); err != nil {

@@ -125,8 +125,12 @@ func TestQuantizeAndInfo(t *testing.T) {
 	if !strings.Contains(s, "2 (Q4_0)") {
 		t.Error("quantised file has the wrong file type")
 	}
-	if _, err := run(t, "quantize", "-q", path, out, "--type", "q4_K"); err == nil {
-		t.Error("q4_K on 64-wide rows accepted")
+	// q4_K on 64-wide rows falls back to q5_0, with a warning per tensor, as llama.cpp does.
+	if s, err := run(t, "quantize", "-q", path, out, "Q4_K_M"); err != nil || !strings.Contains(s, "not whole q4_K blocks: q5_0 instead") {
+		t.Errorf("Q4_K_M on 64-wide rows: %v\n%s", err, s)
+	}
+	if s, err := run(t, "quantize", "-q", path, out, "Q8_0", "--pure", "--output-tensor-type", "f16"); err != nil || !strings.Contains(s, "weights: 1 f16, 15 q8_0") {
+		t.Errorf("--output-tensor-type f16: %v\n%s", err, s)
 	}
 	if s, err := run(t, "info"); err != nil || !strings.Contains(s, "cores") {
 		t.Errorf("info: %v %q", err, s)
@@ -530,10 +534,19 @@ func TestSeedFlag(t *testing.T) {
 }
 
 func TestQuantizeTypeNames(t *testing.T) {
-	for _, name := range []string{"Q4_K_M", "iq4_xs", "q9"} {
+	for _, name := range []string{"Q4_K_XL", "iq4_xs", "q9", "99"} {
 		_, err := run(t, "quantize", "in.gguf", "out.gguf", "--type", name)
-		if err == nil || !strings.Contains(err.Error(), "want one of f32 f16") || strings.Contains(err.Error(), "dtype:") {
+		if err == nil || !strings.Contains(err.Error(), "want one of F32 F16 BF16 Q4_0") || strings.Contains(err.Error(), "dtype:") {
 			t.Errorf("--type %s: %v", name, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"quantize", "in.gguf", "out.gguf"},
+		{"quantize", "in.gguf", "out.gguf", "Q8_0", "--type", "Q8_0"},
+		{"quantize", "in.gguf", "out.gguf", "Q8_0", "--output-tensor-type", "Q4_K_M"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v accepted", args)
 		}
 	}
 }

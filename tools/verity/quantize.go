@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,22 +17,48 @@ import (
 
 func newQuantizeCmd() *cobra.Command {
 	var o quantize.Options
-	var typeName string
+	var typeName, outputType, embdType string
 	var quiet bool
 	cmd := &cobra.Command{
-		Use:   "quantize IN.gguf OUT.gguf --type TYPE",
-		Short: "Re-quantise a GGUF file's weights with the reference quantisers",
-		Long: `Re-quantise every 2-D weight of IN (and 3-D expert stacks) to TYPE with the reference
-quantisers, byte-identical to llama.cpp's quantize --pure without an importance matrix.
-1-D tensors, norms, routers and the other tensors llama.cpp never quantises keep their type.
-Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
-		Args: cobra.ExactArgs(2),
+		Use:   "quantize IN.gguf OUT.gguf [TYPE] (or --type TYPE)",
+		Short: "Re-quantise a GGUF file's weights as llama.cpp's quantize does",
+		Long: `Re-quantise IN's weights for a llama.cpp file type (` + strings.Join(quantize.FileTypeNames(), " ") + `;
+Q3_K, Q4_K and Q5_K mean the _M mixes) with the reference quantisers: each tensor gets the type
+llama.cpp's quantize chooses for it — a K-quant mix gives attn_v and ffn_down more bits in some
+layers, the output projection Q6_K, and so on — and OUT is byte-identical to llama.cpp's
+output without an importance matrix. --pure gives every weight the file type's own type.
+1-D tensors, norms, routers and the other tensors llama.cpp never quantises keep their type;
+rows that are not whole blocks of a type fall back as llama.cpp's do (q4_K → q5_0, …).
+IN may be a fixture name. OUT appears only once it is complete.`,
+		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := quantizeType(typeName)
-			if err != nil {
-				return err
+			if len(args) == 3 {
+				if typeName != "" {
+					return errors.New("give the type once: as the third argument or as --type")
+				}
+				typeName = args[2]
 			}
-			o.Type = t
+			if typeName == "" {
+				return errors.New("no file type: give one as the third argument or --type (e.g. Q4_K_M)")
+			}
+			ft, err := quantize.ParseFileType(typeName)
+			if err != nil {
+				return fmt.Errorf("--type: %w", err)
+			}
+			o.FileType = ft
+			for _, t := range []struct {
+				flag, name string
+				dst        **dtype.Type
+			}{{"--output-tensor-type", outputType, &o.OutputType}, {"--token-embedding-type", embdType, &o.TokenEmbeddingType}} {
+				if t.name == "" {
+					continue
+				}
+				tt, err := tensorType(t.name)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t.flag, err)
+				}
+				*t.dst = &tt
+			}
 			inPath, _, err := resolveModel(args[0], cmd)
 			if err != nil {
 				return err
@@ -64,40 +90,50 @@ Types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K.`,
 				return err
 			}
 			finish()
+			counts := map[dtype.Type]int{}
 			n := 0
 			for _, a := range plan {
 				if a.To != a.From {
 					n++
 				}
+				if quantize.Quantizable(a.Name, len(a.Dims)) || a.To != a.From {
+					counts[a.To]++
+				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d of %d tensors converted to %s\n", args[1], n, len(plan), t)
+			var mix []string
+			for _, t := range dtype.All() {
+				if counts[t] > 0 {
+					mix = append(mix, fmt.Sprintf("%d %s", counts[t], t))
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s, %d of %d tensors converted; weights: %s\n", args[1], ft, n, len(plan), strings.Join(mix, ", "))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&typeName, "type", "", "target type (ggml name, e.g. q4_K)")
-	cmd.Flags().BoolVar(&o.AllowFallback, "allow-fallback", false, "keep tensors whose rows do not fit the type's blocks (with a warning)")
+	cmd.Flags().StringVar(&typeName, "type", "", "llama.cpp file type (e.g. Q4_K_M, Q8_0, F16)")
+	cmd.Flags().BoolVar(&o.Pure, "pure", false, "every weight the file type's own type: no mix (llama-quantize --pure)")
+	cmd.Flags().StringVar(&outputType, "output-tensor-type", "", "the output projection's type (a ggml type, e.g. q8_0)")
+	cmd.Flags().StringVar(&embdType, "token-embedding-type", "", "the token embedding's type (a ggml type)")
+	cmd.Flags().BoolVar(&o.LeaveOutput, "leave-output-tensor", false, "keep output.weight as it is")
 	cmd.Flags().BoolVar(&o.AllowRequantize, "allow-requantize", false, "accept already-quantised inputs")
 	cmd.Flags().IntVar(&o.Workers, "threads", 0, "worker threads (0: all cores)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
-	_ = cmd.MarkFlagRequired("type")
 	return cmd
 }
 
-// quantizeType parses --type: a ggml type name Verity quantises to, in any case.
-func quantizeType(name string) (dtype.Type, error) {
+// tensorType parses a ggml type name Verity can write, in any case.
+func tensorType(name string) (dtype.Type, error) {
 	var names []string
 	for _, t := range dtype.All() {
-		if _, err := quant.Lookup(t); err != nil {
-			continue
+		if _, err := quant.Lookup(t); err == nil {
+			names = append(names, t.String())
 		}
-		if _, err := quantize.FileType(t); err != nil {
-			continue
-		}
-		names = append(names, t.String())
 	}
 	t, err := dtype.Parse(name)
-	if err == nil && slices.Contains(names, t.String()) {
-		return t, nil
+	if err == nil {
+		if _, err := quant.Lookup(t); err == nil {
+			return t, nil
+		}
 	}
-	return 0, fmt.Errorf("--type %q: want one of %s", name, strings.Join(names, " "))
+	return 0, fmt.Errorf("%q: want one of %s", name, strings.Join(names, " "))
 }
