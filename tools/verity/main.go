@@ -24,7 +24,9 @@ func newRoot() *cobra.Command {
 		Short:         "GPU-first LLM inference runtime with bit-exact CPU twins",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetVersionTemplate("verity {{.Version}}\n")
 	var profile string
 	var profileFile *os.File
 	stopSignals := func() {}

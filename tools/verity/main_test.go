@@ -561,3 +561,10 @@ func TestScheduleArguments(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "--version")
+	if err != nil || !regexp.MustCompile(`^verity \S+.* \(go1\.\d+.* \S+/\S+, kernels [0-9a-f]{12}\)\n$`).MatchString(out) {
+		t.Errorf("--version: %q, %v", out, err)
+	}
+}
