@@ -10,14 +10,93 @@ import (
 // Args are the megakernel entry's parameters.
 type Args struct {
 	Stream device.Ptr // the encoded stream (Encode)
-	Done   device.Ptr // uint32 per instruction: its finished parts; zero before the launch
-	SMs    int32      // the stream's queues, one thread block each
+	// Counters are 1 + instructions uint32 words, zero before the first launch of a stream:
+	// word 0 is claimed by the first block to give up, word 1 + i counts instruction i's
+	// finished parts over all launches. A launch waits for epoch × parts and adds parts, so
+	// the counters need no reset between launches of one stream (Epoch 1, 2, …).
+	Counters device.Ptr
+	// Status is StatusWords uint32 words, zero before the launch: why the launch gave up, if
+	// it did (see Status). Memory the host reads directly (device.Mapped) survives the fault.
+	Status device.Ptr
+	SMs    int32  // the stream's queues, one thread block each
+	Epoch  uint32 // this launch's number since the counters were zeroed, from 1
+	Spins  uint32 // polls of one counter before a block gives up (DefaultSpins)
 }
 
+// DefaultSpins bounds one dependency wait: the first polls come back to back, the rest sleep
+// 256 ns between polls, so 2^22 polls take a few seconds on a GPU (each poll is also a round
+// trip to L2) — longer than any step, much shorter than a GPU check's time limits.
+const DefaultSpins = 1 << 22
+
+// StatusWords is the size of the status the megakernel writes when it gives up.
+const StatusWords = 8
+
+// Why a launch gave up (the first status word).
+const (
+	Stalled = 1 // a dependency wait ran out of polls: a block that never came
+	Refused = 2 // the stream, launch shape or counters' epoch is not one this kernel runs
+)
+
+// Status is what the megakernel writes when it gives up, in the status words' order.
+type Status struct {
+	Why   uint32
+	Block uint32 // the thread block (queue) that gave up
+	Item  uint32 // its item, an index into the stream's items
+	Instr uint32 // the item's instruction and part
+	Part  uint32
+	// Counter is the instruction whose counter the block waited for; Seen the value it read
+	// last and Need the value it waited for (epoch × that instruction's parts).
+	Counter, Seen, Need uint32
+}
+
+// ParseStatus reads the status words; ok is false if the launch did not give up.
+func ParseStatus(b []byte) (st Status, ok bool) {
+	if len(b) < 4*StatusWords {
+		return st, false
+	}
+	w := func(i int) uint32 { return binary.LittleEndian.Uint32(b[4*i:]) }
+	st = Status{w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7)}
+	return st, st.Why != 0
+}
+
+// Describe explains the status in the terms of schedule s (nil: indices only).
+func (st Status) Describe(s *Schedule) string {
+	name := func(i uint32) string {
+		if s != nil && int(i) < len(s.Instrs) {
+			return fmt.Sprintf("instruction %d (%s)", i, s.Instrs[i].Name)
+		}
+		return fmt.Sprintf("instruction %d", i)
+	}
+	switch st.Why {
+	case Stalled:
+		var parts string
+		if s != nil && int(st.Counter) < len(s.Instrs) {
+			parts = fmt.Sprintf(" of %d parts per launch", s.Instrs[st.Counter].Parts)
+		}
+		return fmt.Sprintf("block %d gave up at item %d, part %d of %s: it waited for %s, whose counter stayed at %d, short of %d%s",
+			st.Block, st.Item, st.Part, name(st.Instr), name(st.Counter), st.Seen, st.Need, parts)
+	case Refused:
+		return fmt.Sprintf("block %d refused the stream (stream version %d, kernel version %d; or another kernel table, shape, shared memory or epoch)",
+			st.Block, st.Seen, st.Need)
+	}
+	return fmt.Sprintf("status %d (unknown)", st.Why)
+}
+
+// StallError is a launch that gave up, with the status it wrote.
+type StallError struct {
+	Status Status
+	Text   string // Status.Describe of the launch's schedule
+	Err    error  // the launch's own error (the trap)
+}
+
+func (e *StallError) Error() string { return "megakernel: " + e.Text + ": " + e.Err.Error() }
+func (e *StallError) Unwrap() error { return e.Err }
+
 // Kernel is the megakernel entry (ptx/src/megakernel.cu): SMs thread blocks of MaxThreads
-// threads and SharedBytes of dynamic shared memory, block k running queue k of the stream. All blocks must be resident at once (no more
-// blocks than the device runs together), since a block waits for others' parts. Its twin is
-// the VM. It is not an instruction of the table (Kernels).
+// threads and SharedBytes of dynamic shared memory, block k running queue k of the stream.
+// All blocks must be resident at once (no more blocks than the device runs together), since
+// a block waits for others' parts. Its twin is the VM. It is not an instruction of the table
+// (Kernels).
 var Kernel = device.Register(&device.Kernel[Args]{
 	EntryName: "megakernel", ModuleName: module,
 	Shape: func(a Args) (device.Geometry, error) {
@@ -50,15 +129,23 @@ var Kernel = device.Register(&device.Kernel[Args]{
 		if len(s.Queues) != int(a.SMs) {
 			return fmt.Errorf("stream for %d SMs launched on %d", len(s.Queues), a.SMs)
 		}
-		done, err := x.I32(a.Done, len(s.Instrs))
+		if a.Epoch == 0 {
+			return fmt.Errorf("epoch 0 (launches count from 1)")
+		}
+		counters, err := x.I32(a.Counters, 1+len(s.Instrs))
 		if err != nil {
 			return fmt.Errorf("counters: %w", err)
+		}
+		for i, in := range s.Instrs { // the counters must stand where the last launch left them
+			if want := int64(a.Epoch-1) * int64(in.Parts); int64(uint32(counters[1+i])) != want {
+				return fmt.Errorf("instruction %d's counter is %d before launch %d of %d parts", i, uint32(counters[1+i]), a.Epoch, in.Parts)
+			}
 		}
 		if err := (&VM{Mem: x.Mem}).RunSchedule(s); err != nil {
 			return err
 		}
 		for i, in := range s.Instrs {
-			done[i] = int32(in.Parts)
+			counters[1+i] = int32(uint32(a.Epoch) * uint32(in.Parts))
 		}
 		return nil
 	},

@@ -275,7 +275,7 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		want string
 	}{
 		{0, 0, "not a stream"},
-		{1, 2, "version"},
+		{1, 1, "version"},
 		{2, 0, "kernel table"},
 		{4, 0, "SMs"},
 		{8, 1 << 20, "outside the table"},       // instruction 0's kernel

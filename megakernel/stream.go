@@ -25,7 +25,7 @@ import (
 // count is its kernel's.
 const (
 	magic       = 0x314b4d56 // "VMK1"
-	version     = 1
+	version     = 2
 	headerWords = 8
 	instrWords  = 10
 	// MaxSMs bounds the queues of a stream.

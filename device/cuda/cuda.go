@@ -479,4 +479,5 @@ func (b *Backend) inside(p device.Ptr, n int64) error {
 var (
 	_ device.Backend  = (*Backend)(nil)
 	_ device.Timeline = (*Backend)(nil)
+	_ device.Mapped   = (*Backend)(nil)
 )

@@ -137,6 +137,8 @@ type extras struct {
 	capturing bool                // (mu) a Capture is under way: refuse what cannot be captured
 	graphs    map[*Graph]struct{} // (mu) live graphs, destroyed by Close
 
+	mapped map[device.Ptr]unsafe.Pointer // (mu) mapped host memory (AllocMapped), by device address
+
 	marks      map[device.Mark]cu.Event // the Timeline's outstanding marks
 	nextMark   device.Mark
 	freeEvents []cu.Event // released marks' events, for reuse
@@ -207,6 +209,50 @@ func (b *Backend) allowShared(fn cu.Function, shared uint32) error {
 	}
 	b.x.smemSet[fn] = int(shared)
 	return nil
+}
+
+// AllocMapped returns n bytes of zeroed pinned host memory mapped into the device's address
+// space (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP) and its device address.
+func (b *Backend) AllocMapped(n int) (device.Ptr, []byte, error) {
+	if n <= 0 || n > 1<<30 {
+		return 0, nil, fmt.Errorf("cuda: mapped alloc %d: bad size", n)
+	}
+	var p unsafe.Pointer
+	var d C.CUdeviceptr
+	err := b.do("mapped alloc", fmt.Sprint(n), func() error {
+		if err := check(C.cuMemHostAlloc(&p, C.size_t(n), C.CU_MEMHOSTALLOC_DEVICEMAP|C.CU_MEMHOSTALLOC_PORTABLE)); err != nil {
+			return err
+		}
+		if err := check(C.cuMemHostGetDevicePointer(&d, p, 0)); err != nil {
+			C.cuMemFreeHost(p)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := unsafe.Slice((*byte)(p), n)
+	clear(buf)
+	b.mu.Lock()
+	if b.x.mapped == nil {
+		b.x.mapped = map[device.Ptr]unsafe.Pointer{}
+	}
+	b.x.mapped[device.Ptr(d)] = p
+	b.mu.Unlock()
+	return device.Ptr(d), buf, nil
+}
+
+// FreeMapped releases memory from AllocMapped.
+func (b *Backend) FreeMapped(d device.Ptr) error {
+	b.mu.Lock()
+	p, ok := b.x.mapped[d]
+	delete(b.x.mapped, d)
+	b.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: free mapped %#x: not mapped memory", uint64(d))
+	}
+	return b.do("mapped free", fmt.Sprintf("%#x", uint64(d)), func() error { return check(C.cuMemFreeHost(p)) })
 }
 
 // staged reports whether a transfer of n bytes goes through the pinned buffers.
@@ -322,6 +368,13 @@ func (b *Backend) closeExtras() error {
 		errs = append(errs, g.destroy())
 	}
 	errs = append(errs, b.x.stageWait())
+	b.mu.Lock()
+	mapped := b.x.mapped
+	b.x.mapped = nil
+	b.mu.Unlock()
+	for _, p := range mapped {
+		errs = append(errs, check(C.cuMemFreeHost(p)))
+	}
 	for i := range b.x.stage {
 		s := &b.x.stage[i]
 		if s.buf == nil {

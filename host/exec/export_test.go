@@ -63,3 +63,6 @@ func Inputs(e *Executor) map[device.Ptr]bool {
 	}
 	return m
 }
+
+// SetSpins sets the polls a device runner's megakernel waits before it gives up.
+func SetSpins(r MegakernelRunner, spins uint32) { r.(*deviceRunner).spins = spins }

@@ -114,36 +114,131 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	return &deviceRunner{b: b, sms: sms}, nil
 }
 
-// deviceRunner runs streams with the megakernel entry: it copies the stream to the device,
-// zeroes the completion counters and launches one thread block per queue.
+// deviceRunner runs streams with the megakernel entry, one thread block per queue. It keeps
+// the last schedule's stream on the device, with its completion counters: launching the same
+// schedule again copies nothing but advances the counters' epoch (megakernel.Args). Each
+// launch is waited for; when one fails, the status words the megakernel wrote (in mapped host
+// memory where the backend has it, so they survive the fault) say which block gave up where.
 type deviceRunner struct {
-	b                  device.Backend
-	sms                int
-	stream, done       device.Ptr
-	streamCap, doneCap int64
-	zeros              []byte
+	b                      device.Backend
+	sms                    int
+	spins                  uint32
+	stream, counters       device.Ptr
+	streamCap, countersCap int64
+	loaded                 *megakernel.Schedule // the schedule whose stream is on the device
+	maxParts               uint32               // the most parts of one of its instructions
+	epoch                  uint32               // launches of it since its counters were zeroed
+	status                 device.Ptr
+	statusHost             []byte // the status words, when mapped (else read back)
+	mapped                 bool
+	dirty                  bool // the status words may be non-zero
 }
 
 func (r *deviceRunner) SMs() int { return r.sms }
 
 func (r *deviceRunner) Run(s *megakernel.Schedule) error {
+	if err := r.load(s); err != nil {
+		return err
+	}
+	if err := r.statusWords(); err != nil {
+		return err
+	}
+	if uint64(r.epoch+1)*uint64(r.maxParts) >= 1<<32 { // the counters would wrap: start again
+		if err := r.zeroCounters(len(s.Instrs)); err != nil {
+			return err
+		}
+	}
+	r.epoch++
+	spins := r.spins
+	if spins == 0 {
+		spins = megakernel.DefaultSpins
+	}
+	err := r.b.Launch(megakernel.Kernel, megakernel.Args{Stream: r.stream, Counters: r.counters, Status: r.status,
+		SMs: int32(len(s.Queues)), Epoch: r.epoch, Spins: spins})
+	if err == nil {
+		err = r.b.Sync()
+	}
+	if err != nil {
+		r.loaded, r.dirty = nil, true // the counters are unknown now: load and zero them again
+		return r.explain(s, err)
+	}
+	return nil
+}
+
+// load puts s's stream on the device and zeroes its counters, unless it is there already.
+func (r *deviceRunner) load(s *megakernel.Schedule) error {
+	if s == r.loaded {
+		return nil
+	}
 	stream := s.Encode()
 	if err := r.grow(&r.stream, &r.streamCap, int64(len(stream))); err != nil {
 		return err
 	}
-	if err := r.grow(&r.done, &r.doneCap, int64(4*len(s.Instrs))); err != nil {
+	if err := r.grow(&r.counters, &r.countersCap, int64(4*(1+len(s.Instrs)))); err != nil {
 		return err
-	}
-	if len(r.zeros) < 4*len(s.Instrs) {
-		r.zeros = make([]byte, r.doneCap)
 	}
 	if err := r.b.Write(r.stream, stream); err != nil {
 		return err
 	}
-	if err := r.b.Write(r.done, r.zeros[:4*len(s.Instrs)]); err != nil {
+	if err := r.zeroCounters(len(s.Instrs)); err != nil {
 		return err
 	}
-	return r.b.Launch(megakernel.Kernel, megakernel.Args{Stream: r.stream, Done: r.done, SMs: int32(len(s.Queues))})
+	r.loaded, r.maxParts = s, 0
+	for _, in := range s.Instrs {
+		r.maxParts = max(r.maxParts, uint32(in.Parts))
+	}
+	return nil
+}
+
+func (r *deviceRunner) zeroCounters(n int) error {
+	r.epoch = 0
+	return r.b.Write(r.counters, make([]byte, 4*(1+n)))
+}
+
+// statusWords allocates the status words on first use and zeroes them after a failure.
+func (r *deviceRunner) statusWords() error {
+	const n = 4 * megakernel.StatusWords
+	if r.status == 0 {
+		if m, ok := r.b.(device.Mapped); ok {
+			p, host, err := m.AllocMapped(n)
+			if err != nil {
+				return fmt.Errorf("exec: megakernel status words: %w", err)
+			}
+			r.status, r.statusHost, r.mapped = p, host, true
+			return nil
+		}
+		p, err := r.b.Alloc(n)
+		if err != nil {
+			return fmt.Errorf("exec: megakernel status words: %w", err)
+		}
+		r.status = p
+		return r.b.Write(p, make([]byte, n))
+	}
+	if !r.dirty {
+		return nil
+	}
+	r.dirty = false
+	if r.mapped {
+		clear(r.statusHost)
+		return nil
+	}
+	return r.b.Write(r.status, make([]byte, n))
+}
+
+// explain adds to a failed launch's error what the status words say, if the megakernel gave up.
+func (r *deviceRunner) explain(s *megakernel.Schedule, err error) error {
+	words := r.statusHost
+	if !r.mapped {
+		words = make([]byte, 4*megakernel.StatusWords)
+		if rerr := r.b.Read(words, r.status); rerr != nil {
+			return fmt.Errorf("%w (and its status words are unreadable: %v)", err, rerr)
+		}
+	}
+	st, ok := megakernel.ParseStatus(words)
+	if !ok {
+		return err
+	}
+	return &megakernel.StallError{Status: st, Text: st.Describe(s), Err: err}
 }
 
 // grow makes *p hold at least n bytes, reallocating geometrically.
@@ -168,12 +263,19 @@ func (r *deviceRunner) grow(p *device.Ptr, capacity *int64, n int64) error {
 // Close frees the runner's device buffers.
 func (r *deviceRunner) Close() error {
 	var errs []error
-	for _, p := range []device.Ptr{r.stream, r.done} {
+	for _, p := range []device.Ptr{r.stream, r.counters} {
 		if p != 0 {
 			errs = append(errs, r.b.Free(p))
 		}
 	}
-	r.stream, r.done, r.streamCap, r.doneCap = 0, 0, 0, 0
+	if r.status != 0 {
+		if r.mapped {
+			errs = append(errs, r.b.(device.Mapped).FreeMapped(r.status))
+		} else {
+			errs = append(errs, r.b.Free(r.status))
+		}
+	}
+	r.stream, r.counters, r.status, r.streamCap, r.countersCap, r.loaded, r.statusHost = 0, 0, 0, 0, 0, nil, nil
 	return errors.Join(errs...)
 }
 

@@ -3,19 +3,32 @@
 // stream.go for the layout), one thread block of MK_THREADS threads per queue.
 //
 // Block k runs queue k's items in order. For each item (part p of instruction i):
-//   - the first warp waits until done[d] equals the part count of every dependency d of i, lane
-//     l polling dependencies l, l+32, … (with an atomic read, then a fence: the acquire half of
-//     the hand-off), and the block meets at a barrier;
+//   - the first warp waits until every dependency d of i has finished its parts in this launch
+//     (done[d] ≥ epoch · parts(d): the counters are zeroed once, each launch adds to them), lane
+//     l polling dependencies l, l+32, … with acquire loads (ld.acquire.gpu), and the block meets
+//     at a barrier: the acquire half of the hand-off, which orders the block's later reads
+//     after the writes the counter publishes;
 //   - the part's virtual blocks — blocks ⌊p·B/P⌋ … ⌊(p+1)·B/P⌋−1 of the instruction's grid of B
 //     blocks in P parts, block v at (v mod grid x, v div grid x) — run the kernel's body
 //     (megakernel_table.cuh) with the hardware grid replaced by the instruction's: a thread
 //     block holds as many virtual blocks as fit in groups of whole warps, one virtual block
 //     for bodies that synchronise their block (which then get named barrier 1 over their own
 //     threads);
-//   - the block meets at a barrier, and thread 0 fences and adds 1 to done[i] (the release half).
+//   - the block meets at a barrier, and thread 0 adds 1 to done[i] with a release reduction
+//     (red.release.gpu; cumulative, so it publishes every write the barrier ordered before it):
+//     the release half. No full fences.
 // Each virtual block computes exactly what the same block of the instruction's own launch
 // would, so the results are those of the eager launches, bit for bit; the order only follows
 // the dependencies. All blocks must be resident at once: a block may wait for any other.
+//
+// A wait polls a few times back to back, then sleeps between polls (64 ns, doubling to 256).
+// After `spins` polls of one counter (the launch's argument; megakernel.DefaultSpins is a few
+// seconds) the block gives up: it writes the status words (megakernel.Status: why, which
+// block, which item, its instruction and part, the counter it waited for, the value it saw
+// and the value it needed) — the first block to give up writes them — makes them visible to
+// the host, which maps them from its own memory so that it can read them after the fault,
+// and traps. A stream the kernel cannot run (another table, version or shape) is refused the
+// same way before any item runs.
 //
 // Shared memory (grid.cuh): every body that uses some gets the start of one dynamic buffer,
 // mk_shared, of MK_SHARED_BYTES (the largest body's struct; the launch asks for
@@ -51,16 +64,20 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 
 #define MK_THREADS 256
 #define MK_MAGIC 0x314b4d56u
-#define MK_VERSION 1u
+#define MK_VERSION 2u
 #define MK_HEADER 8
 #define MK_INSTR 10
-// MK_SPIN_LIMIT bounds one dependency wait (2^26 polls: tens of seconds on a GPU), so that a
-// stream that cannot finish — blocks that are not all resident, say — ends the launch with an
-// error instead of hanging it.
-#define MK_SPIN_LIMIT (1u << 26)
+// the first status word: why the launch gave up (megakernel.Stalled, megakernel.Refused)
+#define MK_STALLED 1u
+#define MK_REFUSED 2u
+// MK_HOT_POLLS polls of a counter come back to back; then the wait sleeps between polls,
+// MK_SLEEP_MIN nanoseconds doubling up to MK_SLEEP_MAX.
+#define MK_HOT_POLLS 8u
+#define MK_SLEEP_MIN 64u
+#define MK_SLEEP_MAX 256u
 
-// The megakernel needs sm_70 (independent thread scheduling for the polling thread, nanosleep);
-// the K80's cubin leaves it out.
+// The megakernel needs sm_70 (independent thread scheduling for the polling thread, nanosleep,
+// acquire and release operations); the K80's cubin leaves it out.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
 extern __shared__ __align__(16) unsigned char mk_shared[];
 
@@ -71,13 +88,46 @@ static __device__ __forceinline__ uint32_t mk_dynamic_shared() {
 	return n;
 }
 
-extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32_t *stream, uint32_t *done, int32_t sms) {
+// mk_acquire is an acquire load of a counter at GPU scope.
+static __device__ __forceinline__ uint32_t mk_acquire(const uint32_t *p) {
+	uint32_t v;
+	asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+// mk_release adds v to a counter with release semantics at GPU scope.
+static __device__ __forceinline__ void mk_release(uint32_t *p, uint32_t v) {
+	asm volatile("red.release.gpu.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// mk_give_up writes the status words (why, block, item, instruction, part, counter, seen,
+// needed) unless another block has — the first to claim the word before the counters, in
+// device memory (atomics on the host's memory need not be atomic), writes them — makes them
+// visible to the host, and traps.
+static __device__ __forceinline__ void mk_give_up(uint32_t *claim, volatile uint32_t *s, uint32_t why, uint32_t item,
+                                                  uint32_t instr, uint32_t part, uint32_t counter, uint32_t seen,
+                                                  uint32_t need) {
+	if (atomicCAS(claim, 0u, 1u) == 0u) {
+		s[1] = blockIdx.x, s[2] = item, s[3] = instr, s[4] = part, s[5] = counter, s[6] = seen, s[7] = need;
+		__threadfence_system();
+		s[0] = why; // last: the host reads the others once this is set
+	}
+	__threadfence_system(); // the host reads the words after the trap has ended the context
+	__trap();
+}
+
+extern "C" __global__ void __launch_bounds__(MK_THREADS)
+    megakernel(const uint32_t *stream, uint32_t *counters, volatile uint32_t *status, int32_t sms, uint32_t epoch,
+               uint32_t spins) {
+	uint32_t *claim = counters, *done = counters + 1; // done[i]: instruction i's finished parts, all launches
 	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7];
 	// A stream for another kernel table or shape is an error (the host checks before launching;
 	// a PTX built from other kernels than the host's would otherwise leave stale results).
 	if (stream[0] != MK_MAGIC || stream[1] != MK_VERSION || stream[2] != MK_TABLE_HASH || nsm != (uint32_t)sms ||
-	    gridDim.x != nsm || blockDim.x != MK_THREADS || mk_dynamic_shared() < MK_SHARED_BYTES)
-		__trap();
+	    gridDim.x != nsm || blockDim.x != MK_THREADS || mk_dynamic_shared() < MK_SHARED_BYTES || epoch == 0) {
+		if (threadIdx.x == 0) mk_give_up(claim, status, MK_REFUSED, 0, 0, 0, 0, stream[1], MK_VERSION);
+		return;
+	}
 	const uint32_t *instrs = stream + MK_HEADER;
 	const uint32_t *deps = instrs + (uint64_t)MK_INSTR * ninstr;
 	const uint32_t *queues = deps + ndeps;
@@ -91,13 +141,18 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32
 		uint32_t k = in[0], gx = in[3], gy = in[4], threads = in[5], parts = in[6];
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
 			for (uint32_t j = in[7] + threadIdx.x; j < in[7] + in[8]; j += 32) {
-				uint32_t d = deps[j], need = instrs[(uint64_t)MK_INSTR * d + 6];
-				for (uint32_t spins = 0; atomicAdd(&done[d], 0u) < need; spins++) {
-					if (spins == MK_SPIN_LIMIT) __trap(); // a block that never comes: fail, do not hang
-					__nanosleep(32);
+				uint32_t d = deps[j], need = epoch * instrs[(uint64_t)MK_INSTR * d + 6];
+				uint32_t sleep = MK_SLEEP_MIN;
+				for (uint32_t n = 0;; n++) {
+					uint32_t seen = mk_acquire(&done[d]);
+					if (seen >= need) break;
+					if (n >= spins) mk_give_up(claim, status, MK_STALLED, it, i, part, d, seen, need); // a block that never comes
+					if (n >= MK_HOT_POLLS) {
+						__nanosleep(sleep);
+						sleep = min(2 * sleep, MK_SLEEP_MAX);
+					}
 				}
 			}
-			__threadfence();
 		}
 		__syncthreads();
 
@@ -119,10 +174,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS) megakernel(const uint32
 		}
 
 		__syncthreads();
-		if (threadIdx.x == 0) {
-			__threadfence();
-			atomicAdd(&done[i], 1u);
-		}
+		if (threadIdx.x == 0) mk_release(&done[i], 1u);
 	}
 }
 #endif
