@@ -168,6 +168,15 @@ func (e *Engine) Context() int { return e.ctx }
 // MaxRows is the largest step (prefill chunk, tree size).
 func (e *Engine) MaxRows() int { return e.chunk }
 
+// Capacity is the cache's size: its K/V slots and recurrent-state slots (0 for
+// attention-only models; the zero state is not counted), in use or not.
+func (e *Engine) Capacity() (slots, states int) {
+	return e.slots, len(e.stateRefs) - min(1, len(e.stateRefs))
+}
+
+// HasPrefixCache reports whether the engine keeps a prefix cache (Options.PrefixCache).
+func (e *Engine) HasPrefixCache() bool { return e.prefix != nil }
+
 // Sessions is how many sessions of the full context the cache holds at once.
 func (e *Engine) Sessions() int { return max(1, (e.slots-e.chunk)/e.ctx) }
 
@@ -234,7 +243,8 @@ type Session struct {
 	tokens []int32
 	// Recurrent models: the state after the last committed token (slot 0, the zero state, for
 	// an empty session) and earlier states kept for rollback; with a prefix cache, also the
-	// state after the prompt (the first Prefill), with a reference of its own (slot 0: none).
+	// state before the prompt's last token (the first Prefill's), with a reference of its own
+	// (slot 0: none).
 	state       int32
 	checkpoints []checkpoint
 	prompt      checkpoint
@@ -390,7 +400,15 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 	if hit.n > 0 && e.recurrent {
 		src = hit.state
 	}
-	out, state, err := s.run(rest, base+hit.n, table, src, all, true)
+	// With a prefix cache, a recurrent model's prompt keeps the state before its last token:
+	// the furthest a later prompt can start from (its own last token's logits are computed),
+	// so that an exact repeat runs one token.
+	keepPrompt := prompt && !all && e.prefix != nil && e.recurrent
+	mark := -1
+	if keepPrompt {
+		mark = len(rest) - 2 // -1: the state before rest's last token is src
+	}
+	out, state, before, err := s.run(rest, base+hit.n, table, src, all, true, mark)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
@@ -411,19 +429,22 @@ func (s *Session) Prefill(tokens []int32, all bool) ([][]float32, error) {
 	}
 	s.advance(state)
 	s.tokens = append(s.tokens, rest...)
-	if prompt && !all && e.prefix != nil && e.recurrent { // (a prompt prefilled with all is run in chunks)
-		e.retainStates(state)
-		s.prompt = checkpoint{pos: len(s.tokens), slot: state}
+	if keepPrompt { // (a prompt prefilled with all is run in chunks)
+		if mark < 0 {
+			e.retainStates(before) // src: the zero state (not counted) or the hit's
+		}
+		s.prompt = checkpoint{pos: len(s.tokens) - 1, slot: before}
 	}
 	return out, nil
 }
 
 // run computes tokens at positions base… whose K/V slots table[base…] holds, in chunks,
 // continuing recurrent state src; it returns the logits wanted and the new state's slot (a
-// fresh one; src is never written). On error any fresh state is released. With lock, run
-// takes the engine's lock for each chunk (and the state allocation) itself; else the caller
-// holds it.
-func (s *Session) run(tokens []int32, base int, table []int32, src int32, all, lock bool) ([][]float32, int32, error) {
+// fresh one; src is never written). With mark ≥ 0 (recurrent models, mark < len(tokens)−1) the
+// state after tokens[mark] goes to a fresh slot of its own, returned as before; with mark −1,
+// before is src. On error any fresh state is released. With lock, run takes the engine's lock
+// for each chunk (and the state allocation) itself; else the caller holds it.
+func (s *Session) run(tokens []int32, base int, table []int32, src int32, all, lock bool, mark int) (out [][]float32, state, before int32, err error) {
 	locked := func(f func()) {
 		if lock {
 			s.e.mu.Lock()
@@ -431,18 +452,30 @@ func (s *Session) run(tokens []int32, base int, table []int32, src int32, all, l
 		}
 		f()
 	}
-	dst := int32(-1)
+	dst, early := int32(-1), int32(-1) // early: the state rows up to mark write
+	before = src
 	if s.e.recurrent {
+		n := 1
+		if mark >= 0 {
+			n = 2
+		}
 		var st []int32
-		var err error
-		locked(func() { st, err = s.e.allocStates(1) })
+		locked(func() { st, err = s.e.allocStates(n) })
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		dst = st[0]
+		if mark >= 0 {
+			early, before = st[1], st[1]
+		}
+	}
+	release := func() {
+		s.e.releaseStates(dst)
+		if early > 0 {
+			s.e.releaseStates(early)
+		}
 	}
 	nv := s.e.ex.Program().Config.NVocab
-	var out [][]float32
 	for lo := 0; lo < len(tokens); lo += s.e.chunk {
 		hi := min(lo+s.e.chunk, len(tokens))
 		st := exec.Step{Tokens: tokens[lo:hi]}
@@ -455,29 +488,35 @@ func (s *Session) run(tokens []int32, base int, table []int32, src int32, all, l
 				st.OutRows = append(st.OutRows, int32(r-lo))
 			}
 			if s.e.recurrent {
-				from := dst
+				// each row continues the state the row before wrote (src for the first);
+				// rows up to mark write early, the rest dst
+				from, to := dst, dst
+				if r <= mark {
+					from, to = early, early
+				} else if r == mark+1 && mark >= 0 {
+					from = early
+				}
 				if r == 0 {
 					from = src
 				}
 				st.StateSrc = append(st.StateSrc, from)
-				st.StateDst = append(st.StateDst, dst)
+				st.StateDst = append(st.StateDst, to)
 			}
 		}
 		var logits []float32
-		var err error
 		locked(func() {
 			if logits, err = s.e.ex.Run(st); err != nil {
-				s.e.releaseStates(dst)
+				release()
 			}
 		})
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		for i := range st.OutRows {
 			out = append(out, logits[i*nv:(i+1)*nv:(i+1)*nv])
 		}
 	}
-	return out, dst, nil
+	return out, dst, before, nil
 }
 
 // Decode appends one token and returns its logits.
@@ -777,7 +816,7 @@ func (s *Session) Truncate(n int) error {
 			// the replay also writes the K/V entries of positions from.pos…n−1 again: the same
 			// bits into the same slots (which other sessions or cached prefixes may share)
 			var err error
-			if _, state, err = s.run(s.tokens[from.pos:n], from.pos, s.slots, from.slot, false, false); err != nil {
+			if _, state, _, err = s.run(s.tokens[from.pos:n], from.pos, s.slots, from.slot, false, false, -1); err != nil {
 				return err
 			}
 		} else if fromPrompt {

@@ -23,7 +23,7 @@ type LoadOptions struct {
 	MegakernelSMs int
 	// PrefixCache keeps closed sessions' K/V entries and states for new prompts that begin
 	// with the same tokens (Options.PrefixCache); a recurrent model's sessions then hold one
-	// more state each (the one after their prompt).
+	// more state each (the one before their prompt's last token).
 	PrefixCache bool
 }
 
@@ -166,7 +166,7 @@ func ExecOptions(p *model.Program, o LoadOptions) exec.Options {
 	if p.StateLayers > 0 {
 		per := StatesPerSession(o.MaxRows)
 		if o.PrefixCache {
-			per++ // the state after the prompt, kept for the cache
+			per++ // the state before the prompt's last token, kept for the cache
 		}
 		eo.NStates = 1 + o.Sessions*per
 	}

@@ -7,7 +7,8 @@ import (
 
 // The prefix cache. When a session closes, its committed tokens and the K/V slots holding
 // them stay referenced by a cached prefix, and for recurrent models so do a few of its states
-// (after the prompt, its last checkpoints and its end). A new session's prompt that begins
+// (before the prompt's last token — where an exact repeat of the prompt starts —, its last
+// checkpoints and its end). A new session's prompt that begins
 // with a cached prefix's tokens takes references to those slots — and, for a recurrent model,
 // the state at the furthest kept position within the common part — and computes only the
 // rest. A position's K/V entry and a state depend only on the tokens up to them (width

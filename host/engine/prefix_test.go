@@ -11,7 +11,8 @@ import (
 
 // A prompt that begins with what a closed session computed runs only the rest, with the
 // same logits; an attention-only model reuses any common prefix, a recurrent one the common
-// part up to a kept state (after the earlier prompt, near and at its end).
+// part up to a kept state (before the earlier prompt's last token, near and at its end), so
+// that an exact repeat of a prompt computes only its last token.
 func TestPrefixCacheReuse(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -52,8 +53,8 @@ func TestPrefixCacheReuse(t *testing.T) {
 			}{
 				{append(slices.Clone(prompt[:15]), randTokens(r, 4, nv)...), 15, 0},
 				{append(slices.Clone(history), randTokens(r, 3, nv)...), 25, 25},
-				{append(slices.Clone(history[:22]), randTokens(r, 3, nv)...), 22, 20},
-				{slices.Clone(prompt), 19, 0}, // the last token's logits are computed
+				{append(slices.Clone(history[:22]), randTokens(r, 3, nv)...), 22, 19},
+				{slices.Clone(prompt), 19, 19}, // the last token's logits are computed
 				{append(slices.Clone(history[:24]), 0), 24, 24},
 			} {
 				want := c.reused

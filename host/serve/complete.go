@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -31,29 +32,36 @@ type CompletionRequest struct {
 	// Logprobs asks for each token's log-probability and those of this many (0 … 20) most
 	// likely tokens at its position; absent or null: none.
 	Logprobs *int `json:"logprobs,omitempty"`
+	// BestOf is accepted when it equals n (or is 1); Suffix when empty.
+	BestOf *int    `json:"best_of,omitempty"`
+	Suffix *string `json:"suffix,omitempty"`
 	// With echo (in openAIParams) the text begins with the prompt's — its tokens' texts,
 	// special tokens written out — and the log-probabilities with the prompt tokens' (each
 	// after the tokens before it; the first's null); max_tokens 0 then scores the prompt alone.
 	openAIParams
 }
 
-// openAIParams are the request fields both endpoints share: the sampler's, max_tokens,
-// stream, stop strings, n, echo (completions only), and OpenAI fields accepted only at their
-// defaults (user and stream_options are ignored; penalties and logit_bias must be zero and
-// empty), so that clients' default bodies work while a setting the service does not honour
-// is refused rather than silently dropped.
+// openAIParams are the request fields both endpoints share: the sampler's, max_tokens (or
+// max_completion_tokens), stream and stream_options, stop strings, n, echo (completions only);
+// fields that change nothing here and are ignored (user, store, metadata, service_tier,
+// parallel_tool_calls); and fields the service does not honour, accepted only at their
+// defaults (penalties zero, logit_bias, tools and functions empty) and otherwise refused with
+// unsupported_parameter, so that clients' default bodies work while a setting that would be
+// silently dropped is refused.
 type openAIParams struct {
-	MaxTokens   *int     `json:"max_tokens,omitempty"`
-	Temperature *float64 `json:"temperature,omitempty"` // default 1, as OpenAI's
-	TopP        *float64 `json:"top_p,omitempty"`
-	TopK        int      `json:"top_k,omitempty"`
-	Seed        *uint64  `json:"seed,omitempty"` // absent: a random one
-	Stream      bool     `json:"stream,omitempty"`
+	MaxTokens           *int      `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int      `json:"max_completion_tokens,omitempty"` // max_tokens' newer name; wins when both are set
+	Temperature         *float64  `json:"temperature,omitempty"`           // default 1, as OpenAI's
+	TopP                *float64  `json:"top_p,omitempty"`
+	TopK                int       `json:"top_k,omitempty"`
+	Seed                *seedSpec `json:"seed,omitempty"` // absent: a random one; negative seeds are their 64 bits
+	Stream              bool      `json:"stream,omitempty"`
 	// Stop is a string or an array of up to 16: the text ends before the first to occur in it.
-	Stop             json.RawMessage    `json:"stop,omitempty"`
-	N                *int               `json:"n,omitempty"`
-	User             string             `json:"user,omitempty"`
-	StreamOptions    json.RawMessage    `json:"stream_options,omitempty"`
+	Stop          json.RawMessage `json:"stop,omitempty"`
+	N             *int            `json:"n,omitempty"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
 	Echo             bool               `json:"echo,omitempty"` // completions only
 	PresencePenalty  float64            `json:"presence_penalty,omitempty"`
 	FrequencyPenalty float64            `json:"frequency_penalty,omitempty"`
@@ -63,6 +71,49 @@ type openAIParams struct {
 		Type       string          `json:"type"`
 		JSONSchema json.RawMessage `json:"json_schema,omitempty"`
 	} `json:"response_format,omitempty"`
+	// ignored
+	User              json.RawMessage `json:"user,omitempty"`
+	Store             json.RawMessage `json:"store,omitempty"`
+	Metadata          json.RawMessage `json:"metadata,omitempty"`
+	ServiceTier       json.RawMessage `json:"service_tier,omitempty"`
+	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls,omitempty"`
+	// refused unless null or empty
+	Tools        json.RawMessage `json:"tools,omitempty"`
+	ToolChoice   json.RawMessage `json:"tool_choice,omitempty"`
+	Functions    json.RawMessage `json:"functions,omitempty"`
+	FunctionCall json.RawMessage `json:"function_call,omitempty"`
+}
+
+// seedSpec is a seed as a request gives it: any integer from −2⁶³ to 2⁶⁴−1 (a negative one
+// stands for its two's-complement 64 bits).
+type seedSpec uint64
+
+func (s *seedSpec) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return paramErr(ErrBad, "seed", "seed: want an integer, got %s", b)
+	}
+	if u, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
+		*s = seedSpec(u)
+		return nil
+	}
+	i, err := strconv.ParseInt(n.String(), 10, 64)
+	if err != nil {
+		return paramErr(ErrBad, "seed", "seed %s: want an integer from -9223372036854775808 to 18446744073709551615", n)
+	}
+	*s = seedSpec(uint64(i))
+	return nil
+}
+
+// unsupported is the error for a parameter the service does not honour.
+func unsupported(param, why string) error {
+	return paramErr(ErrUnsupported, param, "%s is not supported%s", param, why)
+}
+
+// empty reports whether an optional JSON field is absent, null or empty.
+func empty(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s == "" || s == "null" || s == "[]" || s == "{}"
 }
 
 // generation checks the parameters, refusing settings the service does not honour, and
@@ -73,19 +124,36 @@ func (x openAIParams) generation() (generation, error) {
 		smp: Sampler{Temperature: 1, TopP: 1, TopK: x.TopK}}
 	var err error
 	if g.stops, err = stopsOf(x.Stop); err != nil {
-		return g, fmt.Errorf("%w: %v", ErrBad, err)
+		return g, paramErr(ErrBad, "stop", "%v", err)
 	}
 	if x.N != nil {
 		g.n = *x.N
 	}
 	switch {
 	case g.n < 1 || g.n > MaxChoices:
-		return g, fmt.Errorf("%w: n = %d: want 1 … %d choices", ErrBad, g.n, MaxChoices)
-	case x.PresencePenalty != 0 || x.FrequencyPenalty != 0 || len(x.LogitBias) > 0:
-		return g, fmt.Errorf("%w: penalties and logit_bias are not supported (they would change plain decoding's tokens)", ErrBad)
+		return g, paramErr(ErrBad, "n", "n = %d: want 1 … %d choices", g.n, MaxChoices)
+	case x.PresencePenalty != 0:
+		return g, unsupported("presence_penalty", " (it would change plain decoding's tokens)")
+	case x.FrequencyPenalty != 0:
+		return g, unsupported("frequency_penalty", " (it would change plain decoding's tokens)")
+	case len(x.LogitBias) > 0:
+		return g, unsupported("logit_bias", " (it would change plain decoding's tokens)")
+	case !empty(x.Tools):
+		return g, unsupported("tools", ": the service generates text only")
+	case !empty(x.ToolChoice) && strings.TrimSpace(string(x.ToolChoice)) != `"none"`:
+		return g, unsupported("tool_choice", ": the service generates text only")
+	case !empty(x.Functions):
+		return g, unsupported("functions", ": the service generates text only")
+	case !empty(x.FunctionCall) && strings.TrimSpace(string(x.FunctionCall)) != `"none"`:
+		return g, unsupported("function_call", ": the service generates text only")
 	}
+	// (stream_options without stream is ignored: a whole reply always has the usage)
+	g.includeUsage = x.Stream && x.StreamOptions != nil && x.StreamOptions.IncludeUsage
 	if x.MaxTokens != nil {
 		g.maxTokens = *x.MaxTokens
+	}
+	if x.MaxCompletionTokens != nil {
+		g.maxTokens = *x.MaxCompletionTokens
 	}
 	if x.Temperature != nil {
 		g.smp.Temperature = *x.Temperature
@@ -99,9 +167,9 @@ func (x openAIParams) generation() (generation, error) {
 		case "json_object":
 			g.smp.JSON = true
 		case "json_schema":
-			return g, fmt.Errorf("%w: response_format json_schema is not supported (json_object is: any JSON object)", ErrBad)
+			return g, unsupported("response_format.json_schema", " (json_object is: any JSON object)")
 		default:
-			return g, fmt.Errorf("%w: response_format type %q: want text or json_object", ErrBad, f.Type)
+			return g, paramErr(ErrBad, "response_format", "response_format type %q: want text or json_object", f.Type)
 		}
 	}
 	g.smp.Seed, err = seedOf(x.Seed)
@@ -109,9 +177,9 @@ func (x openAIParams) generation() (generation, error) {
 }
 
 // seedOf is a request's seed, or a random one.
-func seedOf(seed *uint64) (uint64, error) {
+func seedOf(seed *seedSpec) (uint64, error) {
 	if seed != nil {
-		return *seed, nil
+		return uint64(*seed), nil
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -122,12 +190,15 @@ func seedOf(seed *uint64) (uint64, error) {
 
 // Completion is the reply (or, streamed, each chunk) of /v1/completions.
 type Completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"` // "text_completion"
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []CompletionChoice `json:"choices"`
-	Usage   *CompletionUsage   `json:"usage,omitempty"` // the whole reply, or a stream's last chunk
+	ID                string             `json:"id"`
+	Object            string             `json:"object"` // "text_completion"
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint"` // the server's build
+	Choices           []CompletionChoice `json:"choices"`
+	// Usage is the whole reply's; streamed, it comes (with stream_options.include_usage) in a
+	// last chunk of its own, with no choices.
+	Usage *CompletionUsage `json:"usage,omitempty"`
 }
 
 // CompletionChoice holds the generated text; Tokens (an extension) its token ids: every token
@@ -276,18 +347,21 @@ type Drafter func(tokens []int32) []int32
 // CompleteDrafted is Complete with each step verifying draft's chain after the pending token:
 // the tokens emitted are the same, in fewer steps where the drafts are accepted.
 func (sv *Service) CompleteDrafted(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, emit func(Token) error) (string, error) {
-	return sv.complete(ctx, prompt, smp, maxTokens, draft, nil, nil, emit)
+	return sv.complete(openArgs{ctx: ctx, bounded: true}, prompt, smp, maxTokens, draft, nil, nil, emit)
 }
 
-// complete is CompleteDrafted; with score, each prompt token first goes to score with its
+// complete is CompleteDrafted for a session opened with a (its context ends it early, with
+// the context's cause); with score, each prompt token first goes to score with its
 // log-probability (see open), and maxTokens may be 0: the prompt scored, nothing generated.
 // With cached, it sets *cached to the prompt positions taken from the prefix cache before it
-// emits anything.
-func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, maxTokens int, draft Drafter, score func(Token), cached *int, emit func(Token) error) (string, error) {
+// emits anything. The session reserves the prompt and maxTokens positions.
+func (sv *Service) complete(a openArgs, prompt []int32, smp Sampler, maxTokens int, draft Drafter, score func(Token), cached *int, emit func(Token) error) (string, error) {
 	if maxTokens < 0 || maxTokens == 0 && score == nil {
-		return "", fmt.Errorf("%w: max_tokens %d: want at least 1 (0 only to score an echoed prompt)", ErrBad, maxTokens)
+		return "", paramErr(ErrBad, "max_tokens", "max_tokens %d: want at least 1 (0 only to score an echoed prompt)", maxTokens)
 	}
-	op, err := sv.open(prompt, smp, score)
+	ctx := a.ctx
+	a.internal, a.maxTokens = true, max(1, maxTokens)
+	op, err := sv.open(a, prompt, smp, score)
 	if err != nil {
 		return "", err
 	}
@@ -298,6 +372,10 @@ func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, ma
 	if maxTokens == 0 {
 		return "length", nil
 	}
+	limit := min(sv.e.Context(), len(prompt)+a.maxTokens) // the session's positions
+	// between rounds the session counts as returning: the batcher lingers for it
+	sv.returning.Add(1)
+	defer func() { sv.returning.Add(-1) }()
 	history := append([]int32(nil), prompt...)
 	toks, pos, n := []Token{op.Next}, op.Position, 0
 	for {
@@ -315,21 +393,22 @@ func (sv *Service) complete(ctx context.Context, prompt []int32, smp Sampler, ma
 				return "length", nil
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			return "", err
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
 		}
 		var d Draft
 		if draft != nil {
 			d.Tokens = draft(history)
-			if len(d.Tokens) > sv.opt.MaxNodes {
-				d.Tokens = d.Tokens[:sv.opt.MaxNodes]
+			// no further than the session's positions, nor than the tokens still wanted
+			if k := min(sv.opt.MaxNodes, maxTokens-n-1, limit-pos); len(d.Tokens) > k {
+				d.Tokens = d.Tokens[:max(0, k)]
 			}
 			for i := range d.Tokens {
 				d.Parents = append(d.Parents, i-1) // a chain
 			}
 		}
 		d.Position = pos
-		v, err := sv.Verify(op.Session, d)
+		v, err := sv.Verify(op.Session, d) // (not returning while its round waits and runs)
 		if errors.Is(err, ErrTooLarge) || errors.Is(err, engine.ErrContext) {
 			return "length", nil // the context is full
 		}
@@ -361,6 +440,9 @@ func PromptLookup(k int) Drafter {
 // send them). It returns the prompts' tokens and, for each, how many first and last tokens
 // the tokenizer added to a text (BOS, EOS).
 func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, [][2]int, error) {
+	if empty(raw) && strings.TrimSpace(string(raw)) != "[]" {
+		return nil, nil, paramErr(ErrBad, "prompt", "prompt is required: a string, an array of token ids, or an array of those")
+	}
 	one := func(raw json.RawMessage) ([]int32, [2]int, bool, error) {
 		var text string
 		if err := json.Unmarshal(raw, &text); err == nil {
@@ -394,7 +476,7 @@ func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, [][2]int, 
 				break
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("prompt %d: %w", i, err)
+				return nil, nil, fmt.Errorf("prompt %d: %w", i, err) // (err wraps its sentinel)
 			}
 			out[i], adds[i] = ids, added
 			if i == len(batch)-1 {
@@ -402,14 +484,18 @@ func (sv *Service) completionPrompts(raw json.RawMessage) ([][]int32, [][2]int, 
 			}
 		}
 	}
-	return nil, nil, fmt.Errorf("%w: prompt: want a string, an array of token ids, or an array of those", ErrBad)
+	return nil, nil, paramErr(ErrBad, "prompt", "prompt: want a string, an array of token ids, or an array of those")
 }
 
 // openAIRequest decodes an OpenAI request into req (whose shared parameters are p), checks
 // them and that the service has a tokenizer, and returns the generation they ask for (all
 // but the prompts); on failure it has replied.
 func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any, p *openAIParams) (generation, bool) {
-	if !decode(w, r, req) {
+	if sv.Draining() {
+		sv.reply(w, nil, ErrDraining)
+		return generation{}, false
+	}
+	if !sv.decode(w, r, req) {
 		return generation{}, false
 	}
 	g, err := p.generation()
@@ -417,7 +503,7 @@ func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any
 		err = fmt.Errorf("%w: completions need the model's tokenizer, which this service does not have", ErrBad)
 	}
 	if err != nil {
-		reply(w, nil, err)
+		sv.reply(w, nil, err)
 		return generation{}, false
 	}
 	return g, true
@@ -426,7 +512,7 @@ func (sv *Service) openAIRequest(w http.ResponseWriter, r *http.Request, req any
 // topLogprobs checks a request's count of top log-probabilities.
 func topLogprobs(n int) error {
 	if n < 0 || n > MaxTopLogprobs {
-		return fmt.Errorf("%w: top log-probabilities %d: want 0 … %d", ErrBad, n, MaxTopLogprobs)
+		return paramErr(ErrBad, "top_logprobs", "top log-probabilities %d: want 0 … %d", n, MaxTopLogprobs)
 	}
 	return nil
 }
@@ -438,16 +524,24 @@ func (sv *Service) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	switch {
+	case req.BestOf != nil && *req.BestOf != 1 && *req.BestOf != g.n:
+		sv.reply(w, nil, unsupported("best_of", " (other than n: every choice is returned)"))
+		return
+	case req.Suffix != nil && *req.Suffix != "":
+		sv.reply(w, nil, unsupported("suffix", ""))
+		return
+	}
 	if req.Logprobs != nil {
 		if err := topLogprobs(*req.Logprobs); err != nil {
-			reply(w, nil, err)
+			sv.reply(w, nil, err)
 			return
 		}
 		g.smp.TopLogprobs = *req.Logprobs
 	}
 	var err error
 	if g.prompts, g.added, err = sv.completionPrompts(req.Prompt); err != nil {
-		reply(w, nil, err)
+		sv.reply(w, nil, err)
 		return
 	}
 	tk := sv.opt.Tokenizer
@@ -506,12 +600,13 @@ type ChatRequest struct {
 // ChatCompletion is the reply (object "chat.completion") or a streamed chunk
 // ("chat.completion.chunk", with Delta instead of Message) of /v1/chat/completions.
 type ChatCompletion struct {
-	ID      string           `json:"id"`
-	Object  string           `json:"object"`
-	Created int64            `json:"created"`
-	Model   string           `json:"model"`
-	Choices []ChatChoice     `json:"choices"`
-	Usage   *CompletionUsage `json:"usage,omitempty"`
+	ID                string           `json:"id"`
+	Object            string           `json:"object"`
+	Created           int64            `json:"created"`
+	Model             string           `json:"model"`
+	SystemFingerprint string           `json:"system_fingerprint"`
+	Choices           []ChatChoice     `json:"choices"`
+	Usage             *CompletionUsage `json:"usage,omitempty"`
 }
 
 // ChatChoice holds the assistant's message (or a streamed piece of it) and its token ids.
@@ -564,7 +659,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Echo {
-		reply(w, nil, fmt.Errorf("%w: echo is for /v1/completions", ErrBad))
+		sv.reply(w, nil, fmt.Errorf("%w: echo is for /v1/completions", ErrBad))
 		return
 	}
 	if req.TopLogprobs != nil {
@@ -573,20 +668,24 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%w: top_logprobs needs logprobs: true", ErrBad)
 		}
 		if err != nil {
-			reply(w, nil, err)
+			sv.reply(w, nil, err)
 			return
 		}
 		g.smp.TopLogprobs = *req.TopLogprobs
 	}
+	if err := checkRoles(req.Messages); err != nil {
+		sv.reply(w, nil, err)
+		return
+	}
 	tk := sv.opt.Tokenizer
 	text, err := tk.Chat(req.Messages, req.ChatTemplateKwargs)
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
+		sv.reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
 		return
 	}
 	prompt, err := sv.tokenize(text, nil)
 	if err != nil {
-		reply(w, nil, err)
+		sv.reply(w, nil, err)
 		return
 	}
 	g.prompts = [][]int32{prompt}
@@ -615,10 +714,31 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		return ch
 	}, func(c Completion, choices []ChatChoice) any {
 		cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Object: "chat.completion", Created: c.Created, Model: c.Model,
-			Choices: choices, Usage: c.Usage}
+			SystemFingerprint: c.SystemFingerprint, Choices: choices, Usage: c.Usage}
 		if req.Stream {
 			cc.Object = "chat.completion.chunk"
 		}
 		return cc
 	})
+}
+
+// checkRoles checks a chat's messages: at least one, each of role system, developer (which
+// chat templates know as system), user or assistant. Tool messages are refused: the service
+// runs no tools.
+func checkRoles(msgs []tokenizer.Message) error {
+	if len(msgs) == 0 {
+		return paramErr(ErrBad, "messages", "messages: want at least one message")
+	}
+	for i := range msgs {
+		switch msgs[i].Role {
+		case "system", "user", "assistant":
+		case "developer":
+			msgs[i].Role = "system"
+		case "tool", "function":
+			return paramErr(ErrUnsupported, fmt.Sprintf("messages[%d].role", i), "messages[%d]: role %q is not supported (the service runs no tools)", i, msgs[i].Role)
+		default:
+			return paramErr(ErrBad, fmt.Sprintf("messages[%d].role", i), "messages[%d]: role %q: want system, developer, user or assistant", i, msgs[i].Role)
+		}
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"verity/fixtures"
@@ -182,8 +183,9 @@ func TestCompletions(t *testing.T) {
 		t.Errorf("completion %+v %+v, want tokens %v text %q", c, ch, got, text)
 	}
 
-	// Streamed: the same tokens and text in chunks, then the finish reason, usage and [DONE].
-	resp = post(req + `, "stream": true}`)
+	// Streamed: the same tokens and text in chunks, then the finish reason, with
+	// include_usage a chunk of the usage alone, and [DONE].
+	resp = post(req + `, "stream": true, "stream_options": {"include_usage": true}}`)
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
@@ -191,6 +193,7 @@ func TestCompletions(t *testing.T) {
 	var streamed []int32
 	var stext string
 	var last serve.Completion
+	var usage *serve.CompletionUsage
 	done := false
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -206,13 +209,24 @@ func TestCompletions(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &chunk); err != nil {
 			t.Fatal(err)
 		}
+		if chunk.Usage != nil {
+			if len(chunk.Choices) != 0 || usage != nil {
+				t.Errorf("usage in %s", line)
+			}
+			usage = chunk.Usage
+			continue
+		}
 		streamed = append(streamed, chunk.Choices[0].Tokens...)
 		stext += chunk.Choices[0].Text
 		last = chunk
 	}
 	if !done || !slices.Equal(streamed, got) || stext != text || last.Choices[0].FinishReason == nil ||
-		*last.Choices[0].FinishReason != reason || last.Usage == nil || last.Usage.CompletionTokens != len(got) {
-		t.Errorf("stream: done %v, tokens %v, text %q, last %+v", done, streamed, stext, last)
+		*last.Choices[0].FinishReason != reason || usage == nil || usage.CompletionTokens != len(got) {
+		t.Errorf("stream: done %v, tokens %v, text %q, last %+v, usage %+v", done, streamed, stext, last, usage)
+	}
+	// Without include_usage no chunk carries the usage.
+	if j := join(t, post(req+`, "stream": true}`), 1); !j.done || j.usage != 0 || !slices.Equal(j.toks[0], got) {
+		t.Errorf("stream without include_usage: %+v", j)
 	}
 
 	for _, bad := range []string{`{"prompt": 5}`, `{"prompt": "x", "max_tokens": 0}`, `{"prompt": "x", "temperature": -1}`,
@@ -296,7 +310,7 @@ func TestCompletions(t *testing.T) {
 	for _, streamed := range []bool{false, true} {
 		body := req + `, "n": 3}`
 		if streamed {
-			body = req + `, "n": 3, "stream": true}`
+			body = req + `, "n": 3, "stream": true, "stream_options": {"include_usage": true}}`
 		}
 		j := join(t, post(body), 3)
 		total := 0
@@ -406,8 +420,8 @@ func TestCompletions(t *testing.T) {
 	}
 	// A text longer than any prompt of the context's tokens could hold is refused unencoded.
 	huge, _ := json.Marshal(map[string]any{"prompt": strings.Repeat("x", 64*tk.MaxPieceBytes()+1)})
-	if resp := post(string(huge)); resp.StatusCode != 413 {
-		t.Errorf("an over-long text: status %d, want 413", resp.StatusCode)
+	if resp := post(string(huge)); resp.StatusCode != 400 || errorCode(t, resp) != "context_length_exceeded" {
+		t.Errorf("an over-long text: status %d, want 400", resp.StatusCode)
 	}
 	// Without a tokenizer there are no completions.
 	plainSv := serve.New(m.Engine, serve.Options{})
@@ -656,42 +670,77 @@ func TestLoglikelihood(t *testing.T) {
 	}
 }
 
-// A streamed completion that fails after its first chunk — here the cache runs out, held by
-// another session — ends with an error event instead of [DONE].
+// A streamed completion that fails after its first chunk — here the server stops (the end
+// of a drain's grace period) — ends with an error event instead of [DONE]; one that runs
+// past the generation deadline gets 504, or its own error event.
 func TestCompletionStreamError(t *testing.T) {
 	const name = "tiny-llama-q8_0"
 	tk := fixtureTokenizer(t, name)
-	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 32, Sessions: 1})
-	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk})
+	m := load(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 1})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: tk, HTTP: serve.HTTPOptions{RequestTimeout: 200 * time.Millisecond}})
 	defer sv.Shutdown()
-	hog := make([]int32, 20)
-	for i := range hog {
-		hog[i] = int32(3 + i)
-	}
-	if _, err := sv.Open(hog, serve.Sampler{}); err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(sv.Handler())
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/completions", "application/json",
-		strings.NewReader(`{"prompt": [1, 2, 3, 4, 5], "max_tokens": 30, "temperature": 0, "stream": true}`))
+	// a drafter that stalls each round: the deadline passes mid-generation
+	slow := `{"prompt": [1, 2, 3, 4, 5], "max_tokens": 50, "temperature": 0, "stream": %v}`
+	serve.SetRoundHook(sv, func() { time.Sleep(20 * time.Millisecond) })
+	lastEvent := func(resp *http.Response) (int, string) {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
+		return len(events), events[len(events)-1]
+	}
+	for _, stream := range []bool{true, false} {
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(slow, stream)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !stream {
+			if resp.StatusCode != 504 || errorCode(t, resp) != "generation_timeout" {
+				t.Errorf("past the deadline: status %d", resp.StatusCode)
+			}
+			continue
+		}
+		n, last := lastEvent(resp)
+		var e serve.ErrorBody
+		if resp.StatusCode != 200 || n < 2 || json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &e) != nil ||
+			e.Error.Code == nil || *e.Error.Code != "generation_timeout" || e.Error.Type != "server_error" {
+			t.Errorf("past the deadline: status %d, %d events, last %q", resp.StatusCode, n, last)
+		}
+	}
+	// Stop ends a running stream with an error event
+	resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1, 2, 3], "max_tokens": 10, "temperature": 0, "stream": true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no first event")
+	}
+	sv.Stop()
+	var last string
+	for sc.Scan() {
+		if sc.Text() != "" {
+			last = sc.Text()
+		}
+	}
 	resp.Body.Close()
-	events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
-	last := events[len(events)-1]
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-			Code    int    `json:"code"`
-		} `json:"error"`
+	var e serve.ErrorBody
+	if json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &e) != nil || e.Error.Code == nil || *e.Error.Code != "shutting_down" {
+		t.Errorf("stopped: last event %q", last)
 	}
-	if resp.StatusCode != 200 || len(events) < 2 || json.Unmarshal([]byte(strings.TrimPrefix(last, "data: ")), &e) != nil ||
-		e.Error.Code != 503 || !strings.Contains(e.Error.Message, "cache slots") {
-		t.Fatalf("status %d, %d events, last %q", resp.StatusCode, len(events), last)
+}
+
+// errorCode reads an error reply's code (and closes its body).
+func errorCode(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	var e serve.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || e.Error.Code == nil {
+		t.Errorf("status %d: not an error object (%v)", resp.StatusCode, err)
+		return ""
 	}
+	return *e.Error.Code
 }
 
 // A completion whose prompt an earlier one began with reports the positions it took from the
@@ -702,6 +751,7 @@ func TestCompletionCachedTokens(t *testing.T) {
 	_, _, _, srv := completionServer(t, name, engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 2})
 	post := func(body string) serve.Completion {
 		t.Helper()
+		body = strings.Replace(body, `"stream": true`, `"stream": true, "stream_options": {"include_usage": true}`, 1)
 		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)

@@ -11,3 +11,10 @@ func SetClock(sv *Service, now func() time.Time) { sv.now = now }
 // JSONPrefix reports whether text continues a JSON object as JSON mode recognises it, and
 // whether the object is closed.
 func JSONPrefix(text []byte) (ok, done bool) { return jsonAccepts(text) }
+
+// SetRoundHook makes every verify round call f first (nil: none).
+func SetRoundHook(sv *Service, f func()) {
+	sv.mu.Lock()
+	sv.roundHook = f
+	sv.mu.Unlock()
+}

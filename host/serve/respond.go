@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -25,6 +26,7 @@ type generation struct {
 	smp          Sampler
 	maxTokens, n int
 	stream, echo bool
+	includeUsage bool // streamed: a last chunk with the usage
 	stops        []string
 }
 
@@ -40,23 +42,25 @@ type release struct {
 
 // respond runs g's choices side by side — their sessions' rounds share verify steps — and
 // replies, whole or as server-sent events (a chunk per token of any choice, each choice's
-// last one with its finish reason, the usage on the last of all, then [DONE]; an error after
-// the first chunk is an event {"error": {"message", "code"}} that ends the stream). choice
-// shapes one choice of a reply or chunk; wrap makes the reply or chunk of choices from the
-// common fields in c.
+// last one with its finish reason, with stream_options.include_usage a chunk with the usage
+// and no choices, then [DONE]; an error after the first chunk is an event with OpenAI's error
+// object that ends the stream). The first choice waits its turn in the admission queue (and
+// a refusal there is the reply); the others follow it as the cache has room. choice shapes
+// one choice of a reply or chunk; wrap makes the reply or chunk of choices from the common
+// fields in c.
 func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g generation,
 	choice func(i int, out release) C, wrap func(c Completion, choices []C) any) {
 	nc := len(g.prompts) * g.n
 	if len(g.prompts) == 0 || nc > MaxChoices {
-		reply(w, nil, fmt.Errorf("%w: %d prompts × n = %d: want 1 … %d choices", ErrBad, len(g.prompts), g.n, MaxChoices))
+		sv.reply(w, nil, paramErr(ErrBad, "n", "%d prompts × n = %d: want 1 … %d choices", len(g.prompts), nc, MaxChoices))
 		return
 	}
 	id, err := newID()
 	if err != nil {
-		reply(w, nil, err)
+		sv.reply(w, nil, err)
 		return
 	}
-	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName}
+	c := Completion{ID: "cmpl-" + id, Created: time.Now().Unix(), Model: sv.opt.ModelName, SystemFingerprint: sv.opt.Fingerprint}
 	promptTokens := 0
 	for _, p := range g.prompts {
 		promptTokens += len(p)
@@ -69,12 +73,12 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		}
 		return u
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := sv.requestCtx(r)
 	defer cancel()
 
 	var mu sync.Mutex // guards what the choices share: the writer, the counts, the first error
 	var firstErr error
-	generated, running := 0, nc
+	generated := 0
 	var send func(i int, out release) error
 	var whole []release // one per choice, accumulated when not streaming
 	var texts []strings.Builder
@@ -90,6 +94,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			w.Header().Set("Cache-Control", "no-cache")
 			started = true
 		}
+		sv.writeDeadline(w)
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return err
 		}
@@ -103,13 +108,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			mu.Lock()
 			defer mu.Unlock()
 			generated += len(out.toks)
-			cc := c
-			if out.reason != nil {
-				if running--; running == 0 {
-					cc.Usage = usage(generated) // every choice has ended: their cached counts are set
-				}
-			}
-			return event(wrap(cc, []C{choice(i, out)}))
+			return event(wrap(c, []C{choice(i, out)}))
 		}
 	} else {
 		whole, texts = make([]release, nc), make([]strings.Builder, nc)
@@ -121,21 +120,23 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 			return nil
 		}
 	}
-	// As many choices at once as the cache holds full sessions: more would fail for want of
-	// slots that the others free when they finish.
-	slots := make(chan struct{}, sv.e.Sessions())
+	admitted := make(chan struct{}) // the first choice has its cache space
 	var wg sync.WaitGroup
 	for i := range nc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case slots <- struct{}{}:
-				defer func() { <-slots }()
-			case <-ctx.Done():
-				return
+			a := openArgs{ctx: ctx, client: clientOf(r), bounded: i == 0}
+			if i == 0 {
+				a.admitted = func() { close(admitted) }
+			} else {
+				select {
+				case <-admitted:
+				case <-ctx.Done():
+					return
+				}
 			}
-			err := sv.runChoice(ctx, g, i, &cached[i], func(out release) error { return send(i, out) })
+			err := sv.runChoice(a, g, i, &cached[i], func(out release) error { return send(i, out) })
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -147,18 +148,27 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		}()
 	}
 	wg.Wait()
-	if firstErr == nil {
-		firstErr = r.Context().Err() // the client left while choices waited their turn
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = context.Cause(ctx) // the client left, the deadline passed or the server stops
 	}
 	if firstErr != nil {
+		if errors.Is(firstErr, context.Canceled) && r.Context().Err() != nil {
+			return // the client left: nobody reads a reply
+		}
 		if !started {
-			reply(w, nil, firstErr)
+			sv.reply(w, nil, firstErr)
 		} else {
-			event(map[string]any{"error": map[string]any{"message": firstErr.Error(), "code": statusOf(firstErr)}})
+			event(bodyOf(firstErr))
 		}
 		return
 	}
 	if g.stream {
+		if g.includeUsage {
+			cc := c
+			cc.Usage = usage(generated)
+			event(wrap(cc, []C{}))
+		}
+		sv.writeDeadline(w)
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		return
 	}
@@ -172,14 +182,14 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 		choices[i] = choice(i, out)
 	}
 	c.Usage = usage(generated)
-	reply(w, wrap(c, choices), nil)
+	sv.reply(w, wrap(c, choices), nil)
 }
 
 // runChoice generates choice i of g (j of its prompt's n), setting *cached (see complete) and
 // handing out each token's release as it comes, then the end's (with the finish reason). An
 // echo is the prompt as the client gave it: without the BOS or EOS the tokenizer added to a
 // text prompt.
-func (sv *Service) runChoice(ctx context.Context, g generation, i int, cached *int, out func(release) error) error {
+func (sv *Service) runChoice(a openArgs, g generation, i int, cached *int, out func(release) error) error {
 	p, j := i/g.n, i%g.n
 	prompt := g.prompts[p]
 	smp := g.smp
@@ -204,7 +214,7 @@ func (sv *Service) runChoice(ctx context.Context, g generation, i int, cached *i
 		text, pieces := ts.Echo(scored[lead : len(scored)-trail])
 		return out(release{text: text, toks: []int32{}, pieces: pieces})
 	}
-	reason, err := sv.complete(ctx, prompt, smp, g.maxTokens, nil, score, cached, func(t Token) error {
+	reason, err := sv.complete(a, prompt, smp, g.maxTokens, nil, score, cached, func(t Token) error {
 		if err := echo(); err != nil {
 			return err
 		}

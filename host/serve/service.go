@@ -14,24 +14,18 @@
 package serve
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"verity/host/engine"
 	"verity/host/tokenizer"
-)
-
-// Errors the HTTP layer maps to status codes.
-var (
-	ErrNoSession = errors.New("serve: no such session")
-	ErrStale     = errors.New("serve: draft built on a stale position")
-	ErrTooLarge  = errors.New("serve: request too large")
-	ErrBad       = errors.New("serve: bad request")
 )
 
 // Options configure a Service.
@@ -44,11 +38,24 @@ type Options struct {
 	MaxPrompt int
 	// IdleTimeout closes sessions unused for this long (0: never).
 	IdleTimeout time.Duration
+	// EvictAfter: a verify session idle at least this long may be closed (evicted, least
+	// recently used first) when a waiting request needs its cache space (default 5 s; < 0:
+	// never).
+	EvictAfter time.Duration
+	// ClientSessions caps the verify sessions one HTTP client holds open (0: the cache's
+	// full-length sessions; < 0: no cap). Open's callers are not capped.
+	ClientSessions int
+	// Admission bounds the queue of requests waiting for cache space.
+	Admission AdmissionOptions
 	// Tokenizer, if set, lets a new session's prompt be given as text, and serves
 	// /v1/completions.
 	Tokenizer *tokenizer.Tokenizer
-	// ModelName names the model in completions.
+	// ModelName names the model in completions and /v1/models.
 	ModelName string
+	// Fingerprint is the system_fingerprint of completions (the build's revision).
+	Fingerprint string
+	// HTTP holds the HTTP layer's settings (Handler).
+	HTTP HTTPOptions
 }
 
 // Service holds sessions over one engine. Its methods are safe for concurrent use. Verify
@@ -63,16 +70,38 @@ type Service struct {
 	quit chan struct{}
 	stop sync.Once
 
+	admit *admission
+	pool  stepPool
+	// perSession is what every session reserves besides its K/V positions: its recurrent
+	// states between steps (current, checkpoints, the prompt's) and a one-node tree's.
+	perSession cost
+	// stopCtx ends every running generation when cancelled (Stop).
+	stopCtx  context.Context
+	stopGen  context.CancelCauseFunc
+	metrics  *metrics
+	log      *slog.Logger
+	draining bool // guarded by mu
+
 	mu       sync.Mutex
 	sessions map[string]*session
+	byClient map[string]int       // open verify sessions by client
+	evicted  map[string]time.Time // recently evicted sessions' ids, for their next call's error
+	evictLog []string             // evicted's ids in order, to bound it
 	stats    Stats
 	started  time.Time
+	// roundHook, if set, runs at the start of every verify round (tests)
+	roundHook func()
+	// returning counts completions' sessions between a round and their next, which come
+	// back at once: the batcher waits a moment for them (linger)
+	returning atomic.Int64
+	lastStep  atomic.Int64 // the last step's time, in nanoseconds
 }
 
 // Stats are the service's counters since it started.
 type Stats struct {
 	Sessions int   `json:"sessions"`        // open now
 	Opened   int64 `json:"sessions_opened"` // in all
+	Evicted  int64 `json:"sessions_evicted"`
 	Rounds   int64 `json:"verify_rounds"`
 	// Undrafted counts the rounds that carried no draft: plain decoding steps (completions,
 	// a drafter with nothing to propose).
@@ -86,6 +115,8 @@ type Stats struct {
 	AcceptedAt []int64 `json:"accepted_at_depth"`
 	// PrefixCache counts the engine's prefix cache's work (zero without one).
 	PrefixCache engine.PrefixStats `json:"prefix_cache"`
+	// Admission describes the queue and the cache's reservations.
+	Admission AdmissionStats `json:"admission"`
 }
 
 type session struct {
@@ -95,6 +126,13 @@ type session struct {
 	next    int32 // the target's chosen next token, not yet in the cache
 	used    time.Time
 	closed  bool
+	client  string
+	// limit is the most committed positions the session may reach; reserved the cache it
+	// holds (limit K/V slots and perSession)
+	limit    int
+	reserved cost
+	// internal: a completion's session, never expired nor evicted (its request runs it)
+	internal bool
 	// JSON mode (sampler.JSON): the vocabulary's texts, and the recogniser's state after every
 	// emitted token, next included
 	vocab *jsonVocab
@@ -119,76 +157,224 @@ func New(e *engine.Engine, opt Options) *Service {
 	if opt.MaxPrompt <= 0 || opt.MaxPrompt > e.Context()-1 {
 		opt.MaxPrompt = e.Context() - 1 // room for the next token
 	}
+	if opt.EvictAfter == 0 {
+		opt.EvictAfter = 5 * time.Second
+	}
+	if opt.ClientSessions == 0 {
+		opt.ClientSessions = e.Sessions()
+	}
 	sv := &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{}, started: time.Now(),
+		byClient: map[string]int{}, evicted: map[string]time.Time{},
 		jobs: make(chan *job), quit: make(chan struct{})}
+	// The cache less one step's nodes is for reservations; the step's nodes are the step
+	// pool, from which verify trees take what their sessions did not reserve.
+	slots, states := e.Capacity()
+	step := cost{kv: e.MaxRows()}
+	if states > 0 {
+		// a tree's nodes' states come from the step pool; between steps a session holds its
+		// current state, its checkpoints and, with a prefix cache, its prompt's
+		step.states = e.MaxRows()
+		sv.perSession.states = 1 + engine.MaxCheckpoints
+		if e.HasPrefixCache() {
+			sv.perSession.states++
+		}
+	}
+	sv.pool = stepPool{free: step, size: step, signal: make(chan struct{}, 1)}
+	sv.admit = newAdmission(cost{kv: max(0, slots-step.kv), states: max(0, states-step.states)}, opt.Admission)
+	sv.stopCtx, sv.stopGen = context.WithCancelCause(context.Background())
+	sv.log = opt.HTTP.Logger
+	if sv.log == nil {
+		sv.log = slog.New(slog.DiscardHandler)
+	}
+	sv.metrics = newMetrics(sv)
+	sv.admit.onWait = sv.metrics.queueWait
 	go sv.batcher()
 	return sv
 }
 
 // Shutdown stops the batching goroutine; verify calls fail afterwards.
-func (sv *Service) Shutdown() { sv.stop.Do(func() { close(sv.quit) }) }
-
-// job is one session's tree waiting for a verify step.
-type job struct {
-	s      *engine.Session
-	tree   engine.Tree
-	logits [][]float32
-	err    error
-	done   chan struct{}
+func (sv *Service) Shutdown() {
+	sv.stop.Do(func() {
+		sv.stopGen(ErrDraining)
+		close(sv.quit)
+	})
 }
 
-// verify runs tree t of session s in the next verify step and returns its nodes' logits.
-func (sv *Service) verify(s *engine.Session, t engine.Tree) ([][]float32, error) {
-	j := &job{s: s, tree: t, done: make(chan struct{})}
+// Drain makes the service refuse new sessions and completions (ErrDraining, and /ready says
+// so) while those it runs go on; sessions already open still verify.
+func (sv *Service) Drain() {
+	sv.mu.Lock()
+	sv.draining = true
+	sv.mu.Unlock()
+	sv.admit.drain()
+}
+
+// Draining reports whether Drain was called.
+func (sv *Service) Draining() bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.draining
+}
+
+// Stop ends every running generation with ErrDraining: a stream gets an error event, a
+// whole reply the error (the end of a drain's grace period).
+func (sv *Service) Stop() { sv.stopGen(ErrDraining) }
+
+// stepPool is the cache a verify step's trees take beyond their sessions' reservations,
+// given back when the sessions commit.
+type stepPool struct {
+	mu     sync.Mutex
+	free   cost
+	size   cost
+	signal chan struct{} // a release happened
+}
+
+func (p *stepPool) release(c cost) {
+	if c == (cost{}) {
+		return
+	}
+	p.mu.Lock()
+	p.free = p.free.plus(c)
+	p.mu.Unlock()
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+// job is one session's tree waiting for a verify step; over is what it takes from the step
+// pool.
+type job struct {
+	s    *engine.Session
+	tree engine.Tree
+	over cost
+	// internal: a completion's round, whose session returns at once (Service.returning)
+	internal bool
+	logits   [][]float32
+	err      error
+	done     chan struct{}
+}
+
+// verify runs tree t of session s in the next verify step and returns its nodes' logits;
+// the caller gives over back to the step pool once the session has committed (or at once
+// on error).
+func (sv *Service) verify(s *engine.Session, t engine.Tree, over cost, internal bool) ([][]float32, error) {
+	j := &job{s: s, tree: t, over: over, internal: internal, done: make(chan struct{})}
+	if internal {
+		sv.returning.Add(-1) // until the batcher has run it
+	}
 	select {
 	case sv.jobs <- j:
 	case <-sv.quit:
-		return nil, errors.New("serve: the service is shut down")
+		if internal {
+			sv.returning.Add(1)
+		}
+		return nil, fmt.Errorf("%w: the service is shut down", ErrDraining)
 	}
 	<-j.done
 	return j.logits, j.err
 }
 
-// batcher runs verify steps: it takes a job, adds every other job already waiting while the
-// nodes fit one step, runs them together and starts over (a job that does not fit waits for
-// the next step).
+// batcher runs verify steps: it takes the jobs waiting, in arrival order, while their nodes
+// fit one step and what they take from the step pool is free, runs them together and starts
+// over; a job that does not fit goes first in a later step (any single job fits an empty
+// pool: a step's trees are at most a step's rows).
 func (sv *Service) batcher() {
-	var held *job
+	var queue []*job
 	for {
-		first := held
-		held = nil
-		if first == nil {
+		if len(queue) == 0 {
 			select {
-			case first = <-sv.jobs:
+			case j := <-sv.jobs:
+				queue = append(queue, j)
 			case <-sv.quit:
 				return
 			}
 		}
-		batch, nodes := []*job{first}, len(first.tree.Tokens)
 	gather:
-		for held == nil {
+		for {
 			select {
 			case j := <-sv.jobs:
-				if nodes+len(j.tree.Tokens) > sv.e.MaxRows() {
-					held = j
-					break gather
-				}
-				batch, nodes = append(batch, j), nodes+len(j.tree.Tokens)
+				queue = append(queue, j)
 			default:
 				break gather
 			}
 		}
+		var batch []*job
+		nodes := 0
+		sv.pool.mu.Lock()
+		free := sv.pool.free
+		rest := queue[:0]
+		for _, j := range queue {
+			if n := len(j.tree.Tokens); nodes+n <= sv.e.MaxRows() && j.over.fits(free) {
+				batch, nodes, free = append(batch, j), nodes+n, free.minus(j.over)
+			} else {
+				rest = append(rest, j)
+			}
+		}
+		sv.pool.free = free
+		sv.pool.mu.Unlock()
+		queue = rest
+		if len(batch) > 0 && len(rest) == 0 && nodes < sv.e.MaxRows() {
+			batch = sv.linger(batch, nodes, &queue)
+		}
+		if len(batch) == 0 { // the pool is out until the last step's sessions commit
+			select {
+			case <-sv.pool.signal:
+			case j := <-sv.jobs:
+				queue = append(queue, j)
+			case <-sv.quit:
+				return
+			}
+			continue
+		}
 		sv.run(batch)
 	}
+}
+
+// linger waits a moment — a quarter of the last step's time, at most 2 ms — for the
+// completions whose last round has just ended to send their next one, so that they share a
+// step rather than each taking one; the jobs that arrive join the batch while they fit, the
+// others go to queue.
+func (sv *Service) linger(batch []*job, nodes int, queue *[]*job) []*job {
+	if sv.returning.Load() <= 0 {
+		return batch
+	}
+	wait := min(time.Duration(sv.lastStep.Load())/4, 2*time.Millisecond)
+	if wait <= 0 {
+		return batch
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for sv.returning.Load() > 0 {
+		select {
+		case j := <-sv.jobs:
+			sv.pool.mu.Lock()
+			if n := len(j.tree.Tokens); len(*queue) == 0 && nodes+n <= sv.e.MaxRows() && j.over.fits(sv.pool.free) {
+				sv.pool.free = sv.pool.free.minus(j.over)
+				batch, nodes = append(batch, j), nodes+n
+			} else {
+				*queue = append(*queue, j)
+			}
+			sv.pool.mu.Unlock()
+		case <-t.C:
+			return batch
+		case <-sv.quit:
+			return batch
+		}
+	}
+	return batch
 }
 
 // run verifies a batch in one step; if that fails with more than one job, each is run alone,
 // so that one bad request cannot fail the others.
 func (sv *Service) run(batch []*job) {
 	ss, ts := make([]*engine.Session, len(batch)), make([]engine.Tree, len(batch))
+	rows := 0
 	for i, j := range batch {
 		ss[i], ts[i] = j.s, j.tree
+		rows += len(j.tree.Tokens)
 	}
+	start := time.Now()
 	out, err := sv.e.VerifyBatch(ss, ts)
 	if err != nil && len(batch) > 1 {
 		for _, j := range batch {
@@ -197,6 +383,8 @@ func (sv *Service) run(batch []*job) {
 		return
 	}
 	if err == nil {
+		sv.lastStep.Store(int64(time.Since(start)))
+		sv.metrics.step(time.Since(start), rows, len(batch))
 		sv.mu.Lock()
 		sv.stats.Steps++
 		sv.mu.Unlock()
@@ -206,6 +394,9 @@ func (sv *Service) run(batch []*job) {
 			j.err = err
 		} else {
 			j.logits = out[i]
+		}
+		if j.internal {
+			sv.returning.Add(1)
 		}
 		close(j.done)
 	}
@@ -235,34 +426,81 @@ type Opened struct {
 	Cached int `json:"cached"`
 }
 
-// Open starts a session: it prefills the prompt and chooses the target's next token.
+// Open starts a session: it prefills the prompt and chooses the target's next token. It may
+// reach the whole context, and waits for the cache space that needs while other requests
+// hold it (at most the admission queue's wait bound).
 func (sv *Service) Open(prompt []int32, smp Sampler) (Opened, error) {
-	return sv.open(prompt, smp, nil)
+	return sv.open(openArgs{ctx: context.Background(), bounded: true}, prompt, smp, nil)
+}
+
+// openArgs say how a session is opened: for whom, how far it may go and how long it may wait.
+type openArgs struct {
+	ctx    context.Context
+	client string
+	// maxTokens, if > 0, bounds the tokens the session may emit after its prompt (and so its
+	// reservation); else it may reach the context.
+	maxTokens int
+	// bounded: a new request, which waits at most the wait bound and is refused on drain
+	// (else a later choice of an admitted one)
+	bounded bool
+	// internal: a completion's session (never expired nor evicted, not counted against the
+	// client's sessions)
+	internal bool
+	// admitted, if set, is called once the session has its cache space
+	admitted func()
 }
 
 // open is Open; with score, it also gives score each prompt token with its log-probability
 // after the tokens before it (the first token's is NaN: nothing predicts it), in order.
-func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened, error) {
+func (sv *Service) open(a openArgs, prompt []int32, smp Sampler, score func(Token)) (Opened, error) {
 	if err := smp.Check(); err != nil {
-		return Opened{}, fmt.Errorf("%w: sampler: %v", ErrBad, err)
+		return Opened{}, paramErr(ErrBad, "sampler", "sampler: %v", err)
 	}
 	if len(prompt) == 0 {
-		return Opened{}, fmt.Errorf("%w: empty prompt", ErrBad)
+		return Opened{}, paramErr(ErrBad, "prompt", "empty prompt")
 	}
 	if len(prompt) > sv.opt.MaxPrompt {
-		return Opened{}, fmt.Errorf("%w: prompt of %d tokens, at most %d", ErrTooLarge, len(prompt), sv.opt.MaxPrompt)
+		return Opened{}, paramErr(ErrContextLength, "prompt", "a prompt of %d tokens: this model's context holds at most %d (and the next token)", len(prompt), sv.opt.MaxPrompt)
 	}
 	if err := sv.checkTokens("prompt", prompt); err != nil {
 		return Opened{}, err
 	}
-	ss := &session{sampler: smp}
+	ss := &session{sampler: smp, client: a.client, internal: a.internal, limit: sv.e.Context()}
+	if a.maxTokens > 0 {
+		ss.limit = min(ss.limit, len(prompt)+a.maxTokens)
+	}
 	if smp.JSON {
 		if sv.opt.Tokenizer == nil {
-			return Opened{}, fmt.Errorf("%w: JSON mode needs the model's tokenizer", ErrBad)
+			return Opened{}, paramErr(ErrBad, "response_format", "JSON mode needs the model's tokenizer")
 		}
 		ss.vocab = jsonVocabOf(sv.opt.Tokenizer)
 	}
 	sv.expire()
+	if !a.internal {
+		if err := sv.countSession(a.client, 1); err != nil {
+			return Opened{}, err
+		}
+	}
+	ss.reserved = sv.perSession.plus(cost{kv: ss.limit})
+	if err := sv.admit.acquire(a.ctx, a.client, ss.reserved, a.bounded, sv.evictIdle); err != nil {
+		if !a.internal {
+			sv.countSession(a.client, -1)
+		}
+		return Opened{}, err
+	}
+	fail := func(err error) (Opened, error) {
+		sv.admit.release(ss.reserved)
+		if !a.internal {
+			sv.countSession(a.client, -1)
+		}
+		return Opened{}, err
+	}
+	if a.admitted != nil {
+		a.admitted()
+	}
+	if err := a.ctx.Err(); err != nil { // admitted as the request ended
+		return fail(context.Cause(a.ctx))
+	}
 	s := sv.e.NewSession()
 	last, err := sv.prefill(s, prompt, smp, score)
 	if err == nil {
@@ -270,13 +508,13 @@ func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened,
 	}
 	if err != nil {
 		s.Close()
-		return Opened{}, err
+		return fail(err)
 	}
 	next := smp.Choose(last, len(prompt))
 	id, err := newID()
 	if err != nil {
 		s.Close()
-		return Opened{}, err
+		return fail(err)
 	}
 	ss.s, ss.next, ss.used = s, next, sv.now()
 	if ss.vocab != nil {
@@ -286,7 +524,21 @@ func (sv *Service) open(prompt []int32, smp Sampler, score func(Token)) (Opened,
 	sv.sessions[id] = ss
 	sv.stats.Opened++
 	sv.mu.Unlock()
+	sv.metrics.opened(len(prompt), s.Reused())
 	return Opened{Session: id, Position: len(prompt) + 1, Next: smp.token(last, next), Cached: s.Reused()}, nil
+}
+
+// countSession adds d to client's open verify sessions, refusing one past the cap.
+func (sv *Service) countSession(client string, d int) error {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if d > 0 && client != "" && sv.opt.ClientSessions > 0 && sv.byClient[client] >= sv.opt.ClientSessions {
+		return &APIError{Err: fmt.Errorf("%w: this client has %d sessions open, the most it may; close one (DELETE /v1/sessions/{id})", ErrQueueFull, sv.byClient[client]), Code: "session_limit"}
+	}
+	if sv.byClient[client] += d; sv.byClient[client] <= 0 {
+		delete(sv.byClient, client)
+	}
+	return nil
 }
 
 // prefill runs prompt in session s and returns the logits after its last token. With score,
@@ -350,42 +602,61 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 	if err != nil {
 		return Verified{}, err
 	}
+	sv.mu.Lock()
+	hook := sv.roundHook
+	sv.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.closed {
-		return Verified{}, ErrNoSession
+		return Verified{}, sv.gone(id)
 	}
 	ss.used = sv.now()
 	base := ss.s.Len() // committed positions; the next token goes at base
 	if d.Position != base+1 {
-		return Verified{}, fmt.Errorf("%w: the session is at position %d, the draft was built at %d", ErrStale, base+1, d.Position)
+		return Verified{}, paramErr(ErrStale, "position", "the session is at position %d, the draft was built at %d", base+1, d.Position)
 	}
 	n := len(d.Tokens)
 	if n > sv.opt.MaxNodes {
-		return Verified{}, fmt.Errorf("%w: %d draft nodes, at most %d", ErrTooLarge, n, sv.opt.MaxNodes)
+		return Verified{}, paramErr(ErrTooLarge, "tokens", "%d draft nodes, at most %d", n, sv.opt.MaxNodes)
 	}
 	if len(d.Parents) != n {
-		return Verified{}, fmt.Errorf("%w: %d tokens but %d parents", ErrBad, n, len(d.Parents))
+		return Verified{}, paramErr(ErrBad, "parents", "%d tokens but %d parents", n, len(d.Parents))
 	}
-	if err := sv.checkTokens("draft", d.Tokens); err != nil {
+	if err := sv.checkTokens("tokens", d.Tokens); err != nil {
 		return Verified{}, err
 	}
 	// engine node 0 is the next token; draft node i is engine node i+1
 	t := engine.Tree{Tokens: append([]int32{ss.next}, d.Tokens...), Parents: make([]int, n+1)}
 	t.Parents[0] = -1
 	children := make([][]int, n+1)
+	depth, deepest := make([]int, n+1), 0
 	for i, p := range d.Parents {
 		if p < -1 || p >= i {
-			return Verified{}, fmt.Errorf("%w: draft node %d has parent %d; a parent is −1 or an earlier node", ErrBad, i, p)
+			return Verified{}, paramErr(ErrBad, "parents", "draft node %d has parent %d; a parent is −1 or an earlier node", i, p)
 		}
 		t.Parents[i+1] = p + 1
 		children[p+1] = append(children[p+1], i+1)
+		depth[i+1] = depth[p+1] + 1
+		deepest = max(deepest, depth[i+1])
+	}
+	if base+deepest+1 > ss.limit {
+		return Verified{}, fmt.Errorf("%w: the session is at %d positions, and a draft %d deep reaches past its %d (its max_tokens or the context)", engine.ErrContext, base+1, deepest, ss.limit)
 	}
 	dists, err := sv.checkDists(d.Dists, t.Tokens, children)
 	if err != nil {
 		return Verified{}, err
 	}
-	logits, err := sv.verify(ss.s, t)
+	// The tree's nodes beyond the session's reservation (and, for a recurrent model, their
+	// states) come from the step pool until the commit below.
+	over := cost{kv: max(0, base+n+1-ss.limit)}
+	if sv.perSession.states > 0 {
+		over.states = n + 1
+	}
+	defer sv.pool.release(over)
+	logits, err := sv.verify(ss.s, t, over, ss.internal)
 	if err != nil {
 		return Verified{}, err
 	}
@@ -457,6 +728,7 @@ func (sv *Service) Verify(id string, d Draft) (Verified, error) {
 		sv.stats.AcceptedAt[d]++
 	}
 	sv.mu.Unlock()
+	sv.metrics.round(n, len(out.Accepted), ss.internal)
 	return out, nil
 }
 
@@ -467,34 +739,108 @@ func (sv *Service) Close(id string) error {
 	delete(sv.sessions, id)
 	sv.mu.Unlock()
 	if !ok {
-		return ErrNoSession
+		return sv.gone(id)
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	sv.end(ss)
+	return nil
+}
+
+// end closes ss, which its caller holds and has taken out of sv.sessions, and gives back
+// its reservation.
+func (sv *Service) end(ss *session) {
+	if ss.closed {
+		return
+	}
 	ss.closed = true
 	ss.s.Close()
-	return nil
+	sv.admit.release(ss.reserved)
+	if !ss.internal {
+		sv.countSession(ss.client, -1)
+	}
+}
+
+// gone is the error for a session id that is not open: evicted, or unknown.
+func (sv *Service) gone(id string) error {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if _, ok := sv.evicted[id]; ok {
+		return fmt.Errorf("%w: session %s was closed while idle to free cache space for other requests; open a new one (a prompt that begins with its tokens takes them from the prefix cache)", ErrEvicted, id)
+	}
+	return paramErr(ErrNoSession, "session", "no open session %q", id)
+}
+
+// maxEvicted bounds the evicted sessions' ids kept for their next call's error.
+const maxEvicted = 4096
+
+// evictIdle closes the least recently used verify session idle at least EvictAfter, and
+// reports whether there was one.
+func (sv *Service) evictIdle() bool {
+	if sv.opt.EvictAfter < 0 {
+		return false
+	}
+	now := sv.now()
+	sv.mu.Lock()
+	var lru *session
+	var lruID string
+	var lruUsed time.Time
+	for id, ss := range sv.sessions {
+		if ss.internal || !ss.mu.TryLock() { // a session in a request is not idle
+			continue
+		}
+		if !ss.closed && now.Sub(ss.used) >= sv.opt.EvictAfter && (lru == nil || ss.used.Before(lruUsed)) {
+			lru, lruID, lruUsed = ss, id, ss.used
+		}
+		ss.mu.Unlock()
+	}
+	sv.mu.Unlock()
+	if lru == nil {
+		return false
+	}
+	lru.mu.Lock()
+	defer lru.mu.Unlock()
+	if lru.closed || sv.now().Sub(lru.used) < sv.opt.EvictAfter { // used since: leave it
+		return true
+	}
+	sv.mu.Lock()
+	delete(sv.sessions, lruID)
+	sv.evicted[lruID] = now
+	sv.evictLog = append(sv.evictLog, lruID)
+	if len(sv.evictLog) > maxEvicted {
+		delete(sv.evicted, sv.evictLog[0])
+		sv.evictLog = sv.evictLog[1:]
+	}
+	sv.stats.Evicted++
+	sv.mu.Unlock()
+	sv.metrics.evicted()
+	sv.end(lru)
+	sv.log.Info("session evicted", "session", lruID, "client", lru.client, "idle", now.Sub(lru.used).Round(time.Millisecond))
+	return true
 }
 
 // Stats returns the service's counters.
 func (sv *Service) Stats() Stats {
 	prefix := sv.e.PrefixStats() // not under sv.mu: the engine's lock waits for a running step
+	adm := sv.admit.stats()
+	adm.StepPoolSize = sv.pool.size.kv
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	s := sv.stats
 	s.Sessions = len(sv.sessions)
 	s.AcceptedAt = append([]int64{}, sv.stats.AcceptedAt...)
 	s.PrefixCache = prefix
+	s.Admission = adm
 	return s
 }
 
 func (sv *Service) get(id string) (*session, error) {
 	sv.expire()
 	sv.mu.Lock()
-	defer sv.mu.Unlock()
 	ss, ok := sv.sessions[id]
+	sv.mu.Unlock()
 	if !ok {
-		return nil, ErrNoSession
+		return nil, sv.gone(id)
 	}
 	return ss, nil
 }
@@ -508,7 +854,7 @@ func (sv *Service) expire() {
 	var idle []string
 	sv.mu.Lock()
 	for id, ss := range sv.sessions {
-		if ss.mu.TryLock() {
+		if !ss.internal && ss.mu.TryLock() {
 			if now.Sub(ss.used) > sv.opt.IdleTimeout {
 				idle = append(idle, id)
 			}
@@ -538,8 +884,7 @@ func (sv *Service) closeIfIdle(id string, now time.Time) {
 	sv.mu.Lock()
 	delete(sv.sessions, id)
 	sv.mu.Unlock()
-	ss.closed = true
-	ss.s.Close()
+	sv.end(ss)
 }
 
 // checkDists checks a draft's distributions against its tree (engine nodes: tokens, children)
@@ -578,7 +923,7 @@ func (sv *Service) checkTokens(what string, toks []int32) error {
 	nv := sv.e.Program().Config.NVocab
 	for i, t := range toks {
 		if t < 0 || int(t) >= nv {
-			return fmt.Errorf("%w: %s token %d is %d, outside the vocabulary of %d", ErrBad, what, i, t, nv)
+			return paramErr(ErrBad, what, "%s token %d is %d, outside the vocabulary of %d", what, i, t, nv)
 		}
 	}
 	return nil
