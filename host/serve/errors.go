@@ -173,7 +173,10 @@ func writeError(w http.ResponseWriter, err error) {
 func jsonError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var ae *APIError
 	switch {
+	case errors.As(err, &ae): // a field's own check (seedSpec)
+		return err
 	case errors.As(err, &syn):
 		return fmt.Errorf("%w: the body is not valid JSON (at byte %d): %s", ErrBad, syn.Offset, syn.Error())
 	case errors.As(err, &typ):

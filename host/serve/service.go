@@ -819,6 +819,19 @@ func (sv *Service) evictIdle() bool {
 	return true
 }
 
+// OpenSessions is the number of verify-API sessions open (completions' own not counted).
+func (sv *Service) OpenSessions() int {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	n := 0
+	for _, ss := range sv.sessions {
+		if !ss.internal {
+			n++
+		}
+	}
+	return n
+}
+
 // Stats returns the service's counters.
 func (sv *Service) Stats() Stats {
 	prefix := sv.e.PrefixStats() // not under sv.mu: the engine's lock waits for a running step

@@ -66,8 +66,10 @@ With --prefix-cache (the default), what closed sessions computed stays in cache 
 session needs, and a new prompt that begins with the same tokens computes only the rest (its
 logits are the same bits; "cached" in the session's reply, "prefix_cache" in /v1/stats).
 
-On SIGTERM or SIGINT the server stops accepting connections, /ready fails, and requests in
-flight finish within --grace; streams still running then end with an error event. It exits 0.
+On SIGTERM or SIGINT /ready fails and new sessions and completions are refused (503), while
+open verify sessions go on until their clients close them; then the server stops accepting
+connections and requests in flight finish — all within --grace, after which streams still
+running end with an error event. It exits 0.
 
 A session holds its committed tokens and the target's chosen next token. Each verify runs the
 next token and the draft tree in one step, accepts the longest path of draft tokens the target
@@ -183,14 +185,22 @@ sampler, whatever the drafts.`,
 	return cmd
 }
 
-// drain shuts the server down gracefully: no new connections or work (/ready fails), the
-// requests in flight get grace to finish, then running generations are stopped (streams end
-// with an error event) and given a moment to say so.
+// drain shuts the server down gracefully: /ready fails and new sessions and completions are
+// refused (503, so that a load balancer sends them elsewhere), while the verify sessions
+// already open go on until their clients close them; then the listener closes and the
+// requests in flight finish. Whatever still runs when grace has passed is stopped (streams
+// end with an error event) and given a moment to say so.
 func drain(cmd *cobra.Command, srv *http.Server, sv *serve.Service, served <-chan error, grace time.Duration) error {
 	fmt.Fprintf(cmd.ErrOrStderr(), "verity: draining (grace %v)\n", grace)
 	sv.Drain()
 	shut, done := context.WithTimeout(context.Background(), grace)
 	defer done()
+	for sv.OpenSessions() > 0 && shut.Err() == nil {
+		select {
+		case <-shut.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	if err := srv.Shutdown(shut); err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "verity: the grace period passed with requests running: stopping them\n")
 		sv.Stop()
