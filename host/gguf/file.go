@@ -51,6 +51,7 @@ type File struct {
 	mapped  []byte // data when it is an mmap, else nil
 	kvIndex map[string]int
 	tIndex  map[string]int
+	mem     map[string][]byte // a view's tensors held in memory (WithTensors)
 }
 
 // Open reads the GGUF file at path. It maps the file read-only (mmap) where the platform allows
@@ -105,6 +106,9 @@ func (f *File) Mapped() bool { return f.mapped != nil }
 // Data returns the bytes of tensor t, a sub-slice of the backing store (not a copy; do not
 // modify it). It returns nil when t does not lie inside the file, or after Close.
 func (f *File) Data(t TensorInfo) []byte {
+	if b, ok := f.mem[t.Name]; ok {
+		return b
+	}
 	lo, hi, ok := f.span(t)
 	if !ok {
 		return nil
@@ -120,6 +124,56 @@ func (f *File) span(t TensorInfo) (lo, hi int64, ok bool) {
 	}
 	lo = f.DataOffset + t.Offset
 	return lo, lo + t.Size, true
+}
+
+// MemTensor is a tensor held in memory, for WithTensors.
+type MemTensor struct {
+	Name string
+	Type dtype.Type
+	Dims []int64
+	Data []byte // exactly the tensor's bytes
+}
+
+// WithTensors returns a view of f in which each of ts takes the place of f's tensor of the same
+// name (its type, dims and data), or follows f's tensors when f has none of that name. A
+// tensor of the view held in memory has Offset −1, and Data returns its bytes (not a copy).
+// The metadata and the other tensors are f's, read from f's backing store: the view is valid
+// until f is closed, and closing the view does nothing.
+func (f *File) WithTensors(ts []MemTensor) (*File, error) {
+	v := *f
+	v.mapped = nil
+	v.Tensors = append([]TensorInfo(nil), f.Tensors...)
+	v.tIndex = make(map[string]int, len(f.Tensors)+len(ts))
+	for k, i := range f.tIndex {
+		v.tIndex[k] = i
+	}
+	v.mem = make(map[string][]byte, len(f.mem)+len(ts))
+	for k, b := range f.mem {
+		v.mem[k] = b
+	}
+	seen := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("gguf: tensor %q given twice", t.Name)
+		}
+		seen[t.Name] = true
+		size, err := tensorSize(t.Type, t.Dims)
+		if err != nil {
+			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+		}
+		if size != int64(len(t.Data)) {
+			return nil, fmt.Errorf("gguf: tensor %q: %d bytes of data, want %d", t.Name, len(t.Data), size)
+		}
+		info := TensorInfo{Name: t.Name, Dims: append([]int64(nil), t.Dims...), Type: t.Type, Offset: -1, Size: size}
+		if i, ok := v.tIndex[t.Name]; ok {
+			v.Tensors[i] = info
+		} else {
+			v.tIndex[t.Name] = len(v.Tensors)
+			v.Tensors = append(v.Tensors, info)
+		}
+		v.mem[t.Name] = t.Data
+	}
+	return &v, nil
 }
 
 // Tensor returns the info of the tensor called name.
@@ -169,7 +223,7 @@ func (f *File) AdviseWillNeed(t TensorInfo) error { return f.adviseTensor(t, adv
 func (f *File) AdviseDontNeed(t TensorInfo) error { return f.adviseTensor(t, adviceDontNeed) }
 
 func (f *File) adviseTensor(t TensorInfo, advice int) error {
-	if f.mapped == nil {
+	if f.mapped == nil || f.mem[t.Name] != nil {
 		return nil
 	}
 	lo, hi, ok := f.span(t)

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"verity/device/dtype"
 )
 
 func accessorFile(t *testing.T) *File {
@@ -251,6 +253,67 @@ func TestOpenErrors(t *testing.T) {
 		}
 		if tt.path == bad && !strings.Contains(err.Error(), bad) {
 			t.Errorf("Open(%s): %v does not name the file", tt.path, err)
+		}
+	}
+}
+
+// A view replaces and adds tensors without touching the file it reads the rest from.
+func TestWithTensors(t *testing.T) {
+	w := NewWriter()
+	w.Set("general.architecture", Str("llama"))
+	a := []byte{1, 0, 0, 0, 2, 0, 0, 0}
+	b := []byte{3, 0, 0, 0}
+	if err := w.AddTensor("a", dtype.I32, []int64{2}, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddTensor("b", dtype.I32, []int64{1}, b); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newA := []byte{9, 0, 9, 0}
+	c := []byte{7, 0, 0, 0, 8, 0, 0, 0, 9, 0, 0, 0}
+	v, err := f.WithTensors([]MemTensor{{Name: "a", Type: dtype.F16, Dims: []int64{2}, Data: newA}, {Name: "c", Type: dtype.I32, Dims: []int64{3}, Data: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Tensors) != 3 || v.Tensors[0].Name != "a" || v.Tensors[2].Name != "c" {
+		t.Fatalf("view tensors %+v", v.Tensors)
+	}
+	ta, _ := v.Tensor("a")
+	if ta.Type != dtype.F16 || ta.Offset != -1 || ta.Size != 4 || !bytes.Equal(v.Data(ta), newA) {
+		t.Errorf("replaced tensor %+v, data %v", ta, v.Data(ta))
+	}
+	tb, _ := v.Tensor("b")
+	if !bytes.Equal(v.Data(tb), b) {
+		t.Errorf("kept tensor data %v", v.Data(tb))
+	}
+	tc, ok := v.Tensor("c")
+	if !ok || !bytes.Equal(v.Data(tc), c) {
+		t.Errorf("added tensor %+v, %v", tc, ok)
+	}
+	if fa, _ := f.Tensor("a"); fa.Type != dtype.I32 || !bytes.Equal(f.Data(fa), a) || len(f.Tensors) != 2 {
+		t.Errorf("the file changed: %+v", f.Tensors)
+	}
+	if v.Architecture() != "llama" {
+		t.Errorf("view metadata: %q", v.Architecture())
+	}
+	if err := v.AdviseWillNeed(ta); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range [][]MemTensor{
+		{{Name: "a", Type: dtype.I32, Dims: []int64{2}, Data: newA}},                                                       // wrong size
+		{{Name: "d", Type: dtype.Q8_0, Dims: []int64{3}, Data: nil}},                                                       // not whole blocks
+		{{Name: "c", Type: dtype.I32, Dims: []int64{3}, Data: c}, {Name: "c", Type: dtype.I32, Dims: []int64{3}, Data: c}}, // twice
+	} {
+		if _, err := f.WithTensors(bad); err == nil {
+			t.Errorf("WithTensors(%v) accepted", bad[0].Name)
 		}
 	}
 }
