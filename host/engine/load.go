@@ -7,6 +7,7 @@ import (
 	"verity/device"
 	"verity/host/exec"
 	"verity/host/gguf"
+	"verity/host/lora"
 	"verity/host/model"
 	"verity/split"
 )
@@ -25,12 +26,17 @@ type LoadOptions struct {
 	// with the same tokens (Options.PrefixCache); a recurrent model's sessions then hold one
 	// more state each (the one before their prompt's last token).
 	PrefixCache bool
+	// Adapters are LoRA adapters merged into the weights before the model is compiled
+	// (lora.Merge, with the options LoRA); the kernels then see ordinary tensors.
+	Adapters []lora.Use
+	LoRA     lora.Options
 }
 
 // Model is an engine together with the file and executor it owns.
 type Model struct {
 	*Engine
 	File *gguf.File
+	LoRA *lora.Result // what was merged into the weights; nil without adapters
 }
 
 // Load opens a GGUF file, compiles it and prepares an engine on backend b.
@@ -73,7 +79,15 @@ func LoadSplit(path string, backends []device.Backend, firstLayers []int, o Load
 // layers by each backend's memory. The logits are bit-identical to a single backend's (see
 // exec.Pipeline).
 func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o LoadOptions) (*Model, error) {
-	p, err := model.Build(f)
+	weights, merged := f, (*lora.Result)(nil)
+	if len(o.Adapters) > 0 {
+		v, res, err := lora.Merge(f, o.Adapters, o.LoRA)
+		if err != nil {
+			return nil, err
+		}
+		weights, merged = v, res
+	}
+	p, err := model.Build(weights)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +151,7 @@ func FromFileSplit(f *gguf.File, backends []device.Backend, firstLayers []int, o
 		ex.Close()
 		return nil, err
 	}
-	return &Model{Engine: e, File: f}, nil
+	return &Model{Engine: e, File: f, LoRA: merged}, nil
 }
 
 // useMegakernel makes every executor of ex run its steps as megakernel streams.
