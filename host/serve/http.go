@@ -58,7 +58,7 @@ const SessionHeader = "X-Verity-Session"
 //	DELETE /v1/sessions/{id}                                              → 204
 //	POST   /v1/completions            CompletionRequest (OpenAI's)        → Completion, or server-sent events
 //	POST   /v1/chat/completions       ChatRequest (OpenAI's)              → ChatCompletion, or server-sent events
-//	GET    /v1/models, /v1/models/{id}                                    → OpenAI's model list (one), model
+//	GET    /v1/models, /v1/models/{id}                                    → OpenAI's model list (one), model (with its LoRA adapters)
 //	POST   /tokenize, /detokenize                                         → {"tokens"}, {"content"}
 //	GET    /v1/stats                                                      → Stats
 //	GET    /health, /ready, /metrics, /v1/health
@@ -127,7 +127,11 @@ func (sv *Service) Handler() http.Handler {
 }
 
 func (sv *Service) modelObject() map[string]any {
-	return map[string]any{"id": sv.opt.ModelName, "object": "model", "created": sv.started.Unix(), "owned_by": "verity"}
+	m := map[string]any{"id": sv.opt.ModelName, "object": "model", "created": sv.started.Unix(), "owned_by": "verity"}
+	if len(sv.opt.Adapters) > 0 {
+		m["adapters"] = sv.opt.Adapters // merged into the weights at load
+	}
+	return m
 }
 
 // handleOpen serves POST /v1/sessions.

@@ -56,6 +56,18 @@ type Options struct {
 	Fingerprint string
 	// HTTP holds the HTTP layer's settings (Handler).
 	HTTP HTTPOptions
+	// Adapters are the LoRA adapters merged into the weights, reported by /v1/models and
+	// /v1/stats.
+	Adapters []Adapter
+}
+
+// Adapter describes a LoRA adapter merged into the served model's weights.
+type Adapter struct {
+	Name    string  `json:"name"`  // its file's name, or general.name
+	Scale   float64 `json:"scale"` // the scale it was merged at
+	Alpha   float64 `json:"alpha"`
+	Ranks   []int   `json:"ranks"`
+	Targets int     `json:"targets"` // tensors it adapts
 }
 
 // Service holds sessions over one engine. Its methods are safe for concurrent use. Verify
@@ -117,6 +129,8 @@ type Stats struct {
 	PrefixCache engine.PrefixStats `json:"prefix_cache"`
 	// Admission describes the queue and the cache's reservations.
 	Admission AdmissionStats `json:"admission"`
+	// Adapters are the LoRA adapters merged into the weights (Options.Adapters).
+	Adapters []Adapter `json:"adapters,omitempty"`
 }
 
 type session struct {
@@ -844,6 +858,7 @@ func (sv *Service) Stats() Stats {
 	s.AcceptedAt = append([]int64{}, sv.stats.AcceptedAt...)
 	s.PrefixCache = prefix
 	s.Admission = adm
+	s.Adapters = sv.opt.Adapters
 	return s
 }
 
