@@ -31,6 +31,7 @@ func newBenchCmd() *cobra.Command {
 	var backend string
 	var layers []int
 	var megakernel bool
+	var adapters loraFlags
 	var sms int
 	var o bench.Options
 	cmd := &cobra.Command{
@@ -87,7 +88,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 			var rows []bench.Result
 			var probes []string
 			for _, threads := range threadList {
-				rs, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, prompts, decodes, o)
+				rs, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, prompts, decodes, o, &adapters)
 				if err != nil {
 					return err
 				}
@@ -181,6 +182,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
+	adapters.register(cmd)
 	cmd.Flags().IntSliceVar(&prompts, "prompt", []int{128}, "prefill tokens; a list sweeps")
 	cmd.Flags().IntSliceVar(&decodes, "decode", []int{32}, "decoded tokens (after the prompt); a list sweeps")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
@@ -209,7 +211,7 @@ func section(w io.Writer, title, header string, lines []string) error {
 }
 
 func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
-	prompts, decodes []int, o bench.Options) ([]bench.Result, float64, string, error) {
+	prompts, decodes []int, o bench.Options, adapters *loraFlags) ([]bench.Result, float64, string, error) {
 	// Every model is found (or generated) before anything is measured or allocated.
 	paths, names := make([]string, len(models)), make([]string, len(models))
 	for i, m := range models {
@@ -236,10 +238,17 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 		if len(o.Batch) > 0 {
 			sessions = max(1, slices.Max(o.Batch))
 		}
-		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms})
+		uses, lo, done, err := adapters.open(cmd)
 		if err != nil {
 			return nil, 0, "", err
 		}
+		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo})
+		done()
+		if err != nil {
+			return nil, 0, "", err
+		}
+		reportMerge(cmd.ErrOrStderr(), mdl.LoRA)
+		name += adapters.names()
 		for _, p := range prompts {
 			for _, d := range decodes {
 				o.Prompt, o.Decode = p, d

@@ -12,6 +12,7 @@ import (
 	"verity/device"
 	"verity/device/cpu"
 	"verity/fixtures"
+	"verity/host/lora"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -19,6 +20,7 @@ func newCheckCmd() *cobra.Command {
 	var layers []int
 	var threads, sms int
 	var megakernel, trace bool
+	var adapters loraFlags
 	cmd := &cobra.Command{
 		Use:   "check [FIXTURE ...]",
 		Short: "Check a backend bit for bit against the committed golden hashes",
@@ -29,12 +31,26 @@ Every backend must reproduce them exactly: the CPU twins, the PTX interpreter an
 Without arguments every fixture with a golden is checked (generated once and cached, see
 verity fixture). The exit status is 1 if any fixture differs. With --trace, each fixture that
 differs is run again op by op on the backend and on the CPU twins to find the first op whose
-output is not bit-identical, and how its values differ (ulp distances).`,
+output is not bit-identical, and how its values differ (ulp distances). The merged fixtures,
+MODEL+ADAPTER, are the model with a catalogue LoRA adapter merged at load. --lora merges
+adapters into every fixture checked: at scale 0 each golden must still hold.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			goldens, err := fixtures.Goldens()
 			if err != nil {
 				return err
 			}
+			merged, err := fixtures.MergedGoldens()
+			if err != nil {
+				return err
+			}
+			for k, g := range merged {
+				goldens[k] = g
+			}
+			uses, lo, done, err := adapters.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
 			names := args
 			if len(names) == 0 {
 				for n := range goldens {
@@ -70,7 +86,7 @@ output is not bit-identical, and how its values differ (ulp distances).`,
 			files := map[string][]byte{}
 			for _, n := range names {
 				start := time.Now()
-				file, g, err := checkFixture(n, bes, layers, megakernel, sms, cmd)
+				file, g, err := checkFixture(n, bes, layers, fixtures.GoldenOptions{Megakernel: megakernel, SMs: sms, Adapters: uses, LoRA: lo}, cmd)
 				if err != nil {
 					failed++
 					fmt.Fprintf(out, "%-*s  error: %v\n", width, n, err)
@@ -120,13 +136,28 @@ output is not bit-identical, and how its values differ (ulp distances).`,
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
-	cmd.Flags().BoolVar(&trace, "trace", false, "for each fixture that differs, find the first op whose output differs from the CPU twins'")
+	cmd.Flags().BoolVar(&trace, "trace", false, "for each fixture that differs, find the first op whose output differs from the CPU twins' (a merged fixture's base, without adapters)")
+	adapters.register(cmd)
 	return cmd
 }
 
-// checkFixture computes fixture n's golden workload on bes.
-func checkFixture(n string, bes []device.Backend, layers []int, megakernel bool, sms int, cmd *cobra.Command) ([]byte, fixtures.Golden, error) {
-	s, err := fixtures.Lookup(n)
+// checkFixture computes fixture n's golden workload on bes: a catalogue model, or a merged
+// fixture's base with its adapter merged first (then the returned file is the base's).
+func checkFixture(n string, bes []device.Backend, layers []int, o fixtures.GoldenOptions, cmd *cobra.Command) ([]byte, fixtures.Golden, error) {
+	base := n
+	if strings.Contains(n, "+") {
+		m, err := fixtures.LookupMerged(n)
+		if err != nil {
+			return nil, fixtures.Golden{}, err
+		}
+		u, err := m.Use()
+		if err != nil {
+			return nil, fixtures.Golden{}, err
+		}
+		o.Adapters = append([]lora.Use{u}, o.Adapters...)
+		base = m.Base
+	}
+	s, err := fixtures.Lookup(base)
 	if err != nil {
 		return nil, fixtures.Golden{}, err
 	}
@@ -138,7 +169,7 @@ func checkFixture(n string, bes []device.Backend, layers []int, megakernel bool,
 	if err != nil {
 		return nil, fixtures.Golden{}, err
 	}
-	g, err := fixtures.ComputeGoldenSplit(file, bes, layers, fixtures.GoldenOptions{Megakernel: megakernel, SMs: sms})
+	g, err := fixtures.ComputeGoldenSplit(file, bes, layers, o)
 	return file, g, err
 }
 

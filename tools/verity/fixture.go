@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -12,11 +13,12 @@ import (
 func newFixtureCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "fixture [NAME]",
-		Short: "List or generate the deterministic synthetic models",
-		Long: `Without NAME, list the catalogue of synthetic GGUF models. With NAME, generate it (into
-the fixture cache, or to --out) and print its path. Generated files are byte-identical on every
-machine.`,
+		Use:   "fixture [NAME | MODEL+ADAPTER]",
+		Short: "List or generate the deterministic synthetic models and LoRA adapters",
+		Long: `Without NAME, list the catalogue of synthetic GGUF models and of LoRA adapters for them.
+With NAME, generate it (into the fixture cache, or to --out) and print its path; MODEL+ADAPTER
+generates that adapter for that model (a file for --lora). Generated files are byte-identical on
+every machine.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
@@ -26,7 +28,43 @@ machine.`,
 				for _, s := range fixtures.Catalog() {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.Arch, s.NLayer, s.NEmbd, s.NVocab, s.FileType, humanBytes(s.FileBytes()))
 				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintln(w, "\nLoRA adapters (MODEL+ADAPTER; targets: the kinds of layer matrix, or every matrix):")
+				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "adapter\trank\talpha\ttargets\tembedding\ttype")
+				for _, a := range fixtures.Adapters() {
+					targets := strings.Join(a.Targets, ",")
+					if a.Targets == nil {
+						targets = "every matrix"
+					} else if len(a.Targets) == 0 {
+						targets = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%t\t%s\n", a.Name, a.Rank, a.Alpha, targets, a.Embedding, a.Type)
+				}
 				return tw.Flush()
+			}
+			if model, adapter, ok := strings.Cut(args[0], "+"); ok {
+				s, err := fixtures.Lookup(model)
+				if err != nil {
+					return err
+				}
+				a, err := fixtures.LookupAdapter(adapter)
+				if err != nil {
+					return err
+				}
+				path := out
+				if out != "" {
+					err = fixtures.WriteAdapter(out, s, a)
+				} else {
+					path, err = fixtures.AdapterPath(s, a)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(w, path)
+				return nil
 			}
 			s, err := fixtures.Lookup(args[0])
 			if err != nil {

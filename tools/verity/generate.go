@@ -16,6 +16,7 @@ func newGenerateCmd() *cobra.Command {
 	var model, prompt, backend string
 	var layers []int
 	var megakernel, parseSpecial, showPrompt, chat bool
+	var adapters loraFlags
 	var system string
 	var stops []string
 	var sms, threads, n, draft int
@@ -94,10 +95,16 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			if draft < 0 || draft > 63 {
 				return fmt.Errorf("--draft %d: want 0 … 63", draft)
 			}
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: len(ids) + n + draft + 1, Megakernel: megakernel, MegakernelSMs: sms})
+			uses, lo, done, err := adapters.open(cmd)
 			if err != nil {
 				return err
 			}
+			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: len(ids) + n + draft + 1, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo})
+			done()
+			if err != nil {
+				return err
+			}
+			reportMerge(cmd.ErrOrStderr(), m.LoRA)
 			defer m.Close()
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if showPrompt {
@@ -172,5 +179,6 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
+	adapters.register(cmd)
 	return cmd
 }

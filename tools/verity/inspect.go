@@ -90,6 +90,7 @@ func inspectText(w io.Writer, f *gguf.File, maxArray int) error {
 	fmt.Fprintf(w, "file type     %s\n", ft)
 	fmt.Fprintf(w, "gguf          v%d, alignment %d, %d metadata keys, %d tensors, data at %d\n\n",
 		f.Version, f.Alignment, len(f.KVs), len(f.Tensors), f.DataOffset)
+	inspectAdapter(w, f)
 
 	fmt.Fprintln(w, "metadata:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -183,7 +184,8 @@ func inspectJSON(w io.Writer, f *gguf.File) error {
 	return enc.Encode(struct {
 		Metadata map[string]any `json:"metadata"`
 		Tensors  []jsonTensor   `json:"tensors"`
-	}{meta, ts})
+		Adapter  *jsonAdapter   `json:"adapter,omitempty"`
+	}{meta, ts, adapterJSON(f)})
 }
 
 // jsonValue converts a metadata value into something encoding/json prints as the value

@@ -24,6 +24,7 @@ func newLogitsCmd() *cobra.Command {
 	var backend string
 	var layers []int
 	var megakernel bool
+	var adapters loraFlags
 	var sms int
 	cmd := &cobra.Command{
 		Use:   "logits --model FILE (--tokens 1,2,3 | --prompt TEXT) --out LOGITS",
@@ -74,10 +75,16 @@ that node.`,
 				return err
 			}
 			defer closeAll(bes)
-			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need, Megakernel: megakernel, MegakernelSMs: sms})
+			uses, lo, done, err := adapters.open(cmd)
 			if err != nil {
 				return err
 			}
+			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo})
+			done()
+			if err != nil {
+				return err
+			}
+			reportMerge(cmd.ErrOrStderr(), m.LoRA)
 			defer m.Close()
 			s := m.NewSession()
 			var logits [][]float32
@@ -113,6 +120,7 @@ that node.`,
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
+	adapters.register(cmd)
 	_ = cmd.MarkFlagRequired("model")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd

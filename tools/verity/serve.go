@@ -26,6 +26,7 @@ func newServeCmd() *cobra.Command {
 	var model, addr, backend, alias, replica, clientHeader, keyFile, logFormat string
 	var layers []int
 	var megakernel, prefixCache, logRequests bool
+	var adapters loraFlags
 	var sms int
 	var threads, ctx, sessions, maxNodes, maxRows int
 	var queue, clientQueue, clientSessions int
@@ -101,10 +102,16 @@ sampler, whatever the drafts.`,
 				return err
 			}
 			defer closeAll(bes)
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache})
+			uses, lo, done, err := adapters.open(cmd)
 			if err != nil {
 				return err
 			}
+			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache, Adapters: uses, LoRA: lo})
+			done()
+			if err != nil {
+				return err
+			}
+			reportMerge(cmd.ErrOrStderr(), m.LoRA)
 			defer m.Close()
 			tk, err := loadTokenizer(path)
 			if err == nil {
@@ -123,7 +130,7 @@ sampler, whatever the drafts.`,
 				replica, _ = os.Hostname()
 			}
 			sv := serve.New(m.Engine, serve.Options{MaxNodes: maxNodes, IdleTimeout: idle, EvictAfter: evictAfter,
-				ClientSessions: clientSessions, Tokenizer: tk, ModelName: alias, Fingerprint: fingerprint(),
+				ClientSessions: clientSessions, Tokenizer: tk, ModelName: alias, Fingerprint: fingerprint(), Adapters: serveAdapters(m.LoRA),
 				Admission: serve.AdmissionOptions{MaxQueue: queue, ClientQueue: clientQueue, MaxWait: queueWait},
 				HTTP: serve.HTTPOptions{APIKeys: keys, CORSOrigins: corsOrigins, ClientHeader: clientHeader, MaxBody: maxBody,
 					RequestTimeout: requestTimeout, WriteTimeout: writeTimeout, Replica: replica, Logger: logger}})
@@ -156,6 +163,7 @@ sampler, whatever the drafts.`,
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
+	adapters.register(cmd)
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().IntVar(&ctx, "context", 2048, "positions per session")
 	cmd.Flags().IntVar(&sessions, "sessions", 4, "sessions the cache holds at full length")
