@@ -55,6 +55,10 @@ type Executor struct {
 	// launcher, if set, runs each step's launches together (SetLauncher).
 	launcher Launcher
 	stepKeys int // keys of all rows of the current step
+	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
+	// the executor's allocations, which change only when the key lists grow (cleared then).
+	lowered map[[2]int][]Launch
+	scratch []int32 // the step's key lists and offsets, as written
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
@@ -312,6 +316,7 @@ func (e *Executor) growKeys(n int) error {
 		}
 	}
 	e.bufs[e.p.Keys], e.keyCap = ptr, n
+	clear(e.lowered) // the launches that read the key lists change
 	return nil
 }
 
@@ -398,7 +403,7 @@ func (s *Step) check(p *model.Program, opt Options) error {
 			return fmt.Errorf("exec: row %d attends to no keys", r)
 		}
 		for _, k := range s.Keys[r] {
-			if k < 0 || int(k) >= opt.NSlots {
+			if uint32(k) >= uint32(opt.NSlots) { // negative keys too
 				return fmt.Errorf("exec: row %d: key slot %d outside cache of %d", r, k, opt.NSlots)
 			}
 		}
@@ -426,20 +431,45 @@ func (s *Step) check(p *model.Program, opt Options) error {
 
 // Run executes one step and returns the logits of the output rows, [len(OutRows)][NVocab].
 func (e *Executor) Run(s Step) ([]float32, error) {
+	if err := e.Launch(s); err != nil {
+		return nil, err
+	}
+	outs := len(s.OutRows)
+	if outs == 0 || e.hi < len(e.p.Ops) { // no output rows, or an earlier pipeline stage
+		return nil, e.b.Sync()
+	}
+	logits := make([]float32, outs*e.p.Config.NVocab)
+	if err := e.ReadLogits(logits); err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// ReadLogits reads the last step's logits, len(dst)/NVocab output rows of them.
+func (e *Executor) ReadLogits(dst []float32) error {
+	return e.b.Read(device.F32Bytes(dst), e.bufs[e.p.Logits])
+}
+
+// Logits is the device buffer the last step's logits are in, [output rows][NVocab] float32.
+func (e *Executor) Logits() device.Ptr { return e.bufs[e.p.Logits] }
+
+// Launch executes one step, leaving its logits on the device (Logits, ReadLogits); on a
+// backend that runs asynchronously they may still be being computed.
+func (e *Executor) Launch(s Step) error {
 	if e.closed {
-		return nil, errors.New("exec: executor is closed")
+		return errors.New("exec: executor is closed")
 	}
 	if err := s.check(e.p, e.opt); err != nil {
-		return nil, err
+		return err
 	}
 	if err := e.writeInputs(&s); err != nil {
-		return nil, err
+		return err
 	}
 	rows, outs := len(s.Tokens), len(s.OutRows)
 	byOp := e.Trace != nil || e.Profile != nil
 	if e.launcher != nil && !byOp {
 		if err := e.runLauncher(rows, outs); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// A profile times each op on the device's timeline where the backend has one (events
@@ -449,12 +479,12 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 	var timed []*model.Op
 	if e.Profile != nil {
 		if err := e.b.Sync(); err != nil { // the inputs' copies are not the first op's time
-			return nil, err
+			return err
 		}
 		if t, ok := e.b.(device.Timeline); ok && e.Trace == nil {
 			m, err := t.Mark()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			tl, marks = t, []device.Mark{m}
 			defer func() { tl.ReleaseMarks(marks...) }()
@@ -482,33 +512,26 @@ func (e *Executor) Run(s Step) ([]float32, error) {
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
+			return fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
 		}
 		if e.Trace != nil {
 			buf := make([]byte, e.opRows(op, rows, outs)*e.p.Buffers[op.Out].RowBytes())
 			if err := e.b.Read(buf, e.bufs[op.Out]); err != nil {
-				return nil, err
+				return err
 			}
 			if err := e.Trace(op, buf); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	for i, op := range timed {
 		d, err := tl.Elapsed(marks[i], marks[i+1])
 		if err != nil {
-			return nil, fmt.Errorf("exec: timing %s: %w", op.Name, err)
+			return fmt.Errorf("exec: timing %s: %w", op.Name, err)
 		}
 		e.Profile(op, d)
 	}
-	if outs == 0 || e.hi < len(e.p.Ops) { // no output rows, or an earlier pipeline stage
-		return nil, e.b.Sync()
-	}
-	logits := make([]float32, outs*e.p.Config.NVocab)
-	if err := e.b.Read(device.F32Bytes(logits), e.bufs[e.p.Logits]); err != nil {
-		return nil, err
-	}
-	return logits, nil
+	return nil
 }
 
 // Launch is one kernel launch of a step: the op it computes and what it lowers to.
@@ -523,7 +546,8 @@ type Launch struct {
 // Launcher runs all the launches of a step together — the megakernel: one persistent launch
 // interpreting them as an instruction stream — instead of one backend launch per op. The
 // launches are in program order and each must see the memory every earlier one left, as if
-// run one by one.
+// run one by one. A step of the same shape as an earlier one may hand over the very same
+// slice again (the executor keeps them): a launcher must not modify it.
 type Launcher interface {
 	LaunchStep(ls []Launch) error
 }
@@ -550,9 +574,16 @@ func (e *Executor) Lower(rows, outs int) ([]Launch, error) {
 }
 
 func (e *Executor) runLauncher(rows, outs int) error {
-	ls, err := e.Lower(rows, outs)
-	if err != nil {
-		return err
+	ls, ok := e.lowered[[2]int{rows, outs}]
+	if !ok {
+		var err error
+		if ls, err = e.Lower(rows, outs); err != nil {
+			return err
+		}
+		if e.lowered == nil {
+			e.lowered = map[[2]int][]Launch{}
+		}
+		e.lowered[[2]int{rows, outs}] = ls
 	}
 	if err := e.launcher.LaunchStep(ls); err != nil {
 		return fmt.Errorf("exec: %w", err)
@@ -585,19 +616,22 @@ func (e *Executor) writeInputs(s *Step) error {
 	if err := b.Write(e.bufs[p.Slots], device.I32Bytes(s.Slots)); err != nil {
 		return err
 	}
-	off := make([]int32, len(s.Keys)+1)
 	total := 0
-	for r, k := range s.Keys {
+	for _, k := range s.Keys {
 		total += len(k)
-		off[r+1] = int32(total)
 	}
 	e.stepKeys = total
 	if err := e.growKeys(total); err != nil {
 		return err
 	}
-	keys := make([]int32, 0, total)
-	for _, k := range s.Keys {
-		keys = append(keys, k...)
+	need := total + len(s.Keys) + 1
+	if cap(e.scratch) < need {
+		e.scratch = make([]int32, need)
+	}
+	keys, off := e.scratch[:total], e.scratch[total:need]
+	off[0] = 0
+	for r, k := range s.Keys { // the rows' key lists one after another, and where each starts
+		off[r+1] = off[r] + int32(copy(keys[off[r]:], k))
 	}
 	if err := b.Write(e.bufs[p.Keys], device.I32Bytes(keys)); err != nil {
 		return err

@@ -279,14 +279,34 @@ func (r *deviceRunner) Close() error {
 	return errors.Join(errs...)
 }
 
-// Megakernel is a Launcher that compiles each step into a megakernel stream and runs it.
+// Megakernel is a Launcher that compiles each step into a megakernel stream and runs it. A
+// step's schedule depends only on its launches (kernels and arguments), which for a given
+// shape — rows, output rows — stay the same from step to step: the host writes what changes
+// (tokens, positions, key lists) into buffers the kernels read. So schedules are kept, the
+// last few, and a step whose launches equal a kept schedule's runs it again without building
+// or copying anything (and the device runner finds its stream already on the device).
 type Megakernel struct {
-	e   *Executor
-	r   MegakernelRunner
-	cfg megakernel.Config
+	e     *Executor
+	r     MegakernelRunner
+	cfg   megakernel.Config
+	cache []compiled // most recently used first
 	// Last is the schedule of the last step (for reports: parts, estimate).
 	Last *megakernel.Schedule
+	// Builds counts the schedules built (steps that found none to reuse).
+	Builds int
 }
+
+// compiled is a schedule and the launches it was built from.
+type compiled struct {
+	ls      []Launch // the slice itself, which the executor hands over again for the same shape
+	kernels []device.Spec
+	args    []any
+	s       *megakernel.Schedule
+}
+
+// keptSchedules is how many schedules a Megakernel keeps: a session alternates a few step
+// shapes (a tree verify, a decode, a prefill chunk).
+const keptSchedules = 8
 
 // UseMegakernel makes e run every step as one megakernel stream on r (see SetLauncher).
 func (e *Executor) UseMegakernel(r MegakernelRunner) *Megakernel {
@@ -303,14 +323,57 @@ func (m *Megakernel) Close() error {
 	return nil
 }
 
-// LaunchStep builds the step's schedule and runs its stream.
+// LaunchStep runs the step's schedule, building it if no kept one has these launches.
 func (m *Megakernel) LaunchStep(ls []Launch) error {
-	s, err := schedule(ls, m.e.stepKeys, m.cfg)
+	s, err := m.lookup(ls)
 	if err != nil {
 		return err
 	}
 	m.Last = s
 	return m.r.Run(s)
+}
+
+// lookup returns the kept schedule of launches ls, or builds and keeps one.
+func (m *Megakernel) lookup(ls []Launch) (*megakernel.Schedule, error) {
+	for i, c := range m.cache {
+		if c.matches(ls) {
+			copy(m.cache[1:i+1], m.cache[:i])
+			m.cache[0] = c
+			return c.s, nil
+		}
+	}
+	s, err := schedule(ls, m.e.stepKeys, m.cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.Builds++
+	c := compiled{ls: ls, kernels: make([]device.Spec, len(ls)), args: make([]any, len(ls)), s: s}
+	for i, l := range ls {
+		c.kernels[i], c.args[i] = l.Kernel, l.Args
+	}
+	if len(m.cache) < keptSchedules {
+		m.cache = append(m.cache, compiled{})
+	}
+	copy(m.cache[1:], m.cache)
+	m.cache[0] = c
+	return s, nil
+}
+
+// matches reports whether ls are the launches c was built from. Arguments are flat structs of
+// numbers and addresses (device.Params), so == compares them field by field.
+func (c *compiled) matches(ls []Launch) bool {
+	if len(ls) != len(c.args) {
+		return false
+	}
+	if len(ls) > 0 && &ls[0] == &c.ls[0] {
+		return true // the same slice: Launchers do not modify it
+	}
+	for i, l := range ls {
+		if l.Kernel != c.kernels[i] || l.Args != c.args[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // schedule compiles a step's launches, whose rows attend to keys keys in all, for the

@@ -2,12 +2,16 @@ package exec_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"verity/device"
+	"verity/device/cpu"
 	"verity/device/kernels"
 	"verity/device/ptxvm"
+	"verity/fixtures"
 	"verity/host/exec"
+	"verity/host/model"
 	"verity/megakernel"
 )
 
@@ -57,4 +61,67 @@ func TestMegakernelRunnerExplainsAStall(t *testing.T) {
 		}
 	}
 	t.Log(err)
+}
+
+// Steps of a shape seen before run the schedule built for it then: the Go VM's logits equal
+// the eager executor's, step after step, and only a new shape (or key lists that outgrow their
+// buffer, which moves it) builds a schedule.
+func TestMegakernelKeepsSchedules(t *testing.T) {
+	f, err := fixtures.Parse("tiny-llama-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Build(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := exec.Options{MaxRows: 4, NSlots: 96}
+	var es [2]*exec.Executor
+	for i := range es {
+		b := cpu.New(1)
+		defer b.Close()
+		if es[i], err = exec.New(b, p, opt); err != nil {
+			t.Fatal(err)
+		}
+		defer es[i].Close()
+	}
+	r, err := exec.NewMegakernelRunner(es[1].Backend(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := es[1].UseMegakernel(r)
+	pos := int32(60) // the first step's 250 keys fit the key lists' first buffer of 256, the fifth's 278 do not
+	step := func(rows int) exec.Step {
+		var s exec.Step
+		for i := 0; i < rows; i++ {
+			s.Tokens = append(s.Tokens, int32(7*int(pos)%p.Config.NVocab))
+			s.Pos = append(s.Pos, pos)
+			s.Slots = append(s.Slots, pos)
+			keys := make([]int32, pos+1)
+			for k := range keys {
+				keys[k] = int32(k)
+			}
+			s.Keys = append(s.Keys, keys)
+			s.OutRows = append(s.OutRows, int32(i))
+			pos++
+		}
+		return s
+	}
+	for i, c := range []struct{ rows, builds int }{{4, 1}, {1, 2}, {1, 2}, {1, 2}, {4, 3}, {4, 3}, {1, 4}, {1, 4}} {
+		s := step(c.rows)
+		want, err := es[0].Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := es[1].Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(device.F32Bytes(got), device.F32Bytes(want)) {
+			t.Fatalf("step %d: the megakernel's logits differ from the eager executor's", i)
+		}
+		if m.Builds != c.builds {
+			t.Errorf("step %d (%d rows): %d schedules built, want %d", i, c.rows, m.Builds, c.builds)
+		}
+	}
 }

@@ -1,0 +1,94 @@
+package exec_test
+
+import (
+	"testing"
+
+	"verity/device"
+	"verity/fixtures"
+	"verity/host/exec"
+	"verity/host/gguf"
+	"verity/host/model"
+)
+
+// null is a backend that hands out addresses and runs nothing: what the host does for a step,
+// without a device's time.
+type null struct{ next device.Ptr }
+
+func (n *null) Name() string { return "null" }
+func (n *null) Alloc(size int64) (device.Ptr, error) {
+	if n.next == 0 {
+		n.next = 1 << 32
+	}
+	p := n.next
+	n.next += device.Ptr((size + 4096 + 255) &^ 255)
+	return p, nil
+}
+func (n *null) Upload(data []byte) (device.Ptr, error) { return n.Alloc(int64(len(data))) }
+func (n *null) Free(device.Ptr) error                  { return nil }
+func (n *null) Write(device.Ptr, []byte) error         { return nil }
+func (n *null) Read(dst []byte, _ device.Ptr) error {
+	clear(dst)
+	return nil
+}
+func (n *null) Launch(device.Spec, any) error                { return nil }
+func (n *null) Sync() error                                  { return nil }
+func (n *null) Close() error                                 { return nil }
+func (n *null) Multiprocessors() (int, error)                { return 132, nil }
+func (n *null) ResidentBlocks(device.Spec, any) (int, error) { return 132, nil }
+
+// BenchmarkMegakernelHostStep is the host's work for one step of the design's target — an
+// 8-node tree verify after 2048 positions of llama-1b-bf16 on 132 SMs, as one megakernel
+// launch — on a backend that runs nothing: writing the step's inputs, lowering its ops,
+// finding (or building) its schedule and launching it. The driver's own time for the copies
+// and the launch is not in it, nor reading the logits back (they stay on the device).
+func BenchmarkMegakernelHostStep(b *testing.B) {
+	if testing.Short() {
+		b.Skip("generates llama-1b-bf16 (2.3 GB) on first use")
+	}
+	path, err := fixtures.Path("llama-1b-bf16")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	p, err := model.Build(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const rows, history = 8, 2048
+	e, err := exec.New(&null{}, p, exec.Options{MaxRows: rows, NSlots: history + rows})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	r, err := exec.NewMegakernelRunner(e.Backend(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.UseMegakernel(r)
+	s := exec.Step{}
+	for i := 0; i < rows; i++ {
+		keys := make([]int32, 0, history+rows)
+		for k := 0; k < history; k++ {
+			keys = append(keys, int32(k))
+		}
+		for j := 0; j <= i; j++ { // a chain: node i's ancestors are 0 … i
+			keys = append(keys, int32(history+j))
+		}
+		s.Tokens = append(s.Tokens, int32(i+1))
+		s.Pos = append(s.Pos, int32(history+i))
+		s.Slots = append(s.Slots, int32(history+i))
+		s.Keys = append(s.Keys, keys)
+		s.OutRows = append(s.OutRows, int32(i))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := e.Launch(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
