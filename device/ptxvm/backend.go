@@ -29,6 +29,7 @@ type Backend struct {
 	errs     map[string]error
 	stats    Stats
 	twinRuns map[string]int
+	launches uint64 // interpreted launches so far (weak mode: mixed into each launch's seed)
 }
 
 // Options configures a Backend.
@@ -52,7 +53,12 @@ func New(opt Options) *Backend {
 		modules: map[string]*Module{}, errs: map[string]error{}, twinRuns: map[string]int{}}
 }
 
-func (b *Backend) Name() string { return "ptxvm (PTX interpreter)" }
+func (b *Backend) Name() string {
+	if w := b.cfg.Weak; w != nil {
+		return fmt.Sprintf("ptxvm (PTX interpreter, weak memory, seed %d)", w.Seed)
+	}
+	return "ptxvm (PTX interpreter)"
+}
 
 // Multiprocessors is the number of blocks the interpreter runs at once (its workers): a
 // megakernel may have no more, since its blocks wait for each other.
@@ -172,13 +178,32 @@ func (b *Backend) Launch(k device.Spec, args any) error {
 	if err != nil {
 		return fmt.Errorf("ptxvm: launch %s: %w", k.Entry(), err)
 	}
-	st, err := kern.Launch(g, ps, &b.regions, b.cfg)
+	cfg := b.cfg
+	b.mu.Lock()
+	n := b.launches
+	b.launches++
+	b.mu.Unlock()
+	if cfg.Weak != nil {
+		w := *cfg.Weak
+		w.Seed = launchSeed(w.Seed, n)
+		cfg.Weak = &w
+	}
+	st, err := kern.Launch(g, ps, &b.regions, cfg)
 	b.mu.Lock()
 	b.stats.Blocks += st.Blocks
 	b.stats.WarpInstructions += st.WarpInstructions
 	b.stats.ThreadInstructions += st.ThreadInstructions
+	b.stats.StaleReads += st.StaleReads
 	b.mu.Unlock()
 	return err
+}
+
+// launchSeed derives launch n's seed from the backend's (splitmix64 of their sum).
+func launchSeed(seed, n uint64) uint64 {
+	z := seed + (n+1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
 }
 
 // IsFault reports whether err is a kernel fault (ExecError) or stall (StallError), as

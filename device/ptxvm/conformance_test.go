@@ -19,6 +19,15 @@ func TestConformance(t *testing.T) {
 		s.Kernels, s.Launches, s.Bytes, s.Skipped, s.Failed)
 }
 
+// The same in the weak-memory mode: the kernels' blocks share nothing during a launch, so
+// no load is stale however they interleave.
+func TestConformanceWeak(t *testing.T) {
+	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 4, Weak: &ptxvm.Weak{Seed: 1}}})
+	defer b.Close()
+	s := devicetest.Run(t, b)
+	t.Logf("%d kernels, %d launches, %d failed", s.Kernels, s.Launches, s.Failed)
+}
+
 // Every committed PTX entry loads, and has conformance cases (the megakernel's are whole
 // programs: TestMegakernelGoldens).
 func TestEveryEntryHasCases(t *testing.T) {

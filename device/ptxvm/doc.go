@@ -9,8 +9,9 @@
 //
 // # Execution model
 //
-// A launch runs its blocks on Config.Workers goroutines (results never depend on how many);
-// a block's threads form 32-lane warps that execute in lock-step. Each lane has its own PC:
+// A launch runs its blocks on Config.Workers goroutines (results never depend on how many),
+// every global store visible to every block at once (the weak-memory mode below is the
+// exception); a block's threads form 32-lane warps that execute in lock-step. Each lane has its own PC:
 // a warp issues the instruction at the lowest PC among its runnable lanes, for all lanes at
 // that PC, which reconverges structured control flow where the paths join. A
 // warp-synchronous instruction (shfl.sync, vote.sync, bar.warp.sync …) waits, as on sm_70
@@ -46,6 +47,70 @@
 // barriers, at least one of them storing; Config.NoRaceCheck turns the check off). A block
 // that cannot finish — a barrier deadlock, or more than Config.MaxSteps warp instructions —
 // gives a StallError listing where each warp's lanes are.
+//
+// # Weak-memory mode
+//
+// Config.Weak runs launches as a test of their memory ordering. A persistent kernel whose
+// blocks hand data to each other is only correct if every hand-off is a release and an
+// acquire the PTX memory model honours; a coherent interpreter cannot tell. In this mode:
+//
+// Scheduling. A launch runs on one goroutine with Workers blocks resident, started in a
+// seeded random order of the grid. Each turn a seeded choice of resident block runs 1 to
+// 16384 warp instructions (log-uniformly), its warps taking turns of seeded lengths; a turn
+// ends early at nanosleep and, a quarter of the time, after a global memory instruction or
+// a fence. The same Weak.Seed, launch and Workers give the same run, bit for bit and fault for
+// fault (Backend mixes its launch count into the seed).
+//
+// Agents and scopes. A warp is one thread of the model (its lanes act together, in program
+// order). .cta and .cluster scopes are the block (launches have one-block clusters), .gpu
+// and .sys the launch (one device, no host threads). membar.cta/gl/sys is fence.sc at scope
+// cta/gpu/sys; ld/st.volatile and .mmio are .relaxed.sys; atom and red are .relaxed.gpu
+// unless they say otherwise.
+//
+// Stores. A plain store (st, st.weak, or a strong st of .cta scope) waits in its block's
+// store buffer (per 4-byte word). A release by a warp of the block — fence.sc, fence.acq_rel
+// or fence.release at gpu scope, or an st, red or atom .release/.acq_rel at gpu scope —
+// commits the buffered stores it covers: the warp's own, and those of other warps made before
+// a barrier (bar.sync, barrier.sync, bar.arrive) the two later met at or a fence of theirs
+// that preceded one of its own (a block's fences are ordered among themselves). The rest stay
+// buffered. Buffers also drain at seeded moments, a random subset at a time, and completely
+// when the block exits. A strong store at gpu scope, and every atomic, is committed at once;
+// atomics read and write the latest committed value. Committed writes of a word are its
+// coherence order; memory always holds the latest.
+//
+// Loads. A load of a word returns one of the committed values from the latest one the warp
+// is guaranteed to see to the latest committed (its own block's buffered bytes over it, and
+// never older than what the warp read before). A warp sees its own block's writes, and the
+// writes its synchronisation orders before it: a strong write carries the writer's view (at
+// the write if it releases, else at the warp's last release fence; an atomic adds the view of
+// the write it replaced, continuing a release sequence), and an acquire joins the views of
+// the writes it read into the reader's, together with those writes themselves: ld or atom
+// .acquire/.acq_rel at gpu scope, or a strong load or atom followed by fence.sc, .acq_rel or
+// .acquire at gpu scope (red forms no acquire pattern, weak loads none). fence.sc fences join
+// each other's views in the order they run; barriers join the views of the warps that meet
+// there. A plain load takes the oldest value it may; a strong one the latest half the time,
+// else a random allowed one. ld.global.nc and ldu ignore all of this: the data must not change
+// during the launch, and they may return any value the word held since it began (the value
+// at launch, unless Weak.AllowStale).
+//
+// Stale reads. A plain or non-coherent load that returns a value older than one another block
+// has committed or buffered to that word — a data race in the model's terms: the write is not
+// ordered before the load — stops the launch with an ExecError wrapping ErrStaleRead that
+// names both instructions. With Weak.AllowStale the load returns it (loads then pick any
+// allowed value at random) and Stats.StaleReads counts it; litmus tests use this to see every
+// outcome the model allows.
+//
+// Where the mode is stronger than PTX (outcomes PTX allows that it never produces): global
+// memory is coherent within a block (a store is visible to the block's other warps at once;
+// PTX orders them only through barriers and fences), and a warp's lanes are one thread; any
+// fence, even .acq_rel, orders the block's warps among themselves as fence.sc would; strong
+// stores are never delayed (a later load may still miss them); a warp that observes one byte
+// of a word through a strong load observes the whole word; atomics of .cta scope are still
+// atomic for other blocks; strong loads are not checked for races with plain stores. Not
+// modelled: proxies (fence.proxy is a no-op), the async proxy (cp.async, mbarrier, TMA),
+// clusters and distributed shared memory, the host, and shared memory (per block, coherent;
+// its races are the race detector's). Write–write races are not reported (the later commit
+// wins, and the results usually show it).
 //
 // # Supported PTX
 //

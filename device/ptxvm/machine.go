@@ -24,6 +24,10 @@ type Config struct {
 	// AllowFloatAtomics lets float atom/red instructions run; by default they are an error,
 	// because their result depends on the order threads reach them.
 	AllowFloatAtomics bool
+	// Weak, if set, runs launches in the weak-memory mode (see the package doc): blocks
+	// interleave on one goroutine in a seeded adversarial order, Workers of them resident at
+	// a time, and global memory is only as coherent as the PTX memory model guarantees.
+	Weak *Weak
 }
 
 // DefaultMaxSteps is the per-block warp-instruction budget when Config.MaxSteps is 0.
@@ -39,6 +43,9 @@ type Stats struct {
 	// ThreadInstructions counts them per thread (active lanes).
 	WarpInstructions   int64
 	ThreadInstructions int64
+	// StaleReads counts the racy loads that returned a stale value (weak mode with
+	// Weak.AllowStale).
+	StaleReads int64
 }
 
 // ExecError is a fault raised by one thread of a running kernel.
@@ -48,7 +55,12 @@ type ExecError struct {
 	Line          int
 	Instr         string
 	Msg           string
+	// Err classifies the fault when it is one of this package's sentinel errors
+	// (ErrStaleRead); nil otherwise.
+	Err error
 }
+
+func (e *ExecError) Unwrap() error { return e.Err }
 
 func (e *ExecError) Error() string {
 	return fmt.Sprintf("ptxvm: %s: block (%d,%d,%d) thread (%d,%d,%d): line %d `%s`: %s", e.Kernel,
@@ -78,6 +90,7 @@ type launch struct {
 	shared int64 // bytes of shared memory per block
 	atomMu sync.Mutex
 	fatom  atomic.Int64 // float atomics executed
+	wk     *weakMem     // the weak-memory state (Config.Weak), or nil
 }
 
 // bindParams lays out the parameter values in the kernel's .param space.
@@ -139,6 +152,9 @@ func (k *Kernel) Launch(g device.Geometry, ps []device.Param, mem Memory, cfg Co
 	if int64(workers) > nb {
 		workers = int(nb)
 	}
+	if cfg.Weak != nil {
+		return l.runWeak(nb, workers)
+	}
 	var (
 		next     atomic.Int64
 		failed   atomic.Bool
@@ -152,7 +168,8 @@ func (k *Kernel) Launch(g device.Geometry, ps []device.Param, mem Memory, cfg Co
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r := newBlockRun(l)
+			r := getBlockRun(l)
+			defer putBlockRun(r)
 			for !failed.Load() {
 				b := next.Add(1) - 1
 				if b >= nb {
@@ -197,8 +214,37 @@ type blockRun struct {
 	bars    [16]barrier
 	live    int // threads not exited
 	fault   error
+	halt    bool // stop issuing: a fault, or (weak mode) a yield at nanosleep
 	stats   Stats
 	nthread int
+	steps   int64 // warp instructions of the current block
+	blockWeak
+}
+
+// getBlockRun returns a block run for launch l: one a finished launch of the same block
+// shape left (begin resets what a block sees), or a new one.
+func getBlockRun(l *launch) *blockRun {
+	for {
+		b, _ := l.k.runs.Get().(*blockRun)
+		if b == nil {
+			return newBlockRun(l)
+		}
+		g := l.g.Block
+		if b.nthread == int(g.X*g.Y*g.Z) && int64(len(b.shared)) == l.shared && (b.race != nil) == (!l.cfg.NoRaceCheck && l.shared > 0) {
+			b.l, b.stats = l, Stats{}
+			return b
+		}
+	}
+}
+
+// putBlockRun keeps b for a later launch, without references into this one's memory.
+func putBlockRun(b *blockRun) {
+	b.l, b.fault = nil, nil
+	b.blockWeak = blockWeak{}
+	for _, w := range b.warps {
+		w.gc, w.warpWeak = cachedRegion{}, warpWeak{}
+	}
+	b.k.runs.Put(b)
 }
 
 func newBlockRun(l *launch) *blockRun {
@@ -222,17 +268,26 @@ func (b *blockRun) threadIdx(t int) [3]uint32 {
 	return [3]uint32{uint32(t) % g.X, uint32(t) / g.X % g.Y, uint32(t) / (g.X * g.Y)}
 }
 
-func (b *blockRun) run(linear int64) error {
+// begin prepares the block run for block linear.
+func (b *blockRun) begin(linear int64) {
 	g := b.l.g.Grid
 	b.idx = [3]uint32{uint32(linear % int64(g.X)), uint32(linear / int64(g.X) % int64(g.Y)), uint32(linear / (int64(g.X) * int64(g.Y)))}
 	clear(b.shared)
 	b.epoch++
 	b.bars = [16]barrier{}
 	b.live = b.nthread
-	b.fault = nil
+	b.fault, b.halt = nil, false
+	b.steps = 0
 	for _, w := range b.warps {
 		w.reset()
 	}
+	if b.l.wk != nil {
+		b.beginWeak(linear)
+	}
+}
+
+func (b *blockRun) run(linear int64) error {
+	b.begin(linear)
 	var steps int64
 	for {
 		ran := false
@@ -347,7 +402,8 @@ type warp struct {
 	cur     int32 // PC of the executing instruction
 	local   []byte
 	gc      cachedRegion
-	atomic  bool // an atomic is executing (exempt from race checks)
+	atomic  bool // an atomic or strong access is executing (exempt from race checks)
+	warpWeak
 }
 
 // s returns the 32 lanes of register slot i.
@@ -441,6 +497,16 @@ func (w *warp) fault(l int, format string, args ...any) {
 	in := &w.b.k.prog[w.cur]
 	w.b.fault = &ExecError{Kernel: w.b.k.Name, Block: w.b.idx, Thread: w.b.threadIdx(w.id*32 + l),
 		Line: in.line, Instr: in.text, Msg: fmt.Sprintf(format, args...)}
+	w.b.halt = true
+}
+
+// faultErr is fault with a sentinel error the ExecError wraps.
+func (w *warp) faultErr(l int, err error, format string, args ...any) {
+	if w.b.fault != nil {
+		return
+	}
+	w.fault(l, format, args...)
+	w.b.fault.(*ExecError).Err = err
 }
 
 // materialize writes upc into every runnable lane's PC before the warp leaves uniform mode.
@@ -582,7 +648,7 @@ func (w *warp) run(n int) int {
 				w.barrier(in, em)
 			}
 		}
-		if w.b.fault != nil {
+		if w.b.halt {
 			break
 		}
 	}
@@ -613,6 +679,7 @@ func (w *warp) unpark() bool {
 	switch {
 	case missing == 0:
 		w.park &^= group
+		w.uniform = false // the group resumes at its own PC
 		return true
 	case missing&w.wait != 0:
 		return false
@@ -675,6 +742,9 @@ func (w *warp) barrier(in *inst, em uint32) {
 	bar := &w.b.bars[id]
 	bar.arrived += bits.OnesCount32(em)
 	bar.count = count
+	if w.b.l.wk != nil {
+		w.arriveWeak(int(id))
+	}
 	if in.ctl == ctlBar {
 		w.materialize()
 		w.uniform = false
@@ -701,13 +771,29 @@ func (b *blockRun) release(id int) {
 	}
 	bar.arrived = 0
 	for _, w := range b.warps {
+		var left uint32
 		for m := w.wait; m != 0; m &= m - 1 {
-			l := bits.TrailingZeros32(m)
-			if int(w.waitBar[l]) == id {
-				w.wait &^= 1 << l
-				w.pc[l]++
+			if l := bits.TrailingZeros32(m); int(w.waitBar[l]) == id {
+				left |= 1 << l
 			}
 		}
+		if left == 0 {
+			continue
+		}
+		// the released lanes resume at their own PCs: the warp leaves uniform mode (its
+		// other lanes may have moved on, or exited, while these waited)
+		w.materialize()
+		w.uniform = false
+		w.wait &^= left
+		for m := left; m != 0; m &= m - 1 {
+			w.pc[bits.TrailingZeros32(m)]++
+		}
+		if b.l.wk != nil {
+			w.leaveBarrier(id)
+		}
+	}
+	if b.l.wk != nil {
+		b.barView[id] = view{}
 	}
 	b.epoch++
 }

@@ -624,3 +624,39 @@ func TestWorkerInvariance(t *testing.T) {
 		}
 	}
 }
+
+// A lane waiting at a barrier while the rest of its warp exits resumes after the barrier
+// (and its warp's other lanes do not drag it to their own PC): here lane 0 of each warp.
+func TestBarrierAfterWarpMatesExit(t *testing.T) {
+	src := header + `.visible .entry t(.param .u64 po)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<8>;
+	ld.param.u64 %rd1, [po];
+	mov.u32 %r1, %tid.x;
+	and.b32 %r2, %r1, 31;
+	setp.ne.u32 %p1, %r2, 0;
+	@%p1 bra $done;
+	bar.sync 0;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd1, %rd1, %rd2;
+	st.global.u32 [%rd1], 9;
+$done:
+	ret;
+}
+`
+	for _, weak := range []*Weak{nil, {Seed: 1}} {
+		var mem testMem
+		out := make([]byte, 4*96)
+		po := mem.add(out, true)
+		if _, err := runPTX(t, src, device.Geometry{Grid: dim(1), Block: dim(96)}, &mem, Config{Weak: weak}, ptrParams(po)...); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range u32s(out) {
+			if want := map[bool]uint32{true: 9}[i%32 == 0]; v != want {
+				t.Fatalf("weak %v: thread %d wrote %d, want %d", weak != nil, i, v, want)
+			}
+		}
+	}
+}

@@ -1,13 +1,20 @@
 package ptxvm_test
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"verity/device"
 	"verity/device/kernels"
 	"verity/device/ptxvm"
 	"verity/fixtures"
 	"verity/megakernel"
+	"verity/ptx"
 )
 
 // The megakernel's PTX, interpreted, reproduces the goldens of dense and qwen35moe fixtures
@@ -109,3 +116,159 @@ func TestMegakernelGivesUp(t *testing.T) {
 		t.Logf("%s (%v)", got.Describe(s), err)
 	}
 }
+
+// The same goldens in the weak-memory mode: blocks interleaved adversarially, each block's
+// stores visible to the others only through the megakernel's release and acquire
+// (VERITY_PTXVM_SWEEP: more seeds, queue counts and a small fixture).
+func TestMegakernelGoldensWeak(t *testing.T) {
+	want, err := fixtures.Goldens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		fixture string
+		sms     int
+		seed    uint64
+	}
+	runs := []run{{"tiny-llama-q8_0", 3, 1}, {"tiny-q35moe-q4_0", 2, 1}}
+	if sweep() {
+		runs = nil
+		for seed := uint64(1); seed <= 4; seed++ {
+			runs = append(runs, run{"tiny-llama-q8_0", 2 + int(seed%3), seed}, run{"tiny-q35moe-q4_0", 2 + int(seed+1)%3, seed})
+		}
+		runs = append(runs, run{"small-llama-q4_k_m", 2, 1})
+	}
+	for _, c := range runs {
+		t.Run(fmt.Sprintf("%s/sms=%d/seed=%d", c.fixture, c.sms, c.seed), func(t *testing.T) {
+			file, err := fixtures.Bytes(c.fixture)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: c.sms, NoRaceCheck: true, Weak: &ptxvm.Weak{Seed: c.seed}}})
+			defer b.Close()
+			g, err := fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, fixtures.GoldenOptions{Megakernel: true, SMs: c.sms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := g.Diff(want[c.fixture]); len(d) > 0 {
+				t.Errorf("%v differ from the golden", d)
+			}
+			st := b.Stats()
+			t.Logf("%d blocks, %d warp instructions", st.Blocks, st.WarpInstructions)
+		})
+	}
+}
+
+// megakernelMutations are the ways the megakernel's hand-off can lose its ordering: a
+// fence deleted, or an acquire turned into a plain load, on the waiting side or the
+// signalling side. Each is a regexp over the megakernel entry's PTX (every match replaced);
+// a mutation whose pattern does not occur is for another version of the kernel.
+var megakernelMutations = []struct {
+	name, side string
+	re         *regexp.Regexp
+	repl       string
+}{
+	// main's kernel: atomicAdd(&done[d], 0) polls, __threadfence(), … __threadfence(); atomicAdd(&done[i], 1)
+	{"fence after the poll deleted", "acquire", regexp.MustCompile(`(?s)(atom\.global\.add\.u32\s+%r\d+, \[%rd\d+\], 0;.*?)membar\.gl;`), "${1}// fence deleted"},
+	{"poll by a plain load", "acquire", regexp.MustCompile(`atom\.global\.add\.u32\s+(%r\d+), \[(%rd\d+)\], 0;`), "ld.global.u32 $1, [$2];"},
+	{"fence before the counter deleted", "release", regexp.MustCompile(`membar\.gl;((?:\n[^\n]*){0,6}?\n\s*(?:atom|red)\.global\.add\.u32\s+[^\n]*\], 1;)`), "// fence deleted$1"},
+	// acquire/release counters: ld.acquire.gpu polls, red.release.gpu (or atom/st.release) signals
+	{"ld.acquire made a plain load", "acquire", regexp.MustCompile(`ld\.acquire\.gpu\.`), "ld."},
+	{"ld.acquire made relaxed", "acquire", regexp.MustCompile(`ld\.acquire\.gpu`), "ld.relaxed.gpu"},
+	{"release made relaxed", "release", regexp.MustCompile(`\b(red|atom|st)\.release\.gpu`), "$1.relaxed.gpu"},
+	{"release fence deleted", "release", regexp.MustCompile(`fence\.(?:acq_rel|release)\.gpu;((?:\n[^\n]*){0,6}?\n\s*(?:red|atom|st)\.(?:relaxed\.gpu\.)?global\.[^\n]*)`), "// fence deleted$1"},
+}
+
+// mutateEntry returns the module's PTX with every match of re inside entry replaced, and
+// whether there was one.
+func mutateEntry(src, entry string, re *regexp.Regexp, repl string) (string, bool) {
+	start := strings.Index(src, ".entry "+entry+"(")
+	if start < 0 {
+		return src, false
+	}
+	end := start + strings.Index(src[start:], "\n}\n")
+	body := src[start:end]
+	if !re.MatchString(body) {
+		return src, false
+	}
+	return src[:start] + re.ReplaceAllString(body, repl) + src[end:], true
+}
+
+// Each mutation of the megakernel's hand-off is caught in the weak mode — a stale read
+// reported, or the goldens differ — on every seed tried (VERITY_PTXVM_SWEEP: more seeds).
+func TestMegakernelWeakCatchesMissingOrdering(t *testing.T) {
+	const fixture, sms = "tiny-llama-q8_0", 3
+	want, err := fixtures.Goldens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := fixtures.Bytes(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := ptx.Module(megakernel.Kernel.Module())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := []uint64{1, 2}
+	if sweep() {
+		seeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	}
+	// golden runs the fixture on a backend with the megakernel's PTX replaced by mutated
+	golden := func(mutated string, cfg ptxvm.Config) (fixtures.Golden, ptxvm.Stats, error) {
+		b := ptxvm.New(ptxvm.Options{Config: cfg, Source: func(stem string) (string, error) {
+			if stem == megakernel.Kernel.Module() {
+				return mutated, nil
+			}
+			return ptx.Module(stem)
+		}})
+		defer b.Close()
+		g, err := fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, fixtures.GoldenOptions{Megakernel: true, SMs: sms})
+		return g, b.Stats(), err
+	}
+	sides := map[string]int{}
+	reproduced := false
+	for _, mu := range megakernelMutations {
+		mutated, ok := mutateEntry(src, megakernel.Kernel.EntryName, mu.re, mu.repl)
+		if !ok {
+			continue
+		}
+		sides[mu.side]++
+		t.Run(mu.name, func(t *testing.T) {
+			for _, seed := range seeds {
+				start := time.Now()
+				cfg := ptxvm.Config{Workers: sms, NoRaceCheck: true, Weak: &ptxvm.Weak{Seed: seed}}
+				g, st, err := golden(mutated, cfg)
+				if !reproduced {
+					// the same seed runs the same way: the same fault, after the same instructions
+					_, st2, err2 := golden(mutated, cfg)
+					if fmt.Sprint(err) != fmt.Sprint(err2) || st != st2 {
+						t.Errorf("seed %d twice: %v (%+v) and %v (%+v)", seed, err, st, err2, st2)
+					}
+					reproduced = true
+				}
+				switch {
+				case errors.Is(err, ptxvm.ErrStaleRead):
+					t.Logf("seed %d: caught in %v: %v", seed, time.Since(start).Round(time.Millisecond), err)
+				case err != nil:
+					t.Errorf("seed %d: %v, want a stale read or a golden mismatch", seed, err)
+				case len(g.Diff(want[fixture])) > 0:
+					t.Logf("seed %d: caught in %v: %v differ from the golden", seed, time.Since(start).Round(time.Millisecond), g.Diff(want[fixture]))
+				default:
+					t.Errorf("seed %d: the mutated megakernel matches the goldens in the weak mode", seed)
+				}
+			}
+			if sweep() {
+				// the coherent mode, for comparison: it cannot see the missing ordering
+				g, _, err := golden(mutated, ptxvm.Config{Workers: sms, NoRaceCheck: true})
+				t.Logf("coherent mode: %v, differs from the golden in %v", err, g.Diff(want[fixture]))
+			}
+		})
+	}
+	if sides["acquire"] == 0 || sides["release"] == 0 {
+		t.Fatalf("mutations applied per side: %v; the megakernel's hand-off changed: update megakernelMutations", sides)
+	}
+}
+
+// sweep reports whether the longer weak-mode sweeps run (VERITY_PTXVM_SWEEP set).
+func sweep() bool { return os.Getenv("VERITY_PTXVM_SWEEP") != "" }

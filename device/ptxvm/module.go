@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // Module is a loaded PTX module: its entries compiled, its module-scope .global and .const
@@ -31,6 +32,9 @@ type Kernel struct {
 	dynOff       int64 // where extern .shared arrays start
 	localBytes   int64
 	mod          *Module
+	// runs keeps the block runs of finished launches (their register files are large), for
+	// the next launch of the same block shape.
+	runs sync.Pool
 }
 
 type kernelParam struct {

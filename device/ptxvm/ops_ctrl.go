@@ -7,7 +7,8 @@ import (
 
 // Control flow: bra (.uni), ret and exit (both end the thread: device functions are not
 // supported, so ret only appears in entries), trap and brkpt (a fault), nanosleep (yields the
-// block's goroutine: a block polling for another's progress lets it run).
+// block's goroutine, or in the weak-memory mode ends the block's turn: a block polling for
+// another's progress lets it run).
 
 func init() {
 	register(bra, "bra")
@@ -61,7 +62,7 @@ func call(o *opcode, ins *inst) error {
 	return o.c.errf("call %s: calls are not supported (device functions must be inlined)", name)
 }
 
-// nanosleep t: the duration is not kept; the goroutine yields.
+// nanosleep t: the duration is not kept; the goroutine yields (weak mode: the block's turn ends).
 func nanosleep(o *opcode, ins *inst) error {
 	o.ignore("u32")
 	if err := o.nargs(1); err != nil {
@@ -70,6 +71,12 @@ func nanosleep(o *opcode, ins *inst) error {
 	if _, err := o.src(0, kU32); err != nil {
 		return err
 	}
-	ins.fn = func(*warp, uint32) { runtime.Gosched() }
+	ins.fn = func(w *warp, _ uint32) {
+		if w.b.l.wk != nil {
+			w.b.halt = true
+			return
+		}
+		runtime.Gosched()
+	}
 	return nil
 }

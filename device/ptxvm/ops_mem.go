@@ -7,9 +7,10 @@ import (
 	"strings"
 )
 
-// Memory instructions: ld ldu st (scalar and .v2/.v4, every state space, cache and ordering
-// qualifiers accepted and ignored), prefetch, and atom/red (integer operations; float adds
-// only with Config.AllowFloatAtomics).
+// Memory instructions: ld ldu st (scalar and .v2/.v4, every state space; cache qualifiers
+// accepted and ignored, ordering qualifiers — .weak .relaxed .acquire .release .volatile .mmio,
+// scopes, .nc — kept for the weak-memory mode), prefetch, and atom/red (integer operations;
+// float adds only with Config.AllowFloatAtomics).
 
 func init() {
 	register(ldst, "ld", "ldu", "st")
@@ -25,9 +26,10 @@ func nop(o *opcode, ins *inst) error {
 	return nil
 }
 
-// memSpace consumes the state-space modifier (default generic) and the qualifiers that do
-// not change results in a single-threaded interpretation.
-func memSpace(o *opcode) space {
+// memSpace consumes the state-space modifier (default generic), the ordering qualifiers
+// (returned as a memOrder: ld and st default to weak, atom and red to .relaxed.gpu; .volatile
+// and .mmio are relaxed at system scope) and the cache qualifiers.
+func memSpace(o *opcode) (space, memOrder, error) {
 	sp := spGeneric
 	for i, m := range o.mods {
 		base, _, _ := strings.Cut(m, "::")
@@ -38,14 +40,51 @@ func memSpace(o *opcode) space {
 			break
 		}
 	}
-	o.ignore("weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "mmio", "sys", "gpu", "cta", "cluster",
-		"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "aligned", "sync")
+	var ord memOrder
+	atomic := o.name == "atom" || o.name == "red"
+	switch o.oneOf("weak", "relaxed", "acquire", "release", "acq_rel", "volatile") {
+	case "relaxed":
+		ord.sem = semRelaxed
+	case "acquire":
+		ord.sem = semAcquire
+	case "release":
+		ord.sem = semRelease
+	case "acq_rel":
+		ord.sem = semAcqRel
+	case "volatile":
+		ord = memOrder{sem: semRelaxed, scope: scopeGPU}
+	case "":
+		if atomic {
+			ord.sem = semRelaxed
+		}
+	}
+	if o.has("mmio") {
+		ord = memOrder{sem: semRelaxed, scope: scopeGPU}
+	}
+	switch o.oneOf("cta", "cluster", "gpu", "sys") {
+	case "cta", "cluster":
+		ord.scope = scopeCTA
+	case "gpu", "sys":
+		ord.scope = scopeGPU
+	case "":
+		if ord.sem != semWeak && ord.scope == scopeNone {
+			ord.scope = scopeGPU
+		}
+	}
+	switch {
+	case o.name == "ld" && (ord.sem == semRelease || ord.sem == semAcqRel),
+		o.name == "st" && (ord.sem == semAcquire || ord.sem == semAcqRel),
+		o.name == "red" && (ord.sem == semAcquire || ord.sem == semAcqRel):
+		return sp, ord, o.c.errf("%s cannot have this ordering", o.name)
+	}
+	ord.nc = o.has("nc") || o.name == "ldu"
+	o.ignore("ca", "cg", "cs", "lu", "cv", "wb", "wt", "aligned", "sync")
 	for _, m := range o.mods {
 		if strings.HasPrefix(m, "L1::") || strings.HasPrefix(m, "L2::") {
 			o.has(m)
 		}
 	}
-	return sp
+	return sp, ord, nil
 }
 
 func loadBits(b []byte) uint64 {
@@ -83,7 +122,10 @@ func (a *address) at(w *warp, base *[32]uint64, l int) uint64 {
 }
 
 func ldst(o *opcode, ins *inst) error {
-	sp := memSpace(o)
+	sp, ord, err := memSpace(o)
+	if err != nil {
+		return err
+	}
 	vec := 1
 	switch o.oneOf("v2", "v4", "v8") {
 	case "v2":
@@ -137,6 +179,31 @@ func ldst(o *opcode, ins *inst) error {
 	if total > 16 {
 		return o.c.errf("accesses wider than 16 bytes are not supported")
 	}
+	defer func() {
+		// the weak-memory mode takes over global accesses; strong accesses are not races
+		plain := ins.fn
+		weakable := sp == spGlobal || sp == spGeneric
+		strong := ord.anyStrong()
+		ins.fn = func(w *warp, m uint32) {
+			if weakable && w.b.l.wk != nil {
+				w.atomic = strong
+				if store {
+					w.weakSt(sp, &a, regs, size, total, ord, m)
+				} else {
+					w.weakLd(sp, &a, regs, k, size, total, ord, m)
+				}
+				w.atomic = false
+				return
+			}
+			if strong {
+				w.atomic = true
+				plain(w, m)
+				w.atomic = false
+				return
+			}
+			plain(w, m)
+		}
+	}()
 	if store {
 		ins.fn = func(w *warp, m uint32) {
 			base := w.s(a.base)
@@ -187,7 +254,10 @@ func ldst(o *opcode, ins *inst) error {
 // atom{.space}.op.type d, [a], b{, c} and red{.space}.op.type [a], b: read-modify-write,
 // lane by lane in lane order. Global atomics are serialised across the launch.
 func atom(o *opcode, ins *inst) error {
-	sp := memSpace(o)
+	sp, ord, err := memSpace(o)
+	if err != nil {
+		return err
+	}
 	if sp != spGlobal && sp != spShared && sp != spGeneric {
 		return o.c.errf("%s on .%v is not supported", o.name, sp)
 	}
@@ -290,7 +360,8 @@ func atom(o *opcode, ins *inst) error {
 			}
 			w.b.l.fatom.Add(1)
 		}
-		if sp != spShared {
+		wk := w.b.l.wk
+		if sp != spShared && wk == nil {
 			w.b.l.atomMu.Lock()
 			defer w.b.l.atomMu.Unlock()
 		}
@@ -302,9 +373,26 @@ func atom(o *opcode, ins *inst) error {
 		if len(s) > 1 {
 			C = w.s(s[1])
 		}
+		if wk != nil && sp != spShared && ord.releases() {
+			w.release()
+		}
 		for ; m != 0; m &= m - 1 {
 			l := bits.TrailingZeros32(m)
-			mem := w.access(sp, a.at(w, base, l), size, true, l)
+			addr := a.at(w, base, l)
+			if wk != nil && isGlobal(sp, addr) && addr&uint64(size-1) == 0 {
+				// the weak-memory mode: on the latest committed value, as a strong write
+				mem := w.global(addr, size, true, l)
+				if mem == nil {
+					return
+				}
+				b, c := B[l], C[l]
+				old := wk.atomic(w, addr, mem, ord, red, func(old uint64) uint64 { return update(old, b, c) & mask })
+				if d >= 0 {
+					w.s(d)[l] = k.norm(old)
+				}
+				continue
+			}
+			mem := w.access(sp, addr, size, true, l)
 			if mem == nil {
 				return
 			}
@@ -313,6 +401,9 @@ func atom(o *opcode, ins *inst) error {
 			if d >= 0 {
 				w.s(d)[l] = k.norm(old)
 			}
+		}
+		if wk != nil {
+			wk.maybeYield(w)
 		}
 	}
 	return nil

@@ -7,8 +7,9 @@ import (
 // Warp-level and block-level synchronisation: shfl.sync (up, down, bfly, idx with the
 // clamp/segment operand c), vote.sync (all, any, uni, ballot), redux.sync, match.sync, activemask,
 // bar.warp.sync, bar.sync / barrier.sync (optionally with a thread count), bar.arrive, and the
-// memory fences (membar, fence), which need nothing here: warps of a block interleave only at
-// well-defined points and every access is immediately visible.
+// memory fences (membar, fence), which need nothing in the default mode (warps of a block
+// interleave only at well-defined points and every access is immediately visible) and order
+// memory in the weak-memory mode.
 
 func init() {
 	register(shfl, "shfl")
@@ -17,7 +18,7 @@ func init() {
 	register(match, "match")
 	register(activemask, "activemask")
 	register(bar, "bar", "barrier")
-	register(nop, "membar", "fence")
+	register(fence, "membar", "fence")
 }
 
 // member compiles a membermask operand (an immediate or a register).
@@ -389,6 +390,55 @@ func match(o *opcode, ins *inst) error {
 					w.s(p)[l] = 1
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// membar.{cta,gl,sys} (fence.sc at scope cta, gpu, sys) and fence{.sc,.acq_rel,.acquire,
+// .release}.{cta,cluster,gpu,sys} (.acq_rel by default). Proxy fences (membar.proxy,
+// fence.proxy.*) and fence.mbarrier_init order nothing this interpreter distinguishes.
+func fence(o *opcode, ins *inst) error {
+	if o.has("proxy") || o.has("mbarrier_init") || o.has("op_restrict") {
+		return nop(o, ins)
+	}
+	if err := o.nargs(0); err != nil {
+		return err
+	}
+	sem := semAcqRel
+	var scope memScope
+	if o.name == "membar" {
+		sem = semSC
+		switch o.oneOf("cta", "gl", "sys") {
+		case "cta":
+			scope = scopeCTA
+		case "gl", "sys":
+			scope = scopeGPU
+		default:
+			return o.c.errf("membar needs .cta, .gl or .sys")
+		}
+	} else {
+		switch o.oneOf("sc", "acq_rel", "acquire", "release") {
+		case "sc":
+			sem = semSC
+		case "acquire":
+			sem = semAcquire
+		case "release":
+			sem = semRelease
+		}
+		switch o.oneOf("cta", "cluster", "gpu", "sys") {
+		case "cta", "cluster":
+			scope = scopeCTA
+		case "gpu", "sys":
+			scope = scopeGPU
+		default:
+			return o.c.errf("fence needs a scope (.cta, .cluster, .gpu or .sys)")
+		}
+	}
+	ins.fn = func(w *warp, m uint32) {
+		if wk := w.b.l.wk; wk != nil {
+			w.fence(sem, scope)
+			wk.maybeYield(w)
 		}
 	}
 	return nil

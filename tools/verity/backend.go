@@ -18,7 +18,7 @@ import (
 )
 
 // backendHelp describes the --backend values.
-const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), cuda or cuda:N (GPU N; a binary built with -tags cuda); a comma-separated list splits the layers across them as a pipeline"
+const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), ptxvm-weak or ptxvm-weak:SEED (interpreted with memory as weakly ordered as PTX allows, blocks scheduled adversarially from SEED, default 1), cuda or cuda:N (GPU N; a binary built with -tags cuda); a comma-separated list splits the layers across them as a pipeline"
 
 // megakernelHelp and smsHelp describe the megakernel flags.
 const (
@@ -65,6 +65,16 @@ func openBackend(spec string, threads int) (device.Backend, error) {
 		return cpu.New(threads), nil
 	case spec == "ptxvm":
 		return ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: threads, NoRaceCheck: true}}), nil
+	case spec == "ptxvm-weak" || strings.HasPrefix(spec, "ptxvm-weak:"):
+		seed := uint64(1)
+		if s, ok := strings.CutPrefix(spec, "ptxvm-weak:"); ok {
+			v, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("--backend %s: want ptxvm-weak:SEED with a decimal seed", spec)
+			}
+			seed = v
+		}
+		return ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: threads, NoRaceCheck: true, Weak: &ptxvm.Weak{Seed: seed}}}), nil
 	case spec == "cuda" || strings.HasPrefix(spec, "cuda:"):
 		n := 0
 		if s, ok := strings.CutPrefix(spec, "cuda:"); ok {
@@ -80,7 +90,7 @@ func openBackend(spec string, threads int) (device.Backend, error) {
 		}
 		return b, err
 	}
-	return nil, fmt.Errorf("--backend %q: want cpu, ptxvm, cuda or cuda:N", spec)
+	return nil, fmt.Errorf("--backend %q: want cpu, ptxvm, ptxvm-weak[:SEED], cuda or cuda:N", spec)
 }
 
 // deviceCopier is a backend that times copies in its own memory (the CUDA backend).

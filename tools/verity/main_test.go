@@ -155,10 +155,20 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// The weak-memory interpreter is a backend like the others.
+func TestCheckWeak(t *testing.T) {
+	t.Setenv("VERITY_CACHE", t.TempDir())
+	out, err := run(t, "check", "--backend", "ptxvm-weak:2", "tiny-llama-q8_0")
+	if err != nil || !strings.Contains(out, "all 1 fixtures bit-identical") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
 func TestBackendErrors(t *testing.T) {
 	for _, c := range []struct{ spec, want string }{
-		{"tpu", "want cpu, ptxvm, cuda or cuda:N"},
+		{"tpu", "want cpu, ptxvm, ptxvm-weak[:SEED], cuda or cuda:N"},
 		{"cuda:x", "device number"},
+		{"ptxvm-weak:x", "decimal seed"},
 		{"cuda", "without CUDA"}, // checked only in binaries built without the cuda tag
 	} {
 		if c.spec == "cuda" && cuda.Count() > 0 {
