@@ -793,3 +793,53 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 	}
 	return nil, nil, fmt.Errorf("unknown op kind %d", op.Kind)
 }
+
+// WriteKV writes the keys and values of cache slots slot … slot+n−1 of attention layer layer,
+// n = len(k)/KVDim rows of KVDim values each (k and v alike), in the cache's element type.
+func (e *Executor) WriteKV(layer, slot int, k, v []float32) error {
+	kp, vp, n, err := e.kvRange(layer, slot, k, v)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := e.b.Write(kp, device.F32Bytes(k)); err != nil {
+		return err
+	}
+	return e.b.Write(vp, device.F32Bytes(v))
+}
+
+// ReadKV reads cache slots slot … slot+n−1 of attention layer layer into k and v, n =
+// len(k)/KVDim.
+func (e *Executor) ReadKV(layer, slot int, k, v []float32) error {
+	kp, vp, n, err := e.kvRange(layer, slot, k, v)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := e.b.Read(device.F32Bytes(k), kp); err != nil {
+		return err
+	}
+	return e.b.Read(device.F32Bytes(v), vp)
+}
+
+// kvRange checks a WriteKV or ReadKV and returns where its rows lie ([NSlots][KVDim] float32
+// per layer).
+func (e *Executor) kvRange(layer, slot int, k, v []float32) (kp, vp device.Ptr, n int, err error) {
+	d := e.p.KVDim
+	if layer < 0 || layer >= len(e.kcache) || e.kcache[layer] == 0 {
+		return 0, 0, 0, fmt.Errorf("exec: layer %d has no K/V cache here", layer)
+	}
+	if len(k) != len(v) || d == 0 || len(k)%d != 0 {
+		return 0, 0, 0, fmt.Errorf("exec: %d keys and %d values are not whole rows of %d", len(k), len(v), d)
+	}
+	n = len(k) / d
+	if slot < 0 || slot+n > e.opt.NSlots {
+		return 0, 0, 0, fmt.Errorf("exec: cache slots %d … %d outside %d", slot, slot+n-1, e.opt.NSlots)
+	}
+	off := device.Ptr(slot * d * 4)
+	return e.kcache[layer] + off, e.vcache[layer] + off, n, nil
+}

@@ -33,6 +33,7 @@ func newBenchCmd() *cobra.Command {
 	var megakernel bool
 	var adapters loraFlags
 	var sms int
+	var proto protocolFlags
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
@@ -47,6 +48,9 @@ after a long prompt measures decode at that depth. --format sql writes CREATE TA
 statements (pipe them into sqlite3) for a result store that verity compare's rows come from.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if proto.name != "" {
+				return runProtocol(cmd, proto, backend, threadList[0], megakernel, sms, asJSON || format == "json")
+			}
 			if len(models) == 0 {
 				models = []string{defaultBenchModel}
 			}
@@ -183,6 +187,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	adapters.register(cmd)
+	proto.register(cmd)
 	cmd.Flags().IntSliceVar(&prompts, "prompt", []int{128}, "prefill tokens; a list sweeps")
 	cmd.Flags().IntSliceVar(&decodes, "decode", []int{32}, "decoded tokens (after the prompt); a list sweeps")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")

@@ -578,3 +578,30 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: %q, %v", out, err)
 	}
 }
+
+// verity bench --protocol seed001 runs the seed's protocol at a reduced shape: the report has
+// every call, the grade, the wrong variants and the decode check, and passes; bad settings
+// are refused.
+func TestBenchProtocolSeed001(t *testing.T) {
+	out, err := run(t, "bench", "--protocol", "seed001", "--shape", "tiny", "--calls", "2", "--tree-seed", "9", "--threads", "1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"seed001 (megakernel-spec-decode-verify), tiny shape", "trees from seed 9", "verified positions/s",
+		"of the floor", "— PASS", "causal triangle", "chain positions", "8 of 8 nodes — PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	js, err := run(t, "bench", "--protocol", "seed001", "--shape", "tiny", "--calls", "1", "--decode-calls", "0", "--json", "--megakernel", "--sms", "2")
+	if err != nil || !strings.Contains(js, `"megakernel": true`) || !strings.Contains(js, `"wrong_caught"`) {
+		t.Errorf("--json: %v\n%s", err, js)
+	}
+	for _, bad := range [][]string{{"--protocol", "seed002"}, {"--protocol", "seed001", "--shape", "huge"},
+		{"--protocol", "seed001", "--calls", "0"}, {"--protocol", "seed001", "--shape", "tiny", "--calls", "1", "--decode-calls", "2"},
+		{"--protocol", "seed001", "--backend", "cpu,cpu"}} {
+		if _, err := run(t, append([]string{"bench"}, bad...)...); err == nil {
+			t.Errorf("bench %v accepted", bad)
+		}
+	}
+}
