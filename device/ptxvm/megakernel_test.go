@@ -176,6 +176,8 @@ var megakernelMutations = []struct {
 	{"ld.acquire made a plain load", "acquire", regexp.MustCompile(`ld\.acquire\.gpu\.`), "ld."},
 	{"ld.acquire made relaxed", "acquire", regexp.MustCompile(`ld\.acquire\.gpu`), "ld.relaxed.gpu"},
 	{"release made relaxed", "release", regexp.MustCompile(`\b(red|atom|st)\.release\.gpu`), "$1.relaxed.gpu"},
+	// either kernel: the barrier before thread 0 signals (the release then covers only its own warp's stores)
+	{"barrier before the signal deleted", "release", regexp.MustCompile(`bar\.sync \t0;(\n\s*@%p\d+ bra \t\$L__BB0_\d+;\n(?:[^\n]*\n){0,8}?\s*(?:red\.release\.gpu|membar\.gl))`), "// barrier deleted$1"},
 	{"release fence deleted", "release", regexp.MustCompile(`fence\.(?:acq_rel|release)\.gpu;((?:\n[^\n]*){0,6}?\n\s*(?:red|atom|st)\.(?:relaxed\.gpu\.)?global\.[^\n]*)`), "// fence deleted$1"},
 }
 
