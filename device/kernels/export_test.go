@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"verity/device/dtype"
+	"verity/device/num"
 	"verity/repack"
 )
 
@@ -73,3 +74,35 @@ func DeltaRule(o, s, q, k, v []float32, e, b float32, vector bool) bool {
 
 // SiLUApply is the Gated DeltaNet convolution's SiLU pass: y = SiLU32(a) where b is all ones.
 var SiLUApply = siluOp.apply
+
+// TileDots runs t's tile form on the 16 packed rows at w (a whole tile) and n activation rows
+// xs[c·xb:], and reports whether there is one: out[c][r] is row r's product with column c,
+// each through the canonical NaN as the matvec stores it.
+func TileDots(t dtype.Type, l *repack.Layout, w, xs []byte, xb, n int) (out [tileCols][tileRows]float32, ok bool) {
+	tf := vectorTile[t]
+	if tf == nil {
+		return out, false
+	}
+	var s tileScratch
+	tf(l, w, xs, nil, xb, n, &s)
+	for c := range out {
+		for r, v := range s.out[c] {
+			out[c][r] = num.Canon(v)
+		}
+	}
+	return out, true
+}
+
+// TileRows is the number of rows a tile form computes together, TileCols the most columns.
+const TileRows, TileCols = tileRows, tileCols
+
+// UseTiles turns the tile forms on or off (where the CPU has them) and returns a function
+// restoring the previous setting.
+func UseTiles(on bool) func() {
+	old := vectorTile
+	vectorTile = tileForms(on && tileCPU)
+	return func() { vectorTile = old }
+}
+
+// SetTilePrefetch sets whether matvecTiles prefetches the next tile.
+func SetTilePrefetch(on bool) { tilePrefetch = on }

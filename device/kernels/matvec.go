@@ -251,7 +251,7 @@ func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {
 
 func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	rows, cols, n := int(a.Rows), int(a.Cols), int(a.N)
-	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(rows)})
+	l, err := cachedLayout(f.Type, int64(cols), int64(rows))
 	if err != nil {
 		return err
 	}
@@ -268,8 +268,14 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	if err != nil {
 		return fmt.Errorf("output: %w", err)
 	}
+	if tf := vectorTile[f.Type]; tf != nil && rows >= tileRows {
+		x.For((rows+tileRows-1)/tileRows, func(lo, hi int) {
+			matvecTiles(tf, f, l, w, xs, xb, n, rows, lo*tileRows, min(hi*tileRows, rows), y, a.Acc != 0)
+		})
+		return nil
+	}
 	x.For(rows, func(lo, hi int) {
-		rd := newRowDot(f, &l)
+		rd := newRowDot(f, l)
 		vals := make([]float32, n)
 		for r := lo; r < hi; r++ {
 			rd.load(w[int64(r)*l.RowStride:])

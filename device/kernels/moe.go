@@ -6,7 +6,6 @@ import (
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/num"
-	"verity/repack"
 )
 
 // The grouped MoE kernels: a token's whole expert FFN in two launches (plus the activation
@@ -124,7 +123,7 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 	if err := moeShape(f, a.N, a.K, a.Out, a.Cols, a.NExpert); err != nil {
 		return err
 	}
-	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(out), int64(ne)})
+	l, err := cachedLayout(f.Type, int64(cols), int64(out), int64(ne))
 	if err != nil {
 		return err
 	}
@@ -150,7 +149,7 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(n*k*out, func(lo, hi int) {
-		rg, ru := newRowDot(f, &l), newRowDot(f, &l)
+		rg, ru := newRowDot(f, l), newRowDot(f, l)
 		// The gate and up dot products of the range first, then SwiGLU's element-wise op over
 		// them (with its vector form): the bits of Canon(SiLU32(gate)·up) per value.
 		g, u := make([]float32, hi-lo), make([]float32, hi-lo)
@@ -172,7 +171,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 	if err := moeShape(f, a.N, a.K, a.Rows, a.Cols, a.NExpert); err != nil {
 		return err
 	}
-	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(rows), int64(ne)})
+	l, err := cachedLayout(f.Type, int64(cols), int64(rows), int64(ne))
 	if err != nil {
 		return err
 	}
@@ -207,7 +206,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(n*rows, func(lo, hi int) {
-		rd := newRowDot(f, &l)
+		rd := newRowDot(f, l)
 		for j := lo; j < hi; j++ {
 			t, o := j/rows, j%rows
 			var acc float32

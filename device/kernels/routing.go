@@ -6,7 +6,6 @@ import (
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/num"
-	"verity/repack"
 )
 
 // Mixture-of-experts routing: the router (softmax, top-k, renormalisation), the expert
@@ -160,7 +159,7 @@ func twinMoEMatVec(x *device.Exec, f *Format, a MoEMatVecArgs) error {
 	if k > ne {
 		return fmt.Errorf("%d experts per token of only %d", k, ne)
 	}
-	l, err := repack.NewLayout(f.Type, []int64{int64(cols), int64(out), int64(ne)})
+	l, err := cachedLayout(f.Type, int64(cols), int64(out), int64(ne))
 	if err != nil {
 		return err
 	}
@@ -192,7 +191,7 @@ func twinMoEMatVec(x *device.Exec, f *Format, a MoEMatVecArgs) error {
 		return fmt.Errorf("output: %w", err)
 	}
 	x.For(slots*out, func(lo, hi int) {
-		rd := newRowDot(f, &l)
+		rd := newRowDot(f, l)
 		for i := lo; i < hi; i++ {
 			s, o := i/out, i%out
 			xr := s / k
