@@ -88,7 +88,9 @@ func ConvertRow(a Act, dst []byte, src []float32) {
 		}
 	case ActQ8_K:
 		for b := 0; b < len(src)/256; b++ {
-			q8KBlock(dst[b*292:(b+1)*292], src[b*256:(b+1)*256])
+			if !vectorQ8KBlock(dst[b*292:(b+1)*292], src[b*256:(b+1)*256]) {
+				q8KBlock(dst[b*292:(b+1)*292], src[b*256:(b+1)*256])
+			}
 		}
 	}
 }

@@ -106,3 +106,20 @@ func UseTiles(on bool) func() {
 
 // SetTilePrefetch sets whether matvecTiles prefetches the next tile.
 func SetTilePrefetch(on bool) { tilePrefetch = on }
+
+// RMSScale is the rmsnorm scale 1/sqrt(mean(x²) + eps), with its vector form (where the CPU
+// has it) or in portable Go.
+func RMSScale(x []float32, eps float32, vector bool) float32 {
+	if vector {
+		return rmsScale(x, eps)
+	}
+	return rmsScaleFrom(x, eps, func([]float32, *[32]float32) int { return 0 })
+}
+
+// Q8KBlock converts 256 values into a q8_K block with the vector form (where the CPU has it)
+// or in portable Go.
+func Q8KBlock(dst []byte, x []float32, vector bool) {
+	if !vector || !vectorQ8KBlock(dst, x) {
+		q8KBlock(dst, x)
+	}
+}

@@ -61,12 +61,16 @@ func rmsnormRow(y, x, w []float32, eps float32) {
 }
 
 // rmsScale returns 1/sqrt(mean(x²) + eps) in the contract's order.
-func rmsScale(x []float32, eps float32) float32 {
+func rmsScale(x []float32, eps float32) float32 { return rmsScaleFrom(x, eps, vectorSumSquares) }
+
+// rmsScaleFrom is rmsScale with the lanes' first values folded by first (which returns how
+// many it folded: rmsScale's vector form, or none).
+func rmsScaleFrom(x []float32, eps float32, first func([]float32, *[32]float32) int) float32 {
 	var acc [32]float32
-	for i, v := range x {
-		acc[i&31] = num.FMA32(v, v, acc[i&31])
+	for i := first(x, &acc); i < len(x); i++ {
+		acc[i&31] = num.FMA32(x[i], x[i], acc[i&31])
 	}
-	mean := num.WarpTotal(&acc) / float32(len(x))
+	mean := laneSum(&acc) / float32(len(x))
 	return 1 / num.Sqrt32(mean+eps)
 }
 

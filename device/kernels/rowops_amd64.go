@@ -1,0 +1,30 @@
+//go:build amd64 && !purego
+
+package kernels
+
+//go:noescape
+func sumSquaresAVX2(x *float32, blocks int, acc *[32]float32)
+
+// vectorSumSquares folds x's whole 32-value blocks into rmsScale's lane accumulators and
+// returns how many values it folded (0 without the vector forms).
+func vectorSumSquares(x []float32, acc *[32]float32) int {
+	blocks := len(x) / 32
+	if !vectorCPU || blocks == 0 {
+		return 0
+	}
+	sumSquaresAVX2(&x[0], blocks, acc)
+	return 32 * blocks
+}
+
+//go:noescape
+func q8KBlockAVX2(dst *byte, x *float32)
+
+// vectorQ8KBlock is q8KBlock with its vector form; false (nothing written) without one.
+func vectorQ8KBlock(dst []byte, x []float32) bool {
+	if !vectorCPU {
+		return false
+	}
+	_, _ = dst[:q8KBytes], x[:256]
+	q8KBlockAVX2(&dst[0], &x[0])
+	return true
+}

@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// vectorSumSquares: none here.
+func vectorSumSquares([]float32, *[32]float32) int { return 0 }
+
+// vectorQ8KBlock: none here.
+func vectorQ8KBlock([]byte, []float32) bool { return false }
