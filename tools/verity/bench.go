@@ -34,6 +34,7 @@ func newBenchCmd() *cobra.Command {
 	var adapters loraFlags
 	var sms int
 	var proto protocolFlags
+	var peer string
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
@@ -45,7 +46,9 @@ memory copies for the CPU backends, device-to-device copies on a GPU (--backend 
 takes a GGUF path or a fixture name (see verity fixture). --threads, --prompt and --decode take
 lists (e.g. --prompt 128,512,2048 --threads 1,2): every combination is one row, and decoding
 after a long prompt measures decode at that depth. --format sql writes CREATE TABLE and INSERT
-statements (pipe them into sqlite3) for a result store that verity compare's rows come from.`,
+statements (pipe them into sqlite3) for a result store that verity compare's rows come from.
+--peer llama-bench (or a path to one) measures llama.cpp's llama-bench on the same file,
+interleaved with Verity (-r rounds of one run each), and prints both with the ratios.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if proto.name != "" {
@@ -88,6 +91,12 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 			}
 			if o.Ops < 0 {
 				return fmt.Errorf("--ops %d: want a count of tokens (0: no profile)", o.Ops)
+			}
+			if peer != "" {
+				if len(adapters.specs) > 0 {
+					return fmt.Errorf("--peer compares the files as they are: no --lora")
+				}
+				return benchPeer(cmd, peer, models, backend, threadList, prompts, decodes, format, o)
 			}
 			var rows []bench.Result
 			var probes []string
@@ -195,6 +204,7 @@ statements (pipe them into sqlite3) for a result store that verity compare's row
 	cmd.Flags().IntVar(&o.Ops, "ops", 0, "also profile decoding this many tokens op by op: time, bytes and GB/s per kind of op")
 	cmd.Flags().IntSliceVar(&o.Widths, "widths", nil, "also measure the verify cost curve at these tree sizes (e.g. 1,2,4,8,16,32,64)")
 	cmd.Flags().IntSliceVar(&o.Batch, "batch", nil, "also measure decoding --decode tokens in this many sessions at once, one step for all (e.g. 1,4,16)")
+	cmd.Flags().StringVar(&peer, "peer", "", "also run llama.cpp's llama-bench (\"llama-bench\": on the PATH or as the peer script built it; or its path) on the same files, interleaved, and print the ratios")
 	cmd.Flags().Float64SliceVar(&o.Spec, "spec", nil, "also measure speculative decoding of --decode greedy tokens with synthetic draft chains accepted with these probabilities by depth (e.g. 0.9,0.8,0.7,0.6)")
 	return cmd
 }
@@ -362,6 +372,81 @@ func writeSQL(w io.Writer, rows []bench.Result) error {
 		if _, err := fmt.Fprintf(w, "INSERT INTO verity_bench (%s) VALUES (%s);\n", strings.Join(names, ", "), strings.Join(vals, ", ")); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// benchPeer measures each model against llama-bench, interleaved, at every thread count and
+// prompt and decode length, and prints one table per combination.
+func benchPeer(cmd *cobra.Command, peer string, models []string, backend string, threadList, prompts, decodes []int, format string, o bench.Options) error {
+	lb, err := bench.FindLlamaBench(peer)
+	if err != nil {
+		return err
+	}
+	var all []bench.PeerComparison
+	for _, threads := range threadList {
+		bes, err := openBackends(backend, threads)
+		if err != nil {
+			return err
+		}
+		workers := threads
+		if c, ok := bes[0].(*cpu.Backend); ok {
+			workers = c.Workers()
+		}
+		for _, m := range models {
+			path, name, err := resolveModel(m, cmd)
+			if err != nil {
+				closeAll(bes)
+				return err
+			}
+			ctx := max(256, slices.Max(prompts)+slices.Max(decodes)+64)
+			mdl, err := engine.LoadSplit(path, bes, nil, engine.LoadOptions{MaxRows: 64, Context: ctx})
+			if err != nil {
+				closeAll(bes)
+				return err
+			}
+			for _, p := range prompts {
+				for _, d := range decodes {
+					o.Prompt, o.Decode = p, d
+					c, err := bench.ComparePeer(mdl.Engine, name, path, lb, workers, o.Repetitions, o)
+					if err != nil {
+						mdl.Close()
+						closeAll(bes)
+						return err
+					}
+					all = append(all, c)
+				}
+			}
+			mdl.Close()
+		}
+		closeAll(bes)
+	}
+	w := cmd.OutOrStdout()
+	if format == "json" || format == "jsonl" {
+		enc := json.NewEncoder(w)
+		if format == "json" {
+			enc.SetIndent("", "  ")
+			return enc.Encode(all)
+		}
+		for _, c := range all {
+			if err := enc.Encode(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, c := range all {
+		fmt.Fprintf(w, "\n%s, %d threads: Verity against llama.cpp %s, %d interleaved rounds, median [min … max]\n", c.Model, c.Threads, c.Build, c.Rounds)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "workload\tunit\tllama.cpp\tVerity\tVerity speed / llama.cpp\t")
+		for _, r := range c.Rows {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f [%.1f … %.1f]\t%.1f [%.1f … %.1f]\t%.2f× [%.2f … %.2f]\t\n", r.Workload, r.Unit,
+				r.Peer.Median, r.Peer.Min, r.Peer.Max, r.Verity.Median, r.Verity.Min, r.Verity.Max, r.Ratio.Median, r.Ratio.Min, r.Ratio.Max)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "llama.cpp: %s (its tests from an empty context; Verity decodes and verifies after the prompt)\n", c.Command)
 	}
 	return nil
 }
