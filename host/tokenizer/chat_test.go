@@ -95,7 +95,7 @@ func TestChat(t *testing.T) {
 }
 
 // chatTemplate reads a Jinja template from testdata/chat.
-func chatTemplate(t *testing.T, name string) string {
+func chatTemplate(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/chat/" + name)
 	if err != nil {

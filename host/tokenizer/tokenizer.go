@@ -278,12 +278,17 @@ type fragment struct {
 
 // Encode returns the token ids of text.
 func (t *Tokenizer) Encode(text string, o Options) []int32 {
+	return t.encodeFragments(t.partition(text, o.ParseSpecial), o.AddSpecial)
+}
+
+// encodeFragments encodes partitioned text (steps 2–4 of the package comment).
+func (t *Tokenizer) encodeFragments(frags []fragment, addSpecial bool) []int32 {
 	var out []int32
-	if o.AddSpecial && t.addBOS {
+	if addSpecial && t.addBOS {
 		out = append(out, t.bos)
 	}
 	afterSpecial := true // the text's start counts as following a special token
-	for _, fr := range t.partition(text, o.ParseSpecial) {
+	for _, fr := range frags {
 		if fr.token >= 0 {
 			out = append(out, fr.token)
 			afterSpecial = true
@@ -292,7 +297,7 @@ func (t *Tokenizer) Encode(text string, o Options) []int32 {
 		out = t.enc.encode(t, fr.text, afterSpecial, out)
 		afterSpecial = false
 	}
-	if o.AddSpecial && t.addEOS {
+	if addSpecial && t.addEOS {
 		out = append(out, t.eos)
 	}
 	return out
