@@ -81,7 +81,8 @@ func newChain(t testing.TB, seed uint64, nbuf, nops int) *chain {
 			}
 			c.ops = append(c.ops, megakernel.Op{Name: fmt.Sprintf("op%d.matvec", i), Kernel: mv,
 				Args:  kernels.MatVecArgs{W: wp, X: c.bufs[a], Y: c.bufs[y], Rows: chainCols, Cols: chainCols, N: chainCols},
-				Reads: []megakernel.Resource{res(a)}, Writes: []megakernel.Resource{res(y)}, Bytes: int64(len(w)*4 + 2*4*chainN)})
+				Reads: []megakernel.Resource{res(a)}, Writes: []megakernel.Resource{res(y)}, Bytes: int64(len(w)*4 + 2*4*chainN),
+				Stream: &megakernel.Stream{Param: 0, Bytes: int64(len(pk.Data))}})
 		}
 	}
 	return c
@@ -278,12 +279,14 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		{1, 1, "version"},
 		{2, 0, "kernel table"},
 		{4, 0, "SMs"},
-		{8, 1 << 20, "outside the table"},       // instruction 0's kernel
-		{8 + 5, 0, "threads"},                   // instruction 0's threads per block
-		{8 + 5, 16, "the kernel launches"},      // threads per block not the kernel's
-		{8 + 3, 1 << 20, "the kernel launches"}, // grid not the kernel's
-		{8 + 6, 0, "parts"},                     // instruction 0's parts
-		{8 + 9, 1, "reserved"},
+		{9, 1, "reserved"},
+		{10, 1 << 20, "outside the table"},          // instruction 0's kernel
+		{10 + 5, 0, "threads"},                      // instruction 0's threads per block
+		{10 + 5, 16, "the kernel launches"},         // threads per block not the kernel's
+		{10 + 3, 1 << 20, "the kernel launches"},    // grid not the kernel's
+		{10 + 6, 0, "parts"},                        // instruction 0's parts
+		{10 + 9, 1 << 10, "prefetch"},               // a prefetch parameter that does not exist
+		{10 + 12*len(s.Instrs) + 1, 77, "recorded"}, // the first dependency's part count (instruction 1's, when it has one)
 	}
 	for _, b := range bad {
 		e := append([]byte(nil), enc...)
@@ -291,6 +294,13 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("word %d = %d: error %v, want one about %q", b.word, b.val, err, b.want)
 		}
+	}
+	// prefetch sizes without a parameter
+	e := append([]byte(nil), enc...)
+	binary.LittleEndian.PutUint32(e[4*(10+9):], 0)
+	binary.LittleEndian.PutUint32(e[4*(10+10):], 64)
+	if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), "without a parameter") {
+		t.Errorf("prefetch sizes without a parameter: %v", err)
 	}
 	// a queue out of program order: swap the first two items of the longest queue
 	for k, q := range s.Queues {

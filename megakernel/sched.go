@@ -2,6 +2,7 @@ package megakernel
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 
 	"verity/device"
@@ -21,6 +22,23 @@ type Op struct {
 	Reads, Writes []Resource
 	// Bytes is what the launch moves (weights and activations), for placement.
 	Bytes int64
+	// Stream, if set, is what the launch reads that no op of the step writes — a matvec's
+	// weights — which a part may therefore fetch before its dependencies are ready.
+	Stream *Stream
+}
+
+// Stream is Bytes bytes from the address in parameter Param of a launch, laid out block by
+// block in the order of the grid's blocks (an even share each), read and never written.
+type Stream struct {
+	Param int
+	Bytes int64
+}
+
+// Prefetch is an instruction's prefetchable bytes: block v's are [v·PerBlock, (v+1)·PerBlock)
+// from the address in parameter Param (−1: none), clipped to Total.
+type Prefetch struct {
+	Param           int
+	PerBlock, Total int64
 }
 
 // Config shapes a schedule.
@@ -32,6 +50,9 @@ type Config struct {
 	// PartCost is the fixed cost of running one part, in bytes moved (default 16 KiB, about
 	// 0.5 µs there): the dependency wait and the part's start.
 	PartCost int64
+	// PrefetchBytes is how much of a part's stream (Op.Stream) its block asks the L2 for
+	// before it waits (default 64 KiB; negative: none).
+	PrefetchBytes int64
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -44,6 +65,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PartCost <= 0 {
 		c.PartCost = 16 << 10
 	}
+	switch {
+	case c.PrefetchBytes == 0:
+		c.PrefetchBytes = 64 << 10
+	case c.PrefetchBytes < 0:
+		c.PrefetchBytes = 0
+	}
+	c.PrefetchBytes = min(c.PrefetchBytes, 1<<30)
 	return c, nil
 }
 
@@ -57,6 +85,7 @@ type Instr struct {
 	Parts                 int
 	Deps                  []int // earlier instructions that must finish first, increasing
 	Bytes                 int64
+	Prefetch              Prefetch
 }
 
 // Blocks is the number of blocks of the instruction's grid.
@@ -74,6 +103,8 @@ type Schedule struct {
 	// Estimate is the modelled length of the step, in bytes moved by the busiest SM
 	// (parts' bytes plus PartCost each, waits included).
 	Estimate int64
+	// PrefetchBytes is Config.PrefetchBytes: each item's prefetch.
+	PrefetchBytes int64
 }
 
 // Build compiles a step's launches into a schedule for cfg.SMs SMs.
@@ -86,7 +117,7 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		return nil, fmt.Errorf("megakernel: a step with no ops")
 	}
 	ids := kernelIDs()
-	s := &Schedule{Instrs: make([]Instr, len(ops)), Queues: make([][]Item, cfg.SMs)}
+	s := &Schedule{Instrs: make([]Instr, len(ops)), Queues: make([][]Item, cfg.SMs), PrefetchBytes: cfg.PrefetchBytes}
 	lastWrite := map[Resource]int{}
 	readers := map[Resource][]int{} // readers since the last write
 	finish := make([]int64, len(ops))
@@ -115,6 +146,14 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		in.Params = make([]uint64, len(ps))
 		for j, p := range ps {
 			in.Params[j] = p.Bits
+		}
+		in.Prefetch.Param = -1
+		if st := op.Stream; st != nil && st.Bytes > 0 {
+			if st.Param < 0 || st.Param >= len(ps) || reflect.TypeOf(op.Args).Field(st.Param).Type != ptrType || st.Bytes >= 1<<32 {
+				return nil, fmt.Errorf("megakernel: op %d %s: a stream of %d bytes through parameter %d", i, op.Name, st.Bytes, st.Param)
+			}
+			b := int64(in.Blocks())
+			in.Prefetch = Prefetch{Param: st.Param, PerBlock: (st.Bytes + b - 1) / b, Total: st.Bytes}
 		}
 
 		// Dependencies: read after write, write after read, write after write.

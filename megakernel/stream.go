@@ -4,30 +4,40 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"verity/device"
 )
 
 // The stream: what the interpreters read, little-endian throughout.
 //
-//	header   8 u32: magic "VMK1", version, kernel-table hash, instructions, SMs,
-//	         parameter words, dependencies, items
-//	instrs   10 u32 each: kernel, first parameter word, parameters, grid x, grid y,
-//	         threads per block, parts, first dependency, dependencies, 0
-//	deps     u32 instruction indices, each instruction's increasing and below its own index
+//	header   10 u32: magic "VMK1", version, kernel-table hash, instructions, SMs (queues),
+//	         parameter words, dependencies, items, prefetch bytes per item, 0
+//	instrs   12 u32 each: kernel, first parameter word, parameters, grid x, grid y,
+//	         threads per block, parts, first dependency, dependencies, prefetch parameter
+//	         (its index + 1, 0 for none), prefetch bytes per block, prefetch bytes in all
+//	deps     2 u32 each: an instruction index and its parts, each instruction's indices
+//	         increasing and below its own index
 //	queues   SMs+1 u32: queue k's items are items[queues[k] : queues[k+1]]
 //	items    2 u32 each: instruction, part
 //	(padding to 8 bytes)
 //	params   u64 words: each parameter's bits in the low end of its own word
 //
 // A decoded stream is checked whole: every part of every instruction is queued exactly once,
-// each queue is in program order, every index is in range, and each instruction's parameter
-// count is its kernel's.
+// each queue is in program order, every index is in range, each dependency's part count is
+// that instruction's, each instruction's parameter count is its kernel's, and a prefetched
+// parameter is an address.
+//
+// Prefetch: before it waits for an item's dependencies, a block asks the L2 to fetch the
+// first prefetch-bytes-per-item of the bytes the item's blocks read through the prefetch
+// parameter — block v's are [v·per block, (v+1)·per block) from the address, clipped to the
+// bytes in all — which no instruction of the step writes (weights), so they may be fetched
+// before anything is ready.
 const (
 	magic       = 0x314b4d56 // "VMK1"
-	version     = 2
-	headerWords = 8
-	instrWords  = 10
+	version     = StreamVersion
+	headerWords = 10
+	instrWords  = 12
 	// MaxSMs bounds the queues of a stream.
 	MaxSMs = 1024
 	// MaxThreads is the size of the megakernel's thread blocks: no instruction's blocks may
@@ -37,6 +47,11 @@ const (
 	maxStream = 64 << 20
 )
 
+var ptrType = reflect.TypeFor[device.Ptr]()
+
+// StreamVersion is the stream layout's version, the second header word.
+const StreamVersion = 3
+
 // Encode lays the schedule out as a stream.
 func (s *Schedule) Encode() []byte {
 	var nParams, nDeps, nItems int
@@ -45,7 +60,7 @@ func (s *Schedule) Encode() []byte {
 		nDeps += len(in.Deps)
 	}
 	nItems = s.Items()
-	words := headerWords + instrWords*len(s.Instrs) + nDeps + len(s.Queues) + 1 + 2*nItems
+	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + 2*nItems
 	words += words & 1 // params start 8-byte aligned
 	buf := make([]byte, 4*words+8*nParams)
 	w := buf
@@ -53,12 +68,14 @@ func (s *Schedule) Encode() []byte {
 		binary.LittleEndian.PutUint32(w, v)
 		w = w[4:]
 	}
-	for _, v := range []int{magic, version, int(TableHash()), len(s.Instrs), len(s.Queues), nParams, nDeps, nItems} {
+	for _, v := range []int64{magic, version, int64(TableHash()), int64(len(s.Instrs)), int64(len(s.Queues)), int64(nParams), int64(nDeps), int64(nItems), s.PrefetchBytes, 0} {
 		put(uint32(v))
 	}
 	po, do := 0, 0
 	for _, in := range s.Instrs {
-		for _, v := range []int{in.Kernel, po, len(in.Params), in.GridX, in.GridY, in.Threads, in.Parts, do, len(in.Deps), 0} {
+		pf := in.Prefetch
+		for _, v := range []int64{int64(in.Kernel), int64(po), int64(len(in.Params)), int64(in.GridX), int64(in.GridY), int64(in.Threads), int64(in.Parts),
+			int64(do), int64(len(in.Deps)), int64(pf.Param + 1), pf.PerBlock, pf.Total} {
 			put(uint32(v))
 		}
 		po += len(in.Params)
@@ -67,6 +84,7 @@ func (s *Schedule) Encode() []byte {
 	for _, in := range s.Instrs {
 		for _, d := range in.Deps {
 			put(uint32(d))
+			put(uint32(s.Instrs[d].Parts))
 		}
 	}
 	off := 0
@@ -117,7 +135,7 @@ func Decode(b []byte) (*Schedule, error) {
 	if nSM < 1 || nSM > MaxSMs {
 		return nil, fmt.Errorf("megakernel: stream for %d SMs (1…%d allowed)", nSM, MaxSMs)
 	}
-	words := headerWords + instrWords*nInstr + nDeps + nSM + 1 + 2*nItems
+	words := headerWords + instrWords*nInstr + 2*nDeps + nSM + 1 + 2*nItems
 	words += words & 1
 	if want := 4*words + 8*nParams; want != uint64(len(b)) {
 		return nil, fmt.Errorf("megakernel: stream of %d bytes, its header says %d", len(b), want)
@@ -125,8 +143,11 @@ func Decode(b []byte) (*Schedule, error) {
 	if nInstr == 0 {
 		return nil, errors.New("megakernel: stream with no instructions")
 	}
+	if h[9] != 0 {
+		return nil, fmt.Errorf("megakernel: header's reserved word is %d", h[9])
+	}
 	kernels := Kernels()
-	s := &Schedule{Instrs: make([]Instr, nInstr), Queues: make([][]Item, nSM)}
+	s := &Schedule{Instrs: make([]Instr, nInstr), Queues: make([][]Item, nSM), PrefetchBytes: int64(h[8])}
 	type span struct{ off, n uint64 }
 	deps := make([]span, nInstr)
 	params := make([]span, nInstr)
@@ -168,8 +189,13 @@ func Decode(b []byte) (*Schedule, error) {
 			return nil, fmt.Errorf("megakernel: instruction %d: dependencies [%d, +%d), want them at %d of %d", i, f[7], f[8], nextDep, nDeps)
 		}
 		nextDep += deps[i].n
-		if f[9] != 0 {
-			return nil, fmt.Errorf("megakernel: instruction %d: reserved word is %d", i, f[9])
+		in.Prefetch = Prefetch{Param: int(f[9]) - 1, PerBlock: int64(f[10]), Total: int64(f[11])}
+		if f[9] == 0 {
+			if f[10] != 0 || f[11] != 0 {
+				return nil, fmt.Errorf("megakernel: instruction %d: prefetch sizes %d, %d without a parameter", i, f[10], f[11])
+			}
+		} else if uint64(f[9]) > params[i].n || kernels[f[0]].ArgsType().Field(int(f[9])-1).Type != ptrType || f[10] == 0 || f[11] < f[10] {
+			return nil, fmt.Errorf("megakernel: instruction %d: prefetch of parameter %d (%d bytes per block, %d in all) of %s", i, int(f[9])-1, f[10], f[11], in.Name)
 		}
 	}
 	if parts != nItems {
@@ -178,16 +204,20 @@ func Decode(b []byte) (*Schedule, error) {
 	if nextParam != nParams || nextDep != nDeps {
 		return nil, fmt.Errorf("megakernel: the instructions use %d of %d parameters and %d of %d dependencies", nextParam, nParams, nextDep, nDeps)
 	}
-	depWords := make([]uint32, nDeps)
+	depWords := make([]uint32, 2*nDeps)
 	for j := range depWords {
 		depWords[j] = r.u32()
 	}
 	for i := range s.Instrs {
-		d := depWords[deps[i].off : deps[i].off+deps[i].n]
-		s.Instrs[i].Deps = make([]int, len(d))
-		for j, v := range d {
-			if uint64(v) >= uint64(i) || (j > 0 && v <= d[j-1]) {
-				return nil, fmt.Errorf("megakernel: instruction %d: dependencies %v are not increasing indices below %d", i, d, i)
+		d := depWords[2*deps[i].off : 2*(deps[i].off+deps[i].n)]
+		s.Instrs[i].Deps = make([]int, len(d)/2)
+		for j := range s.Instrs[i].Deps {
+			v := d[2*j]
+			if uint64(v) >= uint64(i) || (j > 0 && v <= d[2*j-2]) {
+				return nil, fmt.Errorf("megakernel: instruction %d: dependencies are not increasing indices below %d", i, i)
+			}
+			if d[2*j+1] != uint32(s.Instrs[v].Parts) {
+				return nil, fmt.Errorf("megakernel: instruction %d: dependency %d of %d parts recorded as %d", i, v, s.Instrs[v].Parts, d[2*j+1])
 			}
 			s.Instrs[i].Deps[j] = int(v)
 		}

@@ -94,7 +94,7 @@ func TestMegakernelGivesUp(t *testing.T) {
 		want  megakernel.Status
 	}{
 		{1, megakernel.Status{Why: megakernel.Stalled, Block: 0, Item: 0, Instr: 1, Part: 0, Counter: 0, Seen: 0, Need: 1}},
-		{0, megakernel.Status{Why: megakernel.Refused, Seen: 2, Need: 2}},
+		{0, megakernel.Status{Why: megakernel.Refused, Seen: megakernel.StreamVersion, Need: megakernel.StreamVersion}},
 	} {
 		if err := b.Write(counters, make([]byte, 4*(1+len(s.Instrs)))); err != nil {
 			t.Fatal(err)

@@ -43,6 +43,8 @@ type Executor struct {
 	opt     Options
 	weights map[string]device.Ptr // GGUF bytes
 	packed  map[string]device.Ptr // matrices in their repack device layout
+	// packedBytes are the sizes of packed's layouts
+	packedBytes map[string]int64
 	bufs    []device.Ptr
 	keyCap  int
 	kcache  []device.Ptr
@@ -93,7 +95,7 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 	}()
 	nd := needsOf(p, e.lo, e.hi)
 	matrix, plain, caches, states := nd.matrix, nd.plain, nd.caches, nd.states
-	e.packed = map[string]device.Ptr{}
+	e.packed, e.packedBytes = map[string]device.Ptr{}, map[string]int64{}
 	for name, t := range p.Tensors {
 		if !matrix[name] && !plain[name] {
 			continue // not read by this executor's ops
@@ -108,6 +110,7 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 				return nil, fmt.Errorf("exec: upload %s: %w", name, err)
 			}
 			e.packed[name] = ptr
+			e.packedBytes[name] = int64(len(pk.Data))
 			if !plain[name] {
 				continue
 			}

@@ -342,7 +342,7 @@ func (m *Megakernel) lookup(ls []Launch) (*megakernel.Schedule, error) {
 			return c.s, nil
 		}
 	}
-	s, err := schedule(ls, m.e.stepKeys, m.cfg)
+	s, err := schedule(ls, m.e.stepKeys, m.e.packedBytes, m.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -377,8 +377,8 @@ func (c *compiled) matches(ls []Launch) bool {
 }
 
 // schedule compiles a step's launches, whose rows attend to keys keys in all, for the
-// megakernel.
-func schedule(ls []Launch, keys int, cfg megakernel.Config) (*megakernel.Schedule, error) {
+// megakernel; packed are the sizes of the matrices' device layouts.
+func schedule(ls []Launch, keys int, packed map[string]int64, cfg megakernel.Config) (*megakernel.Schedule, error) {
 	if len(ls) == 0 {
 		return nil, errors.New("megakernel: a step with no launches")
 	}
@@ -387,6 +387,9 @@ func schedule(ls []Launch, keys int, cfg megakernel.Config) (*megakernel.Schedul
 		reads, writes := Access(l.Op)
 		ops[i] = megakernel.Op{Name: l.Op.Name, Kernel: l.Kernel, Args: l.Args, Reads: reads, Writes: writes,
 			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(keys)*l.Op.BytesPerKey}
+		if n := packed[l.Op.Weight]; l.Op.Kind == model.OpMatVec && n > 0 { // its weights (parameter W) in row order, as its blocks are
+			ops[i].Stream = &megakernel.Stream{Param: 0, Bytes: n}
+		}
 	}
 	return megakernel.Build(ops, cfg)
 }
@@ -401,5 +404,5 @@ func (e *Executor) Schedule(rows, outs, keys int, cfg megakernel.Config) (*megak
 	if err != nil {
 		return nil, err
 	}
-	return schedule(ls, keys, cfg)
+	return schedule(ls, keys, e.packedBytes, cfg)
 }

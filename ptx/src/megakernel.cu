@@ -3,9 +3,12 @@
 // stream.go for the layout), one thread block of MK_THREADS threads per queue.
 //
 // Block k runs queue k's items in order. For each item (part p of instruction i):
+//   - the block asks the L2 for the first bytes of the part's stream, if the instruction has
+//     one (stream.go: a matvec's weights, which nothing of the step writes);
 //   - the first warp waits until every dependency d of i has finished its parts in this launch
 //     (done[d] ≥ epoch · parts(d): the counters are zeroed once, each launch adds to them), lane
-//     l polling dependencies l, l+32, … with acquire loads (ld.acquire.gpu), and the block meets
+//     l polling dependencies l, l+32, … (each recorded with its part count) with acquire loads
+//     (ld.acquire.gpu), and the block meets
 //     at a barrier: the acquire half of the hand-off, which orders the block's later reads
 //     after the writes the counter publishes;
 //   - the part's virtual blocks — blocks ⌊p·B/P⌋ … ⌊(p+1)·B/P⌋−1 of the instruction's grid of B
@@ -14,7 +17,7 @@
 //     block holds as many virtual blocks as fit in groups of whole warps, one virtual block
 //     for bodies that synchronise their block (which then get named barrier 1 over their own
 //     threads);
-//   - the block meets at a barrier, and thread 0 adds 1 to done[i] with a release reduction
+//   - the block meets at a barrier, and the last warp adds 1 to done[i] with a release reduction
 //     (red.release.gpu; cumulative, so it publishes every write the barrier ordered before it):
 //     the release half. No full fences.
 // Each virtual block computes exactly what the same block of the instruction's own launch
@@ -64,9 +67,11 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 
 #define MK_THREADS 256
 #define MK_MAGIC 0x314b4d56u
-#define MK_VERSION 2u
-#define MK_HEADER 8
-#define MK_INSTR 10
+#define MK_VERSION 3u
+#define MK_HEADER 10
+#define MK_INSTR 12
+// MK_LINE is the stride of the L2 prefetches: a cache line.
+#define MK_LINE 128
 // the first status word: why the launch gave up (megakernel.Stalled, megakernel.Refused)
 #define MK_STALLED 1u
 #define MK_REFUSED 2u
@@ -95,6 +100,11 @@ static __device__ __forceinline__ uint32_t mk_acquire(const uint32_t *p) {
 	return v;
 }
 
+// mk_prefetch asks the L2 for the line holding global address a.
+static __device__ __forceinline__ void mk_prefetch(uint64_t a) {
+	asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+}
+
 // mk_release adds v to a counter with release semantics at GPU scope.
 static __device__ __forceinline__ void mk_release(uint32_t *p, uint32_t v) {
 	asm volatile("red.release.gpu.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -120,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
     megakernel(const uint32_t *stream, uint32_t *counters, volatile uint32_t *status, int32_t sms, uint32_t epoch,
                uint32_t spins) {
 	uint32_t *claim = counters, *done = counters + 1; // done[i]: instruction i's finished parts, all launches
-	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7];
+	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7], pf_bytes = stream[8];
 	// A stream for another kernel table or shape is an error (the host checks before launching;
 	// a PTX built from other kernels than the host's would otherwise leave stale results).
 	if (stream[0] != MK_MAGIC || stream[1] != MK_VERSION || stream[2] != MK_TABLE_HASH || nsm != (uint32_t)sms ||
@@ -130,18 +140,28 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 	}
 	const uint32_t *instrs = stream + MK_HEADER;
 	const uint32_t *deps = instrs + (uint64_t)MK_INSTR * ninstr;
-	const uint32_t *queues = deps + ndeps;
+	const uint32_t *queues = deps + 2 * (uint64_t)ndeps;
 	const uint32_t *items = queues + nsm + 1;
-	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + ndeps + nsm + 1 + 2 * (uint64_t)nitems;
+	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + 2 * (uint64_t)ndeps + nsm + 1 + 2 * (uint64_t)nitems;
 	const uint64_t *params = (const uint64_t *)(stream + words + (words & 1));
 
 	for (uint32_t it = queues[blockIdx.x]; it < queues[blockIdx.x + 1]; it++) {
 		uint32_t i = items[2 * it], part = items[2 * it + 1];
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
 		uint32_t k = in[0], gx = in[3], gy = in[4], threads = in[5], parts = in[6];
+		uint64_t blocks = (uint64_t)gx * gy;
+		uint32_t lo = (uint32_t)(part * blocks / parts), hi = (uint32_t)((part + 1) * blocks / parts);
+		// the part's first prefetch bytes of its stream (weights: nothing of this step writes
+		// them), asked of the L2 before the wait, so that memory works while the block waits
+		if (in[9] != 0) {
+			uint64_t base = params[in[1] + in[9] - 1];
+			uint64_t from = lo * (uint64_t)in[10], to = min(hi * (uint64_t)in[10], (uint64_t)in[11]);
+			to = min(to, from + pf_bytes);
+			for (uint64_t a = from + MK_LINE * threadIdx.x; a < to; a += MK_LINE * MK_THREADS) mk_prefetch(base + a);
+		}
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
 			for (uint32_t j = in[7] + threadIdx.x; j < in[7] + in[8]; j += 32) {
-				uint32_t d = deps[j], need = epoch * instrs[(uint64_t)MK_INSTR * d + 6];
+				uint32_t d = deps[2 * j], need = epoch * deps[2 * j + 1];
 				uint32_t sleep = MK_SLEEP_MIN;
 				for (uint32_t n = 0;; n++) {
 					uint32_t seen = mk_acquire(&done[d]);
@@ -156,8 +176,6 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		}
 		__syncthreads();
 
-		uint64_t blocks = (uint64_t)gx * gy;
-		uint32_t lo = (uint32_t)(part * blocks / parts), hi = (uint32_t)((part + 1) * blocks / parts);
 		bool own = mk_exclusive(k);
 		uint32_t span = (threads + 31) & ~31u; // a virtual block's threads, in whole warps
 		uint32_t groups = own ? 1 : MK_THREADS / span;
@@ -174,7 +192,8 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		}
 
 		__syncthreads();
-		if (threadIdx.x == 0) mk_release(&done[i], 1u);
+		// the last warp releases, so that the first can start on the next item's wait at once
+		if (threadIdx.x == MK_THREADS - 32) mk_release(&done[i], 1u);
 	}
 }
 #endif
