@@ -45,15 +45,15 @@ type Executor struct {
 	packed  map[string]device.Ptr // matrices in their repack device layout
 	// packedBytes are the sizes of packed's layouts
 	packedBytes map[string]int64
-	bufs    []device.Ptr
-	keyCap  int
-	kcache  []device.Ptr
-	vcache  []device.Ptr
-	conv    []device.Ptr // per recurrent layer: [NStates][ConvSize] float32
-	ssm     []device.Ptr // per recurrent layer: [NStates][SSMSize] float32
-	lo, hi  int          // the ops run: p.Ops[lo:hi]
-	ropeBuf [][]float32
-	closed  bool
+	bufs        []device.Ptr
+	keyCap      int
+	kcache      []device.Ptr
+	vcache      []device.Ptr
+	conv        []device.Ptr // per recurrent layer: [NStates][ConvSize] float32
+	ssm         []device.Ptr // per recurrent layer: [NStates][SSMSize] float32
+	lo, hi      int          // the ops run: p.Ops[lo:hi]
+	ropeBuf     [][]float32
+	closed      bool
 	// launcher, if set, runs each step's launches together (SetLauncher).
 	launcher Launcher
 	stepKeys int // keys of all rows of the current step
