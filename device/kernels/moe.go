@@ -6,6 +6,7 @@ import (
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/num"
+	"verity/repack"
 )
 
 // The grouped MoE kernels: a token's whole expert FFN in two launches (plus the activation
@@ -148,6 +149,32 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 	if err != nil {
 		return fmt.Errorf("output: %w", err)
 	}
+	if tf := vectorTile[f.Type]; tf != nil && out >= tileRows {
+		gs := groupSlots(ids, xb, func(s int) []byte { return xs[s/k*xb : (s/k+1)*xb] })
+		whole := out / tileRows * tileRows
+		x.For((out+tileRows-1)/tileRows, func(lo, hi int) {
+			r0, r1 := lo*tileRows, min(hi*tileRows, out)
+			if w1 := min(r1, whole); r0 < w1 {
+				moeGateUpTiles(tf, l, wg, wu, gs, n*k, out, xb, r0, w1, y)
+			}
+			if r1 > whole { // the rows after the last whole tile, one by one
+				a := max(r0, whole)
+				rg, ru := newRowDot(f, l), newRowDot(f, l)
+				g, u := make([]float32, r1-a), make([]float32, r1-a)
+				for s := 0; s < n*k; s++ {
+					xr := xs[s/k*xb : (s/k+1)*xb]
+					for o := a; o < r1; o++ {
+						off := int64(ids[s])*l.ExpertStride + int64(o)*l.RowStride
+						rg.load(wg[off:])
+						ru.load(wu[off:])
+						g[o-a], u[o-a] = rg.dot(xr), ru.dot(xr)
+					}
+					swigluOp.apply(y[s*out+a:s*out+r1], g, u)
+				}
+			}
+		})
+		return nil
+	}
 	x.For(n*k*out, func(lo, hi int) {
 		rg, ru := newRowDot(f, l), newRowDot(f, l)
 		// The gate and up dot products of the range first, then SwiGLU's element-wise op over
@@ -205,6 +232,20 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 	if err != nil {
 		return fmt.Errorf("output: %w", err)
 	}
+	if tf := vectorTile[f.Type]; tf != nil && rows >= tileRows {
+		gs := groupSlots(ids, xb, func(s int) []byte { return xs[s*xb : (s+1)*xb] })
+		whole := rows / tileRows * tileRows
+		x.For((rows+tileRows-1)/tileRows, func(lo, hi int) {
+			r0, r1 := lo*tileRows, min(hi*tileRows, rows)
+			if w1 := min(r1, whole); r0 < w1 {
+				moeDownTiles(tf, l, w, gs, n, k, rows, xb, r0, w1, weights, shared, gate, out)
+			}
+			for t := 0; t < n && r1 > whole; t++ { // the rows after the last whole tile
+				moeDownRows(f, l, w, xs, xb, ids, weights, shared, gate, out, k, rows, t, max(r0, whole), r1)
+			}
+		})
+		return nil
+	}
 	x.For(n*rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		for j := lo; j < hi; j++ {
@@ -222,4 +263,23 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		}
 	})
 	return nil
+}
+
+// moeDownRows computes MoEDown's outputs out[t][o] for token t and rows o in [a, b), one row
+// at a time.
+func moeDownRows(f *Format, l *repack.Layout, w, xs []byte, xb int, ids []int32, weights, shared, gate, out []float32, k, rows, t, a, b int) {
+	rd := newRowDot(f, l)
+	for o := a; o < b; o++ {
+		j := t*rows + o
+		var acc float32
+		for e := 0; e < k; e++ {
+			s := t*k + e
+			rd.load(w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
+			acc = num.FMA32(weights[s], rd.dot(xs[s*xb:(s+1)*xb]), acc)
+		}
+		if shared != nil {
+			acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+		}
+		out[j] = num.Canon(acc)
+	}
 }
