@@ -26,6 +26,9 @@ type tileArgs struct {
 func q4KTile16(w, x *byte, a *tileArgs, acc, out *float32)
 
 //go:noescape
+func q5KTile16(w, x *byte, a *tileArgs, acc, out *float32)
+
+//go:noescape
 func q6KTile16(w, x *byte, a *tileArgs, acc, out *float32)
 
 // vectorTile holds the tile forms by weight type (nil where the CPU lacks them).
@@ -40,6 +43,10 @@ func tileForms(on bool) map[dtype.Type]tileFunc {
 		dtype.Q4_K: func(l *repack.Layout, w, xs, next []byte, xb, n int, s *tileScratch) {
 			a := newTileArgs(l, w, xs, next, xb, n)
 			q4KTile16(&w[0], &xs[0], &a, &s.acc[0], &s.out[0][0])
+		},
+		dtype.Q5_K: func(l *repack.Layout, w, xs, next []byte, xb, n int, s *tileScratch) {
+			a := newTileArgs(l, w, xs, next, xb, n)
+			q5KTile16(&w[0], &xs[0], &a, &s.acc[0], &s.out[0][0])
 		},
 		dtype.Q6_K: func(l *repack.Layout, w, xs, next []byte, xb, n int, s *tileScratch) {
 			a := newTileArgs(l, w, xs, next, xb, n)

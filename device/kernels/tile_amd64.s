@@ -262,12 +262,10 @@ GLOBL tileByte<>(SB), RODATA|NOPTR, $512
 #define BYTE1(t) tileByte<>+(64*(t))(SB)
 #define BYTE2(t) tileByte<>+(256+64*(t))(SB)
 
-// One q4_K unit s of the super-block: weights, scale and min, then every column.
-// Z16 … Z19: sc_0…3, sc_4…7, m_0…3, m_4…7 (a dword per row); Z20, Z21: d_w and dmin_w.
-#define Q4K_UNIT(s, SCR, MR, t, label) \
-	LOAD16(16*s)                               \
-	TRANSPOSE(Z8, Z9, Z10, Z11, Z0, Z1, Z2, Z3) \
-	NIBBLES                                    \
+// The columns of q4_K or q5_K unit s: its scale and min (Z16 … Z19: sc_0…3, sc_4…7, m_0…3,
+// m_4…7, a dword per row), then every column with the weights Z0 … Z7; Z20, Z21: d_w and
+// dmin_w.
+#define Q45K_COLUMNS(s, SCR, MR, t, label) \
 	VPSHUFB    BYTE1(t), SCR, Z22              \
 	VPSHUFB    BYTE2(t), MR, Z23               \
 	MOVQ       xblk-8(SP), DI                  \
@@ -291,6 +289,44 @@ label:                                         \
 	ADDQ          $2048, DX                    \
 	DECQ          CX                           \
 	JNZ           label
+
+// One q4_K unit s of the super-block: weights, then the columns.
+#define Q4K_UNIT(s, SCR, MR, t, label) \
+	LOAD16(16*s)                               \
+	TRANSPOSE(Z8, Z9, Z10, Z11, Z0, Z1, Z2, Z3) \
+	NIBBLES                                    \
+	Q45K_COLUMNS(s, SCR, MR, t, label)
+
+// q5_K's fifth bits of unit s: the 16 rows' high-plane dwords gathered from hb-32(SP) + 16s
+// (value l's bit in byte l mod 4 at bit ⌊l/4⌋: bit g for W_g), ORed in at bit 4 (Z29 = 0x10
+// bytes; VPTERNLOGD $0xf8: dst |= src2 & src3). Clobbers Z8, Z9, K1, AX.
+#define Q5K_FIFTH(s) \
+	MOVQ       hb-32(SP), AX                   \
+	KXNORW     K1, K1, K1                      \
+	VPGATHERDD (16*s)(AX)(Z31*1), K1, Z8       \
+	VPSLLD     $4, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z0              \
+	VPSLLD     $3, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z1              \
+	VPSLLD     $2, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z2              \
+	VPSLLD     $1, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z3              \
+	VPTERNLOGD $0xf8, Z29, Z8, Z4              \
+	VPSRLD     $1, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z5              \
+	VPSRLD     $2, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z6              \
+	VPSRLD     $3, Z8, Z9                      \
+	VPTERNLOGD $0xf8, Z29, Z9, Z7
+
+// One q5_K unit s: q4_K's weights with the fifth bits, then the columns.
+#define Q5K_UNIT(s, SCR, MR, t, label) \
+	LOAD16(16*s)                               \
+	TRANSPOSE(Z8, Z9, Z10, Z11, Z0, Z1, Z2, Z3) \
+	NIBBLES                                    \
+	Q5K_FIFTH(s)                               \
+	Q45K_COLUMNS(s, SCR, MR, t, label)
 
 // func q4KTile16(w, x *byte, a *tileArgs, acc, out *float32)
 // acc: 2048·ncols bytes of scratch; out: 16·ncols float32.
@@ -343,6 +379,81 @@ q4ktblock:
 	JLT  q4ktblock
 
 	TILE_FOLD(q4ktfold)
+	VZEROUPPER
+	RET
+
+// func q5KTile16(w, x *byte, a *tileArgs, acc, out *float32)
+// q4KTile16 with q5_K's fifth bits.
+TEXT ·q5KTile16(SB), NOSPLIT, $40-40
+	TILE_SETUP
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	MOVQ x+8(FP), AX
+	MOVQ AX, xblk-8(SP)
+	XORQ R13, R13
+
+q5ktblock:
+	// d and dmin of super-block i = R13 for the 16 rows
+	MOVQ w+0(FP), AX
+	LEAQ (AX)(R13*2), AX
+	GATHER_F16(Z20, Y20)
+	ADDQ 32(BX), AX
+	GATHER_F16(Z21, Y21)
+	TILE_PREFETCH(q5ktpf, q5ktpfdone)
+
+	// the scale bytes: row pointer + scale − plane − 112·i
+	MOVQ   24(BX), R14
+	SUBQ   8(BX), R14
+	IMUL3Q $112, R13, AX
+	SUBQ   AX, R14
+	LOAD16D(R14)
+	TRANSPOSE(Z8, Z9, Z10, Z11, Z16, Z17, Z18, Z19)
+
+	// the high plane of super-block i: row 0 at w + plane2 + 512⌊i/16⌋ + 128(i mod 4) +
+	// 4(⌊i/4⌋ mod 4)
+	MOVQ w+0(FP), AX
+	ADDQ 16(BX), AX
+	MOVQ R13, R14
+	SHRQ $4, R14
+	SHLQ $9, R14
+	ADDQ R14, AX
+	MOVQ R13, R14
+	ANDQ $3, R14
+	SHLQ $7, R14
+	ADDQ R14, AX
+	MOVQ R13, R14
+	SHRQ $2, R14
+	ANDQ $3, R14
+	SHLQ $2, R14
+	ADDQ R14, AX
+	MOVQ AX, hb-32(SP)
+
+	// lanes 8(i mod 4) … +7
+	MOVQ R13, AX
+	ANDQ $3, AX
+	SHLQ $9, AX
+	ADDQ acc+24(FP), AX
+	MOVQ AX, lane-16(SP)
+
+	Q5K_UNIT(0, Z16, Z18, 0, q5ktc0)
+	Q5K_UNIT(1, Z16, Z18, 1, q5ktc1)
+	Q5K_UNIT(2, Z16, Z18, 2, q5ktc2)
+	Q5K_UNIT(3, Z16, Z18, 3, q5ktc3)
+	Q5K_UNIT(4, Z17, Z19, 0, q5ktc4)
+	Q5K_UNIT(5, Z17, Z19, 1, q5ktc5)
+	Q5K_UNIT(6, Z17, Z19, 2, q5ktc6)
+	Q5K_UNIT(7, Z17, Z19, 3, q5ktc7)
+
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	ADDQ $128, R10
+	ADDQ $292, xblk-8(SP)
+	INCQ R13
+	CMPQ R13, 40(BX)
+	JLT  q5ktblock
+
+	TILE_FOLD(q5ktfold)
 	VZEROUPPER
 	RET
 

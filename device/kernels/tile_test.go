@@ -66,7 +66,7 @@ func TestTileMatchesPackedDot(t *testing.T) {
 		f, _ := kernels.Lookup(wt)
 		r := rand.New(rand.NewPCG(uint64(wt), 101))
 		ran, special := 0, 0
-		for trial := 0; trial < 200; trial++ {
+		for trial := 0; trial < 120; trial++ {
 			mode, n := trial%4, 1+r.IntN(kernels.TileCols)
 			c := newTileCase(r, f, mode, n, kernels.TileRows)
 			got, ok := kernels.TileDots(wt, &c.l, c.w, c.x, c.xb, n)
