@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"strings"
 
 	"verity/device/dtype"
@@ -46,7 +47,7 @@ func VectorTypes() []dtype.Type {
 }
 
 // TwinPath describes the twin's matvec arithmetic path: the vector instruction set and the
-// weight types it covers, or "portable Go".
+// weight types it covers, and those with row-tile forms (tile.go), or "portable Go".
 func TwinPath() string {
 	if vectorISA == "" {
 		return "portable Go"
@@ -55,5 +56,15 @@ func TwinPath() string {
 	for _, t := range VectorTypes() {
 		names = append(names, t.String())
 	}
-	return vectorISA + " (" + strings.Join(names, " ") + ")"
+	path := vectorISA + " (" + strings.Join(names, " ") + ")"
+	var tiles []string
+	for _, t := range WeightTypes() {
+		if vectorTile[t] != nil {
+			tiles = append(tiles, t.String())
+		}
+	}
+	if len(tiles) > 0 {
+		path += fmt.Sprintf("; AVX-512 VNNI %d-row tiles (%s)", tileRows, strings.Join(tiles, " "))
+	}
+	return path
 }
