@@ -8,14 +8,18 @@ const NVCC = "Cuda compilation tools, release 11.8, V11.8.89"
 // Flags are the nvcc options every PTX file was compiled with.
 var Flags = []string{"-ptx", "-arch=compute_80", "-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"}
 
-// Targets are the architectures ptxas assembles every PTX file for in CI.
-var Targets = []string{"sm_80", "sm_90"}
-
-// CubinArchs are the architectures with machine code: a cubin per module.
+// CubinArchs are the architectures with machine code compiled from the sources: a cubin per module.
 var CubinArchs = []string{"sm_37"}
 
-// CubinFlags are the nvcc options every cubin was compiled with, besides -arch=<arch>.
+// CubinFlags are the nvcc options every such cubin was compiled with, besides -arch=<arch>.
 var CubinFlags = []string{"-cubin", "-Wno-deprecated-gpu-targets", "-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"}
+
+// AssembledArchs are the architectures with machine code ptxas assembled from the PTX: a cubin
+// per module, holding every entry.
+var AssembledArchs = []string{"sm_80", "sm_90"}
+
+// PtxasFlags are the ptxas options every assembled cubin was built with, besides -arch=<arch>.
+var PtxasFlags = []string{"-O3"}
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
@@ -63,48 +67,152 @@ var cubins = map[string]cubinFile{
 		sha256:  "c779bee2c79274bd9d7867178e3022769b5bf4c9a145b6797898006bb8f433e4",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
+	"act.sm_80.cubin": {
+		sha256:  "5458890a779dabe2dc69862010344ffac73e74903f4074960d901b6649b06493",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
+	},
+	"act.sm_90.cubin": {
+		sha256:  "2d9eb0f2d2e4cec7d5742f528bc75888de4b91e63556b3a36bc946464075b15b",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
+	},
 	"argmax.sm_37.cubin": {
 		sha256:  "3d0b8ff3b5b54f0b6c4fb90454470643edf50b4d03f71fac01d1409e3d320352",
+		entries: []string{"argmax_f32"},
+	},
+	"argmax.sm_80.cubin": {
+		sha256:  "3273dcbc2e0a82bdf48f933fbfa67efac2121b90ffaac15cece0c75808156822",
+		entries: []string{"argmax_f32"},
+	},
+	"argmax.sm_90.cubin": {
+		sha256:  "9e7a1b455dff5f5d82c3f3ccb621c38c884205a30dd2ef25fdb6fe1c99ede12c",
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
 		sha256:  "de2d9ec07cf8e92fa479b66a1150bf72d9d5f4b82321ef4f35fd9a19af4d5cf3",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
+	"attention.sm_80.cubin": {
+		sha256:  "3ad32d2d8064ee0eff844ab741a661cc5cb7b32b21b559575cd0967233ed2d56",
+		entries: []string{"attention_f32", "kv_store_f32"},
+	},
+	"attention.sm_90.cubin": {
+		sha256:  "089336556b95cdd5a341ad57ca9ff137356dd2a5f42def5e94346f683da9a7a4",
+		entries: []string{"attention_f32", "kv_store_f32"},
+	},
 	"elementwise.sm_37.cubin": {
 		sha256:  "2bfb5f156b94ecb7f6e52842d5c049f7270d80cdde3f460257816b8ccece689c",
+		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
+	},
+	"elementwise.sm_80.cubin": {
+		sha256:  "da39c3d73b8061e1800c16dd2eadeaa504265d5fe0a07a4c526bc8bc53beb27f",
+		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
+	},
+	"elementwise.sm_90.cubin": {
+		sha256:  "53b89ab99b7aff6dff6df26e06bc7c6bee65641e266095ed7533fc5169a2fa41",
 		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
 	},
 	"embed.sm_37.cubin": {
 		sha256:  "f4c8d3216e5c8b4b983a81461708b7edfe3f16500f11c0899e268c3122fb92d3",
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
+	"embed.sm_80.cubin": {
+		sha256:  "55d787a25b66a72b4e3468e20db24f9ef9f41d360c6dc90bcbdd564779d6d7d0",
+		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
+	},
+	"embed.sm_90.cubin": {
+		sha256:  "5e070cba445f77c097a22aea5c1d1133858fa0b2072d9433d85e75be2fbeb441",
+		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
+	},
 	"gate.sm_37.cubin": {
 		sha256:  "8c0eef28d581a12a2c79b05212d161527acf811519501549c07077f4ce34c65f",
+		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
+	},
+	"gate.sm_80.cubin": {
+		sha256:  "fd8807eb6c832ff1068a848dfe7c0ecf7161671d04c01d7194aef9128e3111c4",
+		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
+	},
+	"gate.sm_90.cubin": {
+		sha256:  "45e36eae3d2ae203f418ee7bb2a463cb726e9cfdad6bc606d80aef8dc98900c5",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gdn.sm_37.cubin": {
 		sha256:  "6c222f45ba980460751c6655b39b45da177ae68c25c7ecd527afc1d7df28e1b2",
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
+	"gdn.sm_80.cubin": {
+		sha256:  "d632037c68218a001f8387c8cd684d9187b260016f8a9ccd2cdff99850e293a1",
+		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
+	},
+	"gdn.sm_90.cubin": {
+		sha256:  "38ba5f1bfdb29c19a03648c8cbce63579a8542faac46b94085090f37f405dd8d",
+		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
+	},
 	"matvec.sm_37.cubin": {
 		sha256:  "f2393a83b077e577428e291f9efab41af10058284dcbb161b9e8b1316f99aa36",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
+	"matvec.sm_80.cubin": {
+		sha256:  "a1652fdddbfeb401e27621f99f5553786e9077d15f176fe69381a831946160f1",
+		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
+	},
+	"matvec.sm_90.cubin": {
+		sha256:  "2afbed71886a414b1d5ff753d8d99f97b5fc4ca7c25499409b119d6bd7240d5f",
+		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
+	},
+	"megakernel.sm_80.cubin": {
+		sha256:  "5d92d3b2245e3f3daf12f9119fd34e8e65bf6f401e98a6cd7cdc99c1a3ea5c2c",
+		entries: []string{"megakernel"},
+	},
+	"megakernel.sm_90.cubin": {
+		sha256:  "37e2de16d8a14dee8b608856cdf219ac5d0c99d170479525d94f7dd7bf4923db",
+		entries: []string{"megakernel"},
+	},
 	"moe.sm_37.cubin": {
 		sha256:  "1b4de19ec77b249143740e62a61752b63ffb1488285c188daed1d2ed14af1cc2",
+		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
+	},
+	"moe.sm_80.cubin": {
+		sha256:  "13220c518ba01d18361f458ba27eb2633897458f1763f047a528a95301aacf9f",
+		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
+	},
+	"moe.sm_90.cubin": {
+		sha256:  "1d7a0b4919d3ee63d3c4f875a852f39bcfe6efba484f307fb255c075edb9241a",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"norm.sm_37.cubin": {
 		sha256:  "0347cfd25c7a14b7ecab6d7db69fd7eef1d46352f77f98cb2d0cb1993ff256f0",
 		entries: []string{"rmsnorm_f32"},
 	},
+	"norm.sm_80.cubin": {
+		sha256:  "bdc6b525165ceb6dd26b6f7864eafaf64f0db2336e48df0b4d58b8e483f0c0d5",
+		entries: []string{"rmsnorm_f32"},
+	},
+	"norm.sm_90.cubin": {
+		sha256:  "b08ae201f6d102434cf84d895e55bde14fbfdd9da8df13862ccfa2c2440d6a27",
+		entries: []string{"rmsnorm_f32"},
+	},
 	"rope.sm_37.cubin": {
 		sha256:  "6bb54e57862fd845dd85ca653cb886a91db173a45c27a1b8e24f36413436cb3f",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
+	"rope.sm_80.cubin": {
+		sha256:  "b34c66585c55e72ecedd556158b0e9a8751bd34ef8f52c46bd19ad176d235fe4",
+		entries: []string{"rope_f32", "rope_kv_store_f32"},
+	},
+	"rope.sm_90.cubin": {
+		sha256:  "749e2300afc35c48bb1b536969be536c248af6606bc7bcee32a8defa8816a424",
+		entries: []string{"rope_f32", "rope_kv_store_f32"},
+	},
 	"routing.sm_37.cubin": {
 		sha256:  "0587f83933dbf0aaf254731c71167376d87f3243e1e9a11c5cac1a7d9b4cbbda",
+		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
+	},
+	"routing.sm_80.cubin": {
+		sha256:  "9295753ba7104c9739df253501915a5494b8d620ef8fc6bd747afdb018422b2c",
+		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
+	},
+	"routing.sm_90.cubin": {
+		sha256:  "d209508260fd8236451809a927bd5e4d998de69352d58942e5be2af8763bfa4b",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 }

@@ -181,8 +181,8 @@ func readCubin(data []byte) (*elf.File, uint32, []string, error) {
 }
 
 // checkCubin checks that a cubin is a 64-bit CUDA ELF executable of machine code for sm_<sm>,
-// compiled from PTX for the same architecture, whose kernels are those listed.
-func checkCubin(t *testing.T, name string, sm uint32, data []byte, listed []string) {
+// compiled from PTX for compute_<virtual>, whose kernels are those listed.
+func checkCubin(t *testing.T, name string, sm, virtual uint32, data []byte, listed []string) {
 	t.Helper()
 	f, flags, have, err := readCubin(data)
 	if err != nil {
@@ -192,8 +192,8 @@ func checkCubin(t *testing.T, name string, sm uint32, data []byte, listed []stri
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || f.OSABI != elfOSABICUDA || f.Machine != elf.EM_CUDA || f.Type != elf.ET_EXEC {
 		t.Errorf("%s: %v %v OS/ABI %#x %v %v, want a 64-bit little-endian CUDA executable", name, f.Class, f.Data, byte(f.OSABI), f.Machine, f.Type)
 	}
-	if flags&0xff00ff != sm<<16|sm || flags&efCUDA64BitAddr == 0 {
-		t.Errorf("%s: e_flags %#x: sm_%d from compute_%d, want sm_%d from compute_%d with 64-bit addresses", name, flags, flags&0xff, flags>>16&0xff, sm, sm)
+	if flags&0xff00ff != virtual<<16|sm || flags&efCUDA64BitAddr == 0 {
+		t.Errorf("%s: e_flags %#x: sm_%d from compute_%d, want sm_%d from compute_%d with 64-bit addresses", name, flags, flags&0xff, flags>>16&0xff, sm, virtual)
 	}
 	if !slices.Equal(have, listed) {
 		t.Errorf("%s holds the entries %v, the manifest lists %v", name, have, listed)
@@ -226,7 +226,7 @@ func TestCubins(t *testing.T) {
 			name := m + "." + arch + ".cubin"
 			data, listed, err := Cubin(m, arch)
 			if err == nil { // else no kernel of m runs on arch, and all must be in leftOut
-				checkCubin(t, name, uint32(sm), data, listed)
+				checkCubin(t, name, uint32(sm), uint32(sm), data, listed)
 			}
 			for _, e := range listed {
 				if got, ok := Lookup(e); !ok || got.Module != m {
@@ -251,6 +251,47 @@ func TestCubins(t *testing.T) {
 			if !missing[name] {
 				t.Errorf("leftOut[%q] lists %s, which is in its module's %s cubin (or is no kernel): remove it", arch, name, arch)
 			}
+		}
+	}
+}
+
+// TestAssembledCubins checks every module's cubin for each of AssembledArchs: machine code for
+// that architecture assembled from the compute_80 PTX, holding every entry of the module.
+func TestAssembledCubins(t *testing.T) {
+	if !slices.Equal(AssembledArchs, []string{"sm_80", "sm_90"}) {
+		t.Errorf("AssembledArchs = %v, want [sm_80 sm_90] (A100; H100 and H200)", AssembledArchs)
+	}
+	for _, arch := range AssembledArchs {
+		if slices.Contains(CubinArchs, arch) {
+			t.Errorf("%s is in both CubinArchs and AssembledArchs", arch)
+		}
+		sm, err := strconv.ParseUint(strings.TrimPrefix(arch, "sm_"), 10, 8)
+		if err != nil {
+			t.Fatalf("bad architecture %q", arch)
+		}
+		for _, m := range Modules() {
+			name := m + "." + arch + ".cubin"
+			data, listed, err := Cubin(m, arch)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			var want []string
+			for _, e := range Entries() {
+				if e.Module == m {
+					want = append(want, e.Name)
+				}
+			}
+			if !slices.Equal(listed, want) {
+				t.Errorf("%s: the manifest lists %v, the module's entries are %v", name, listed, want)
+			}
+			checkCubin(t, name, uint32(sm), 80, data, want)
+		}
+	}
+	for _, f := range PtxasFlags {
+		if strings.Contains(f, "fmad=true") || strings.Contains(f, "ftz") || strings.Contains(f, "fast") || strings.HasPrefix(f, "-arch") ||
+			strings.HasPrefix(f, "-O") && f != "-O3" {
+			t.Errorf("forbidden ptxas flag %s", f)
 		}
 	}
 }

@@ -1,7 +1,8 @@
-// Command ptxgen compiles the CUDA kernels in ptx/src into the committed PTX files ptx/<stem>.ptx
-// and sm_37 machine code ptx/<stem>.sm_37.cubin, and writes ptx/manifest.go (source, PTX and
-// cubin hashes, compiler version, flags, targets, every entry point with its parameter types,
-// and the entries each cubin holds). `go generate ./ptx` runs it.
+// Command ptxgen compiles the CUDA kernels in ptx/src into the committed PTX files ptx/<stem>.ptx,
+// sm_37 machine code ptx/<stem>.sm_37.cubin and sm_80 and sm_90 machine code
+// ptx/<stem>.sm_80.cubin and ptx/<stem>.sm_90.cubin, and writes ptx/manifest.go (source, PTX and
+// cubin hashes, compiler version, flags, every entry point with its parameter types, and the
+// entries each cubin holds). `go generate ./ptx` runs it.
 //
 // Every .cu file is compiled on its own, to PTX with
 //
@@ -14,18 +15,31 @@
 //
 // for the K80, which cannot run compute_80 PTX. A kernel sm_37 cannot run is left out of the
 // cubin by a __CUDA_ARCH__ guard in its source; the cubin's entries are read from its symbol
-// table, and a module none of whose kernels is left has no cubin. nvcc is found with -nvcc,
-// else in $VERITY_CUDA, else in <repo>/.cache/cuda (tools/cudaenv.sh installs it there), else
-// on PATH.
+// table, and a module none of whose kernels is left has no cubin.
+//
+// The PTX itself is assembled for each of AssembledArchs (sm_80: A100; sm_90: H100, H200) by
+// ptxas, the assembler the driver's JIT compiler is built on:
+//
+//	ptxas -arch=sm_90 -O3 -o <stem>.sm_90.cubin <stem>.ptx
+//
+// so those cubins are the very instructions of the committed PTX, every entry of it, and a GPU
+// of exactly that architecture loads them without compiling anything (the PTX stays the
+// fallback for every other GPU from sm_80 on). ptxas output depends only on its input bytes and
+// flags, not on file names or paths (the tests regenerate and compare them). The compilations
+// run in parallel, one per CPU, the longest (the megakernel's) first.
+//
+// nvcc is found with -nvcc, else in $VERITY_CUDA, else in <repo>/.cache/cuda (tools/cudaenv.sh
+// installs it there), else on PATH; ptxas is the one beside it.
 //
 // With -check nothing is written: the generated files are compared byte for byte with the ones
 // in the directory and any difference (or a stale .ptx or .cubin without a source) is an error.
-// With -ptxas every PTX file is also assembled by ptxas for each of Targets (output discarded),
-// and a summary of what was assembled is printed.
+// A summary of what was built (cubins, kernels left out, the megakernel's registers, shared
+// memory and spills as ptxas reports them, the slowest compilations) is printed; -v also prints
+// each command and ptxas's resource usage for every entry.
 //
 // Usage:
 //
-//	ptxgen [-dir ptx] [-nvcc path] [-check] [-ptxas] [-v]
+//	ptxgen [-dir ptx] [-nvcc path] [-check] [-v]
 package main
 
 import (
@@ -48,17 +62,25 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Flags are the nvcc options every kernel is compiled with (besides -o and the input).
 var Flags = []string{"-ptx", "-arch=compute_80", "-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"}
 
-// Targets are the architectures ptxas must accept the PTX for (sm_80: A100, sm_90: H100/H200).
-var Targets = []string{"sm_80", "sm_90"}
-
-// CubinArchs are the architectures that also get machine code, one cubin per module (sm_37:
-// K80, whose Kepler cores cannot run compute_80 PTX).
+// CubinArchs are the architectures that also get machine code compiled from the sources, one
+// cubin per module (sm_37: K80, whose Kepler cores cannot run compute_80 PTX).
 var CubinArchs = []string{"sm_37"}
+
+// AssembledArchs are the architectures whose machine code ptxas assembles from the PTX, one
+// cubin per module holding every entry (sm_80: A100, sm_90: H100 and H200).
+var AssembledArchs = []string{"sm_80", "sm_90"}
+
+// PtxasFlags are the ptxas options every assembled cubin was built with, besides -arch=<arch>:
+// full optimisation, as the driver's JIT compiles PTX by default. Contraction into FMA and
+// flushing are not asked for here because the PTX leaves nothing to choose: every float
+// operation in it carries its rounding (.rn), which ptxas keeps as written.
+var PtxasFlags = []string{"-O3"}
 
 // CubinFlags are the nvcc options every cubin is compiled with besides -arch=<arch>: the
 // arithmetic flags of Flags. nvcc 11.8 warns that sm_37 is deprecated; the warning is turned
@@ -69,10 +91,9 @@ func main() {
 	dir := flag.String("dir", ".", "the ptx package directory (holding src/)")
 	nvcc := flag.String("nvcc", "", "nvcc to use (default: $VERITY_CUDA/bin/nvcc, <repo>/.cache/cuda/bin/nvcc, PATH)")
 	check := flag.Bool("check", false, "compare with the files in -dir instead of writing them")
-	ptxas := flag.Bool("ptxas", false, "also assemble every PTX file for each target with ptxas")
-	verbose := flag.Bool("v", false, "print each compilation, and ptxas's resource usage with -ptxas")
+	verbose := flag.Bool("v", false, "print each compilation and ptxas's resource usage of every entry")
 	flag.Parse()
-	if err := run(*dir, *nvcc, *check, *ptxas, *verbose); err != nil {
+	if err := run(*dir, *nvcc, *check, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "ptxgen:", err)
 		os.Exit(1)
 	}
@@ -83,7 +104,7 @@ type module struct {
 	stem    string
 	ptx     []byte
 	entries []entry
-	cubins  []cubin // for each of CubinArchs whose build holds a kernel
+	cubins  []cubin // for each of CubinArchs whose build holds a kernel, then each of AssembledArchs
 }
 
 // cubin is a module's machine code for one architecture.
@@ -91,9 +112,18 @@ type cubin struct {
 	arch    string
 	data    []byte
 	entries []string // sorted
+	usage   []usage  // ptxas's resource report, for assembled cubins
+	took    time.Duration
 }
 
 func (c cubin) file(stem string) string { return stem + "." + c.arch + ".cubin" }
+
+// usage is ptxas's resource report for one entry (ptxas -v).
+type usage struct {
+	entry                string
+	registers, smem      int
+	stack, spill, reload int // bytes of stack frame, spill stores and spill loads
+}
 
 // entry is one .entry of a PTX file and its parameter types in order.
 type entry struct {
@@ -101,7 +131,7 @@ type entry struct {
 	params []string
 }
 
-func run(dir, nvcc string, check, ptxas, verbose bool) error {
+func run(dir, nvcc string, check, verbose bool) error {
 	src := filepath.Join(dir, "src")
 	cus, err := filepath.Glob(filepath.Join(src, "*.cu"))
 	if err != nil {
@@ -126,8 +156,13 @@ func run(dir, nvcc string, check, ptxas, verbose bool) error {
 	if err != nil {
 		return err
 	}
+	ptxas := filepath.Join(filepath.Dir(nvcc), "ptxas")
+	if !isExec(ptxas) {
+		return fmt.Errorf("no ptxas beside %s", nvcc)
+	}
 
-	mods, err := compileAll(nvcc, dir, cus, verbose)
+	start := time.Now()
+	mods, err := compileAll(nvcc, ptxas, dir, cus, verbose)
 	if err != nil {
 		return err
 	}
@@ -135,12 +170,9 @@ func run(dir, nvcc string, check, ptxas, verbose bool) error {
 	if err != nil {
 		return err
 	}
-
-	if ptxas {
-		if err := assembleAll(filepath.Join(filepath.Dir(nvcc), "ptxas"), mods, verbose); err != nil {
-			return err
-		}
-		fmt.Print(summary(mods))
+	fmt.Print(summary(mods, time.Since(start)))
+	if verbose {
+		fmt.Fprint(os.Stderr, usageTable(mods))
 	}
 	if check {
 		return compare(dir, mods, manifest)
@@ -210,25 +242,36 @@ func nvccVersion(nvcc string) (string, error) {
 	return string(m[1]), nil
 }
 
-// compileAll compiles every source, a few at a time.
-func compileAll(nvcc, dir string, cus []string, verbose bool) ([]*module, error) {
+// compileAll compiles every source: its PTX first, then its sm_37 cubin and the PTX's
+// assembled cubins, each compilation holding one of NumCPU slots. The largest sources start
+// first, so that the megakernel's long ptxas runs overlap everything else.
+func compileAll(nvcc, ptxas, dir string, cus []string, verbose bool) ([]*module, error) {
 	tmp, err := os.MkdirTemp("", "ptxgen")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 
+	order := make([]int, len(cus))
+	size := make([]int64, len(cus))
+	for i, cu := range cus {
+		order[i] = i
+		if st, err := os.Stat(cu); err == nil {
+			size[i] = st.Size()
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return size[order[a]] > size[order[b]] })
+
 	mods := make([]*module, len(cus))
 	errs := make([]error, len(cus))
-	sem := make(chan struct{}, min(2, runtime.NumCPU()))
+	slots := make(chan struct{}, runtime.NumCPU())
 	var wg sync.WaitGroup
-	for i, cu := range cus {
+	for _, i := range order {
+		slots <- struct{}{} // taken here, in order, for the module's PTX compilation
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			mods[i], errs[i] = compile(nvcc, dir, cu, tmp, verbose)
+			mods[i], errs[i] = compile(nvcc, ptxas, dir, cus[i], tmp, slots, verbose)
 		}()
 	}
 	wg.Wait()
@@ -238,11 +281,13 @@ func compileAll(nvcc, dir string, cus []string, verbose bool) ([]*module, error)
 	return mods, nil
 }
 
-// compile compiles one source to PTX and to a cubin for each of CubinArchs, and reads the
-// entries of each.
-func compile(nvcc, dir, cu, tmp string, verbose bool) (*module, error) {
+// compile compiles one source to PTX, then (concurrently) to a cubin for each of CubinArchs and
+// the PTX to a cubin for each of AssembledArchs, and reads the entries of each. Each
+// compilation holds a slot; the caller has taken the PTX compilation's.
+func compile(nvcc, ptxas, dir, cu, tmp string, slots chan struct{}, verbose bool) (*module, error) {
 	stem := strings.TrimSuffix(filepath.Base(cu), ".cu")
 	ptx, err := nvccOut(nvcc, dir, stem, stem+".ptx", Flags, tmp, verbose)
+	<-slots
 	if err != nil {
 		return nil, err
 	}
@@ -254,25 +299,127 @@ func compile(nvcc, dir, cu, tmp string, verbose bool) (*module, error) {
 		return nil, fmt.Errorf("%s.ptx has no .entry", stem)
 	}
 	m := &module{stem: stem, ptx: ptx, entries: entries}
-	for _, arch := range CubinArchs {
-		c := cubin{arch: arch}
-		flags := append(append([]string{}, CubinFlags...), "-arch="+arch)
-		if c.data, err = nvccOut(nvcc, dir, stem, c.file(stem), flags, tmp, verbose); err != nil {
-			return nil, err
-		}
-		if c.entries, err = cubinEntries(c.data, arch); err != nil {
-			return nil, fmt.Errorf("%s: %v", c.file(stem), err)
-		}
-		for _, name := range c.entries {
-			if !slices.ContainsFunc(entries, func(e entry) bool { return e.name == name }) {
-				return nil, fmt.Errorf("%s: entry %s is not in %s.ptx", c.file(stem), name, stem)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.name
+	}
+	sort.Strings(names)
+
+	archs := append(append([]string{}, CubinArchs...), AssembledArchs...)
+	built := make([]cubin, len(archs))
+	errs := make([]error, len(archs))
+	var wg sync.WaitGroup
+	for i, arch := range archs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			c := cubin{arch: arch}
+			start := time.Now()
+			if i < len(CubinArchs) {
+				flags := append(append([]string{}, CubinFlags...), "-arch="+arch)
+				c.data, errs[i] = nvccOut(nvcc, dir, stem, c.file(stem), flags, tmp, verbose)
+			} else {
+				c.data, c.usage, errs[i] = assemble(ptxas, stem, arch, ptx, tmp, verbose)
 			}
-		}
+			c.took = time.Since(start)
+			if errs[i] != nil {
+				return
+			}
+			if c.entries, errs[i] = cubinEntries(c.data, arch); errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %v", c.file(stem), errs[i])
+				return
+			}
+			for _, name := range c.entries {
+				if !slices.Contains(names, name) {
+					errs[i] = fmt.Errorf("%s: entry %s is not in %s.ptx", c.file(stem), name, stem)
+					return
+				}
+			}
+			if i >= len(CubinArchs) && !slices.Equal(c.entries, names) {
+				errs[i] = fmt.Errorf("%s holds the entries %v, %s.ptx has %v", c.file(stem), c.entries, stem, names)
+				return
+			}
+			built[i] = c
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, c := range built {
 		if len(c.entries) > 0 {
 			m.cubins = append(m.cubins, c)
 		}
 	}
 	return m, nil
+}
+
+// assemble runs ptxas on a module's PTX for arch (written to tmp under a name of its own, which
+// does not reach the output) and returns the cubin and the resource report.
+func assemble(ptxas, stem, arch string, ptx []byte, tmp string, verbose bool) ([]byte, []usage, error) {
+	in := filepath.Join(tmp, stem+"."+arch+".in.ptx")
+	out := filepath.Join(tmp, stem+"."+arch+".cubin")
+	if err := os.WriteFile(in, ptx, 0o644); err != nil {
+		return nil, nil, err
+	}
+	args := append(append([]string{"-arch=" + arch}, PtxasFlags...), "-v", "-o", out, in)
+	if verbose {
+		fmt.Fprintln(os.Stderr, "ptxas", strings.Join(args, " "))
+	}
+	msg, err := exec.Command(ptxas, args...).CombinedOutput()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ptxas %s: %v\n%s", strings.Join(args, " "), err, msg)
+	}
+	us, err := parseUsage(msg, arch)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ptxas -arch=%s %s.ptx: %v", arch, stem, err)
+	}
+	data, err := os.ReadFile(out)
+	return data, us, err
+}
+
+var (
+	compilingRE = regexp.MustCompile(`^ptxas info\s*: Compiling entry function '([^']+)' for '(sm_\d+)'`)
+	frameRE     = regexp.MustCompile(`^\s*(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads`)
+	usedRE      = regexp.MustCompile(`^ptxas info\s*: Used (\d+) registers(?:, (\d+) bytes smem)?`)
+)
+
+// parseUsage reads ptxas -v's report: for each entry, its registers, static shared memory,
+// stack frame and spills. Any line ptxas prints that is not part of that report (a warning) is
+// an error, as nvcc's are.
+func parseUsage(out []byte, arch string) ([]usage, error) {
+	var us []usage
+	var cur *usage
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		switch {
+		case line == "":
+		case compilingRE.MatchString(line):
+			m := compilingRE.FindStringSubmatch(line)
+			if m[2] != arch {
+				return nil, fmt.Errorf("compiled for %s, not %s", m[2], arch)
+			}
+			us = append(us, usage{entry: m[1]})
+			cur = &us[len(us)-1]
+		case frameRE.MatchString(line) && cur != nil:
+			m := frameRE.FindStringSubmatch(line)
+			cur.stack, cur.spill, cur.reload = atoi(m[1]), atoi(m[2]), atoi(m[3])
+		case usedRE.MatchString(line) && cur != nil:
+			m := usedRE.FindStringSubmatch(line)
+			cur.registers, cur.smem = atoi(m[1]), atoi(m[2])
+		case strings.HasPrefix(line, "ptxas info"):
+			// gmem, function properties, cmem: not recorded
+		default:
+			return nil, fmt.Errorf("ptxas printed: %s", line)
+		}
+	}
+	return us, nil
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // nvccOut runs nvcc with flags on src/<stem>.cu (from dir, with a relative path, so that nothing
@@ -392,12 +539,15 @@ func renderManifest(dir, version string, cus, headers []string, mods []*module) 
 	fmt.Fprintf(&b, "const NVCC = %q\n\n", "Cuda compilation tools, "+version)
 	fmt.Fprintf(&b, "// Flags are the nvcc options every PTX file was compiled with.\n")
 	fmt.Fprintf(&b, "var Flags = %#v\n\n", Flags)
-	fmt.Fprintf(&b, "// Targets are the architectures ptxas assembles every PTX file for in CI.\n")
-	fmt.Fprintf(&b, "var Targets = %#v\n\n", Targets)
-	fmt.Fprintf(&b, "// CubinArchs are the architectures with machine code: a cubin per module.\n")
+	fmt.Fprintf(&b, "// CubinArchs are the architectures with machine code compiled from the sources: a cubin per module.\n")
 	fmt.Fprintf(&b, "var CubinArchs = %#v\n\n", CubinArchs)
-	fmt.Fprintf(&b, "// CubinFlags are the nvcc options every cubin was compiled with, besides -arch=<arch>.\n")
+	fmt.Fprintf(&b, "// CubinFlags are the nvcc options every such cubin was compiled with, besides -arch=<arch>.\n")
 	fmt.Fprintf(&b, "var CubinFlags = %#v\n\n", CubinFlags)
+	fmt.Fprintf(&b, "// AssembledArchs are the architectures with machine code ptxas assembled from the PTX: a cubin\n")
+	fmt.Fprintf(&b, "// per module, holding every entry.\n")
+	fmt.Fprintf(&b, "var AssembledArchs = %#v\n\n", AssembledArchs)
+	fmt.Fprintf(&b, "// PtxasFlags are the ptxas options every assembled cubin was built with, besides -arch=<arch>.\n")
+	fmt.Fprintf(&b, "var PtxasFlags = %#v\n\n", PtxasFlags)
 	fmt.Fprintf(&b, "// sources are the SHA-256 of the files the PTX was compiled from.\n")
 	fmt.Fprintf(&b, "var sources = map[string]string{\n")
 	for _, p := range append(append([]string{}, cus...), headers...) {
@@ -439,55 +589,37 @@ func renderManifest(dir, version string, cus, headers []string, mods []*module) 
 	return format.Source(b.Bytes())
 }
 
-// assembleAll runs ptxas on every module for every target.
-func assembleAll(ptxas string, mods []*module, verbose bool) error {
-	tmp, err := os.MkdirTemp("", "ptxgen")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	var errs []error
-	for _, m := range mods {
-		p := filepath.Join(tmp, m.stem+".ptx")
-		if err := os.WriteFile(p, m.ptx, 0o644); err != nil {
-			return err
-		}
-		for _, t := range Targets {
-			args := []string{"-arch=" + t, "-o", os.DevNull}
-			if verbose {
-				args = append(args, "-v")
-			}
-			out, err := exec.Command(ptxas, append(args, p)...).CombinedOutput()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("ptxas -arch=%s %s.ptx: %v\n%s", t, m.stem, err, out))
-				continue
-			}
-			if verbose {
-				fmt.Fprintf(os.Stderr, "ptxas -arch=%s %s.ptx\n%s", t, m.stem, out)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// summary says what was assembled: the PTX by ptxas for each of Targets, and the cubins by
-// nvcc, naming the kernels they leave out.
-func summary(mods []*module) string {
+// summary says what was built: the cubins for each architecture, the kernels any leaves out,
+// the megakernel's resources as ptxas reports them, and the slowest compilations.
+func summary(mods []*module, took time.Duration) string {
 	n := 0
 	for _, m := range mods {
 		n += len(m.entries)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "ptxgen: %d PTX modules (%d entries) assembled by ptxas for %s\n", len(mods), n, strings.Join(Targets, ", "))
-	for _, arch := range CubinArchs {
+	fmt.Fprintf(&b, "ptxgen: %d PTX modules (%d entries) in %.1f s on %d CPUs\n", len(mods), n, took.Seconds(), runtime.NumCPU())
+	var slow []string
+	for _, arch := range append(append([]string{}, CubinArchs...), AssembledArchs...) {
 		files, have := 0, 0
 		var left []string
+		var bytes int
 		for _, m := range mods {
 			var in []string
 			for _, c := range m.cubins {
-				if c.arch == arch {
-					files++
-					in = c.entries
+				if c.arch != arch {
+					continue
+				}
+				files++
+				bytes += len(c.data)
+				in = c.entries
+				if c.took >= 5*time.Second {
+					slow = append(slow, fmt.Sprintf("%s %.1f s", c.file(m.stem), c.took.Seconds()))
+				}
+				for _, u := range c.usage {
+					if u.entry == "megakernel" {
+						fmt.Fprintf(&b, "ptxgen: %s megakernel: %d registers, %d bytes static shared memory, %d bytes stack frame, %d/%d bytes spilled/reloaded\n",
+							arch, u.registers, u.smem, u.stack, u.spill, u.reload)
+					}
 				}
 			}
 			have += len(in)
@@ -497,11 +629,32 @@ func summary(mods []*module) string {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "ptxgen: %d %s cubins built by nvcc, holding %d of the %d entries", files, arch, have, n)
+		how := "nvcc from the sources"
+		if slices.Contains(AssembledArchs, arch) {
+			how = "ptxas from the PTX"
+		}
+		fmt.Fprintf(&b, "ptxgen: %d %s cubins (%.1f MB) by %s, holding %d of the %d entries", files, arch, float64(bytes)/1e6, how, have, n)
 		if len(left) > 0 {
 			fmt.Fprintf(&b, "; left out: %s", strings.Join(left, ", "))
 		}
 		fmt.Fprintln(&b)
+	}
+	if len(slow) > 0 {
+		fmt.Fprintf(&b, "ptxgen: slowest: %s\n", strings.Join(slow, ", "))
+	}
+	return b.String()
+}
+
+// usageTable lists ptxas's resource report for every assembled entry.
+func usageTable(mods []*module) string {
+	var b strings.Builder
+	for _, m := range mods {
+		for _, c := range m.cubins {
+			for _, u := range c.usage {
+				fmt.Fprintf(&b, "%s %s %s: %d registers, %d bytes smem, %d bytes stack, %d/%d bytes spilled/reloaded\n",
+					c.arch, m.stem, u.entry, u.registers, u.smem, u.stack, u.spill, u.reload)
+			}
+		}
 	}
 	return b.String()
 }
