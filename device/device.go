@@ -42,6 +42,9 @@ var (
 	ErrNoDevice = errors.New("device: no device present")
 	// ErrUnsupported: the backend cannot run this kernel or configuration.
 	ErrUnsupported = errors.New("device: unsupported")
+	// ErrDeviceLost: the device faulted (an illegal address, a trap, a launch failure) and
+	// nothing more can run on it in this process; the error names the first fault.
+	ErrDeviceLost = errors.New("device: lost")
 )
 
 // OutOfRangeError reports an access outside every allocation.

@@ -3,19 +3,16 @@
 package cuda
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"unsafe"
 
 	"gorgonia.org/cu"
 
 	"verity/device"
-	"verity/ptx"
 )
 
 // maxStaticShared is the dynamic shared memory a launch may ask for without opting in
@@ -37,8 +34,22 @@ func Count() int {
 	return n
 }
 
-// Open creates a context on device ordinal and returns a backend that owns it.
+// Open creates a context on device ordinal and returns a backend that owns it. Each call makes
+// a context of its own, also on a device already open.
 func Open(ordinal int) (device.Backend, error) {
+	policy, err := codePolicy()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: open %d: %w", ordinal, err)
+	}
+	b, err := open(ordinal, policy)
+	if err != nil {
+		return nil, err // not a nil *Backend in a non-nil interface
+	}
+	return b, nil
+}
+
+// open is Open with the code policy given.
+func open(ordinal int, policy string) (*Backend, error) {
 	n := Count()
 	if n == 0 {
 		return nil, fmt.Errorf("cuda: open %d: %w", ordinal, device.ErrNoDevice)
@@ -46,8 +57,12 @@ func Open(ordinal int) (device.Backend, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("cuda: open %d: no such device (%d present): %w", ordinal, n, device.ErrNoDevice)
 	}
+	if err := lostError(); err != nil {
+		return nil, fmt.Errorf("cuda: open %d: %w", ordinal, err)
+	}
 	b := &Backend{
 		ordinal: ordinal,
+		policy:  policy,
 		jobs:    make(chan job),
 		stopped: make(chan struct{}),
 		modules: map[string]*module{},
@@ -67,7 +82,9 @@ func Open(ordinal int) (device.Backend, error) {
 type Backend struct {
 	ordinal int
 	name    string
-	cubin   string // the architecture whose cubins are loaded instead of PTX ("sm_37"), or ""
+	sm      string // the device's architecture ("sm_90"): whose cubins are loaded
+	kepler  bool   // compute capability 3.x, which cannot run the PTX: cubins only
+	policy  string // what to load (VERITY_CUDA_CODE): codeAuto, codePTX or codeCubin
 	jobs    chan job
 	stopped chan struct{} // closed when the context goroutine has destroyed the context
 
@@ -75,6 +92,7 @@ type Backend struct {
 	mu      sync.Mutex
 	closed  bool
 	modules map[string]*module // by stem; a failed load is kept as its error
+	loads   []ModuleLoad       // every load, in order
 	allocs  map[device.Ptr]int64
 	bases   []device.Ptr // allocation bases, sorted
 
@@ -85,7 +103,8 @@ type Backend struct {
 
 type module struct {
 	mod     cu.Module
-	code    string          // what was loaded: "PTX" or "sm_37 cubin"
+	code    string          // what was loaded: "PTX" or "sm_90 cubin"
+	rec     ModuleLoad      // how it was loaded
 	entries map[string]bool // the entries it holds
 	funcs   map[string]cu.Function
 	err     error
@@ -116,11 +135,11 @@ func (b *Backend) loop(ready chan<- error) {
 		if err != nil {
 			return err
 		}
-		// A Kepler GPU cannot run compute_80 PTX: it loads machine code for its own
-		// architecture, which package ptx has for sm_37 (K80) only.
-		if major == 3 {
-			b.cubin = fmt.Sprintf("sm_%d%d", major, minor)
-		}
+		// A GPU of an architecture package ptx has machine code for loads it; any other JIT-
+		// compiles the PTX, which a Kepler GPU cannot run (package ptx has sm_37 machine
+		// code for the K80 only).
+		b.sm = fmt.Sprintf("sm_%d%d", major, minor)
+		b.kepler = major == 3
 		if ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
 			return err
 		}
@@ -128,7 +147,7 @@ func (b *Backend) loop(ready chan<- error) {
 			_ = ctx.Destroy()
 			return err
 		}
-		b.name = fmt.Sprintf("cuda:%d (%s, sm_%d%d, driver %d)", b.ordinal, name, major, minor, cu.Version())
+		b.name = fmt.Sprintf("cuda:%d (%s, sm_%d%d, driver %d, %s)", b.ordinal, name, major, minor, cu.Version(), codeName(b.sm, b.policy))
 		return nil
 	})
 	ready <- err
@@ -142,7 +161,7 @@ func (b *Backend) loop(ready chan<- error) {
 }
 
 // guard runs fn, turning a panic into an error, and wraps any error as
-// "cuda: <op> <name>: <err>".
+// "cuda: <op> <name>: <err>". A sticky error (see sticky) marks the process's devices lost.
 func guard(op, name string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -151,17 +170,21 @@ func guard(op, name string, fn func() error) (err error) {
 	}()
 	if err = fn(); err != nil {
 		err = fmt.Errorf("cuda: %s %s: %w", op, name, describe(err))
+		noteLost(err)
 	}
 	return err
 }
 
-// do runs fn on the context goroutine.
+// do runs fn on the context goroutine. Once a device has faulted, nothing more runs.
 func (b *Backend) do(op, name string, fn func() error) error {
 	b.mu.Lock()
 	closed, refused := b.closed, b.x.refuse(op)
 	b.mu.Unlock()
 	if closed {
 		return fmt.Errorf("cuda: %s %s: backend closed", op, name)
+	}
+	if err := lostError(); err != nil {
+		return fmt.Errorf("cuda: %s %s: %w", op, name, err)
 	}
 	if refused {
 		return fmt.Errorf("cuda: %s %s: not allowed while a graph is being captured", op, name)
@@ -337,67 +360,6 @@ func (b *Backend) function(stem, entry string) (cu.Function, error) {
 	return fn, nil
 }
 
-// load loads module stem: its PTX, which the driver JIT-compiles, or on a Kepler GPU its cubin.
-// A failure is returned in module.err, with the JIT's logs.
-func (b *Backend) load(stem string) *module {
-	m := &module{code: "PTX", entries: map[string]bool{}, funcs: map[string]cu.Function{}}
-	var image string
-	if b.cubin != "" {
-		m.code = b.cubin + " cubin"
-		data, names, err := ptx.Cubin(stem, b.cubin)
-		if err != nil {
-			m.err = fmt.Errorf("cuda: load %s: %v: %w", stem, err, device.ErrUnsupported)
-			return m
-		}
-		image = string(data)
-		for _, name := range names {
-			m.entries[name] = true
-		}
-	} else {
-		text, err := ptx.Module(stem)
-		if err != nil {
-			m.err = fmt.Errorf("cuda: load %s: %v: %w", stem, err, device.ErrUnsupported)
-			return m
-		}
-		image = text
-		for _, e := range ptx.Entries() {
-			if e.Module == stem {
-				m.entries[e.Name] = true
-			}
-		}
-	}
-	info := &cu.JITInfoLogBuffer{Buffer: make([]byte, logBytes)}
-	elog := &cu.JITErrorLogBuffer{Buffer: make([]byte, logBytes)}
-	m.err = b.do("load", stem+" "+m.code, func() error {
-		mod, err := cu.LoadDataEx(image, info, elog) // not verbose: per-entry lines would fill the info log
-		runtime.KeepAlive(info)
-		runtime.KeepAlive(elog)
-		if err != nil {
-			return fmt.Errorf("%w\n%s", err, jitLog(elog.Buffer, info.Buffer))
-		}
-		m.mod = mod
-		return nil
-	})
-	return m
-}
-
-// jitLog joins the non-empty JIT logs (each NUL-terminated in its buffer).
-func jitLog(bufs ...[]byte) string {
-	var parts []string
-	for _, buf := range bufs {
-		if i := bytes.IndexByte(buf, 0); i >= 0 {
-			buf = buf[:i]
-		}
-		if s := strings.TrimSpace(string(buf)); s != "" {
-			parts = append(parts, s)
-		}
-	}
-	if len(parts) == 0 {
-		return "(no JIT log)"
-	}
-	return strings.Join(parts, "\n")
-}
-
 func (b *Backend) Sync() error {
 	return b.do("sync", "context", cu.Synchronize)
 }
@@ -408,6 +370,15 @@ func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		return nil
+	}
+	if lostError() != nil {
+		// The fault was reported where it happened; every call now returns it again, and
+		// the process's exit releases what the context held.
+		b.closed = true
+		b.mu.Unlock()
+		close(b.jobs)
+		<-b.stopped
 		return nil
 	}
 	type loaded struct {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -61,6 +62,58 @@ func check(code C.CUresult) error {
 	}
 	name, desc := errorText(code)
 	return &DriverError{Code: int(code), Name: name, Desc: desc, msg: fmt.Sprintf("%s (%d): %s", name, int(code), desc)}
+}
+
+// sticky are the errors after which the CUDA docs say the process's context is unusable: every
+// later call returns the same error, and only a new process can use the device again.
+var sticky = map[int]bool{
+	int(C.CUDA_ERROR_ECC_UNCORRECTABLE):     true,
+	int(C.CUDA_ERROR_ILLEGAL_ADDRESS):       true,
+	int(C.CUDA_ERROR_LAUNCH_TIMEOUT):        true,
+	int(C.CUDA_ERROR_ASSERT):                true,
+	int(C.CUDA_ERROR_HARDWARE_STACK_ERROR):  true,
+	int(C.CUDA_ERROR_ILLEGAL_INSTRUCTION):   true,
+	int(C.CUDA_ERROR_MISALIGNED_ADDRESS):    true,
+	int(C.CUDA_ERROR_INVALID_ADDRESS_SPACE): true,
+	int(C.CUDA_ERROR_INVALID_PC):            true,
+	int(C.CUDA_ERROR_LAUNCH_FAILED):         true,
+}
+
+// Is makes a sticky error device.ErrDeviceLost.
+func (e *DriverError) Is(target error) bool { return target == device.ErrDeviceLost && sticky[e.Code] }
+
+// lost is the process's first sticky error (nil until one happens).
+var lost atomic.Pointer[LostError]
+
+// LostError is what every call returns once a device has faulted: the first fault, where it
+// happened (the operation and kernel), and that nothing more runs in this process.
+type LostError struct {
+	First error // the call that faulted, e.g. "cuda: sync context: CUDA_ERROR_ILLEGAL_ADDRESS …"
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("the device faulted earlier in this process, nothing more runs on it (%v)", e.First)
+}
+func (e *LostError) Unwrap() error { return device.ErrDeviceLost }
+
+// noteLost records err as the process's fault if it is the first sticky error.
+func noteLost(err error) {
+	var de *DriverError
+	if errors.As(err, &de) && sticky[de.Code] {
+		lost.CompareAndSwap(nil, &LostError{First: err})
+	}
+}
+
+// Lost returns the process's device fault (a *LostError naming the first sticky error), or nil
+// while there has been none.
+func Lost() error { return lostError() }
+
+// lostError returns the process's fault (a *LostError), or nil.
+func lostError() error {
+	if l := lost.Load(); l != nil {
+		return l
+	}
+	return nil
 }
 
 // describe returns err with the driver's name and description of the first gorgonia.org/cu

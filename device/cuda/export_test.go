@@ -16,3 +16,10 @@ func SetStageMin(b device.Backend, n int64) error {
 
 // StageChunk is the size of each pinned staging buffer.
 const StageChunk = stageChunk
+
+// OpenPTX opens device ordinal with every module loaded from its PTX (JIT-compiled), as
+// VERITY_CUDA_CODE=ptx does.
+func OpenPTX(ordinal int) (*Backend, error) { return open(ordinal, codePTX) }
+
+// OpenCubins opens device ordinal loading cubins only, as VERITY_CUDA_CODE=cubin does.
+func OpenCubins(ordinal int) (*Backend, error) { return open(ordinal, codeCubin) }

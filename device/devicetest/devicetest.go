@@ -121,11 +121,18 @@ type Stats struct {
 	Launches int   `json:"launches"` // cases launched, one launch and one shape each
 	Failed   int   `json:"failed"`   // cases that differed from the twin or failed to run
 	Bytes    int64 `json:"bytes"`    // output bytes compared with the twin's
+	// Lost names the kernel and case at which the device was lost (device.ErrDeviceLost: an
+	// illegal address, a trap), after which Run stopped; "" if it was not.
+	Lost    string `json:"lost,omitempty"`
+	NotRun  int    `json:"not_run,omitempty"` // kernels with cases left unchecked after the loss
+	LostErr string `json:"lost_error,omitempty"`
 }
 
 // Run checks every registered kernel with test cases on backend b against its twin and
 // returns what it compared. Kernels the backend does not support (device.ErrUnsupported)
-// are skipped, visibly.
+// are skipped, visibly. A launch that loses the device (device.ErrDeviceLost) stops the run:
+// that case fails, naming the kernel and the case, and every later kernel is left unchecked
+// (counted in Stats.NotRun), since nothing more can run on the device.
 func Run(t *testing.T, b device.Backend, opts ...Option) Stats {
 	var cfg config
 	for _, o := range opts {
@@ -143,10 +150,20 @@ func Run(t *testing.T, b device.Backend, opts ...Option) Stats {
 			continue
 		}
 		ran++
+		if st.Lost != "" {
+			st.NotRun++
+			continue
+		}
 		t.Run(k.Entry(), func(t *testing.T) {
 			for i, c := range cs {
 				n, err := check(b, workers, k, c)
 				cs[i] = Case{} // let a large case's buffers go
+				if errors.Is(err, device.ErrDeviceLost) {
+					st.Failed++
+					st.Lost = k.Entry() + " case " + c.Name
+					st.LostErr = err.Error()
+					t.Fatalf("case %s: the device was lost: %v", c.Name, err)
+				}
 				if errors.Is(err, device.ErrUnsupported) {
 					st.Skipped++
 					t.Skipf("%s: %v", b.Name(), err)
@@ -166,6 +183,9 @@ func Run(t *testing.T, b device.Backend, opts ...Option) Stats {
 	if ran == 0 {
 		t.Fatal("devicetest: no kernel has test cases")
 	}
+	if st.Lost != "" {
+		t.Errorf("devicetest: stopped at %s, which lost the device; %d kernels with cases not checked", st.Lost, st.NotRun)
+	}
 	return st
 }
 
@@ -174,6 +194,27 @@ func Check(b device.Backend, k device.Spec, c Case) error {
 	_, err := check(b, 1, k, c)
 	return err
 }
+
+// Outputs runs one case of kernel k on backend b and returns the bytes of every buffer after
+// the launch, guard zones checked and removed, in the order of c.Buffers: what Check compares
+// with the twin, for comparing two backends with each other.
+func Outputs(b device.Backend, k device.Spec, c Case) ([][]byte, error) {
+	got, err := launch(b, k, c)
+	if err != nil {
+		return nil, err
+	}
+	for i, buf := range c.Buffers {
+		if err := checkGuards(got[i], buf.Name); err != nil {
+			return nil, err
+		}
+		got[i] = got[i][GuardBytes : len(got[i])-GuardBytes]
+	}
+	return got, nil
+}
+
+// Compare reports the first difference between two buffers' bytes (nil if equal): the word,
+// its bits and float32 values, their ulp distance and how many words differ.
+func Compare(got, want []byte) error { return compare(got, want) }
 
 // check is Check with a twin of workers threads (0: one per CPU); it also returns the number
 // of output bytes compared.

@@ -2,6 +2,9 @@ package devicetest_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -95,3 +98,66 @@ func TestHarnessCatches(t *testing.T) {
 type unsupported struct{ *cpu.Backend }
 
 func (unsupported) Launch(device.Spec, any) error { return device.ErrUnsupported }
+
+// lostBackend loses the device at its second launch: that launch and every later call fail
+// with device.ErrDeviceLost, as a CUDA context does after an illegal address.
+type lostBackend struct {
+	*cpu.Backend
+	launches int
+}
+
+var errLost = fmt.Errorf("cuda: sync context: CUDA_ERROR_ILLEGAL_ADDRESS: %w", device.ErrDeviceLost)
+
+func (b *lostBackend) Launch(k device.Spec, args any) error {
+	b.launches++
+	if b.launches >= 2 {
+		return errLost
+	}
+	return b.Backend.Launch(k, args)
+}
+
+func (b *lostBackend) Read(dst []byte, src device.Ptr) error {
+	if b.launches >= 2 {
+		return errLost
+	}
+	return b.Backend.Read(dst, src)
+}
+
+// Run stops at the launch that loses the device, names its kernel and case, and leaves the
+// later kernels unchecked rather than failing each of them. (Run fails the test it is given,
+// so it runs in a child process of this test binary.)
+func TestRunStopsWhenDeviceLost(t *testing.T) {
+	if os.Getenv("DEVICETEST_LOST") == "1" {
+		st := devicetest.Run(t, &lostBackend{Backend: cpu.New(1)})
+		t.Logf("stats %+v", st)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunStopsWhenDeviceLost$", "-test.v")
+	cmd.Env = append(os.Environ(), "DEVICETEST_LOST=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the run that lost its device passed:\n%s", out)
+	}
+	kernels := devicetest.Entries()
+	var first string
+	for _, k := range device.Kernels() {
+		if devicetest.Cases(k.Entry()) != nil {
+			first = k.Entry()
+			break
+		}
+	}
+	cs := devicetest.Cases(first)
+	if len(cs) < 2 {
+		t.Fatalf("the first kernel with cases, %s, has %d cases; the test needs 2", first, len(cs))
+	}
+	lost := first + " case " + cs[1].Name
+	for _, want := range []string{
+		"case " + cs[1].Name + ": the device was lost: cuda: sync context: CUDA_ERROR_ILLEGAL_ADDRESS",
+		fmt.Sprintf("stopped at %s, which lost the device; %d kernels with cases not checked", lost, len(kernels)-1),
+		`Lost:` + lost,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
