@@ -96,6 +96,15 @@ func scenario(t *testing.T, fixture string, backends []device.Backend, first []i
 	}
 	l, err := s.Decode(int32(r.IntN(nv)))
 	keep([][]float32{l}, err)
+	// every step after the prefill's first chunk hands the residual stream on at each cut
+	if pl, ok := m.Engine.Executor().(*exec.Pipeline); ok {
+		d := int64(m.Program().Config.NEmbd)
+		if st := pl.Handoffs(); st.Count < int64(len(first)) || st.Bytes < 4*d*st.Count || st.Time <= 0 {
+			t.Errorf("hand-offs %+v over %d cuts of a %d-wide residual stream", st, len(first), d)
+		}
+	} else if len(first) > 0 {
+		t.Errorf("a split model runs on %T, not a pipeline", m.Engine.Executor())
+	}
 	return rows
 }
 

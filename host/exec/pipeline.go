@@ -53,7 +53,20 @@ type Pipeline struct {
 	opt    Options
 	stages []*Executor
 	in     [][]handoff // per stage: the buffers copied in before it runs
+	stats  HandoffStats
 }
+
+// HandoffStats count a pipeline's hand-offs since it was built: the buffers copied from one
+// stage to the next, their bytes, and the host time the copies took (Read from the source
+// stage and Write to the next, timed after the source's work has finished, so the copy alone).
+type HandoffStats struct {
+	Count int64         `json:"count"`
+	Bytes int64         `json:"bytes"`
+	Time  time.Duration `json:"time_ns"`
+}
+
+// Handoffs returns the hand-offs so far.
+func (pl *Pipeline) Handoffs() HandoffStats { return pl.stats }
 
 // handoff is a buffer a stage reads, last written by stage from.
 type handoff struct {
@@ -178,6 +191,7 @@ func (pl *Pipeline) Run(s Step) ([]float32, error) {
 	}
 	var logits []float32
 	for k, st := range pl.stages {
+		synced := map[int]bool{}
 		for _, h := range pl.in[k] {
 			n := pl.rowsOf(h.buf, &s) * pl.p.Buffers[h.buf].RowBytes()
 			if n == 0 {
@@ -185,12 +199,22 @@ func (pl *Pipeline) Run(s Step) ([]float32, error) {
 			}
 			data := make([]byte, n)
 			src := pl.stages[h.from]
+			if !synced[h.from] { // the Read would wait for it anyway; the timing leaves it out
+				if err := src.b.Sync(); err != nil {
+					return nil, fmt.Errorf("exec: pipeline: stage %d: %w", h.from, err)
+				}
+				synced[h.from] = true
+			}
+			start := time.Now()
 			if err := src.b.Read(data, src.bufs[h.buf]); err != nil {
 				return nil, fmt.Errorf("exec: pipeline: read %s from stage %d: %w", pl.p.Buffers[h.buf].Name, h.from, err)
 			}
 			if err := st.b.Write(st.bufs[h.buf], data); err != nil {
 				return nil, fmt.Errorf("exec: pipeline: write %s to stage %d: %w", pl.p.Buffers[h.buf].Name, k, err)
 			}
+			pl.stats.Count++
+			pl.stats.Bytes += int64(n)
+			pl.stats.Time += time.Since(start)
 		}
 		l, err := st.Run(s)
 		if err != nil {
