@@ -17,6 +17,7 @@ import (
 	"verity/bench"
 	"verity/device/cpu"
 	"verity/fixtures"
+	"verity/host/atomicfile"
 	"verity/host/engine"
 )
 
@@ -26,6 +27,7 @@ const defaultBenchModel = "small-llama-q4_k_m"
 func newBenchCmd() *cobra.Command {
 	var models []string
 	var asJSON bool
+	var jsonOut string
 	var format string
 	var threadList, prompts, decodes []int
 	var backend string
@@ -109,6 +111,11 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 				probes = append(probes, fmt.Sprintf("%.2f GB/s (%s)", p/1e9, what))
 			}
 			probe := strings.Join(probes, ", ")
+			if jsonOut != "" {
+				if err := writeJSONFile(jsonOut, rows); err != nil {
+					return err
+				}
+			}
 			w := cmd.OutOrStdout()
 			switch format {
 			case "json":
@@ -187,6 +194,7 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 	}
 	cmd.Flags().StringSliceVar(&models, "model", nil, "GGUF file or fixture name (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (--format json)")
+	cmd.Flags().StringVar(&jsonOut, "json-out", "", "also write the rows as JSON (--format json's) to this file")
 	cmd.Flags().StringVar(&format, "format", "table", "output: table, md, csv, json, jsonl or sql (json and jsonl hold every sample and the provenance)")
 	cmd.Flags().IntVarP(&o.Repetitions, "repetitions", "r", 3, "measure prefill, decode and verify this many times (mean ± sd)")
 	cmd.Flags().BoolVar(&o.NoWarmup, "no-warmup", false, "skip the untimed warm-up pass")
@@ -449,4 +457,19 @@ func benchPeer(cmd *cobra.Command, peer string, models []string, backend string,
 		fmt.Fprintf(w, "llama.cpp: %s (its tests from an empty context; Verity decodes and verifies after the prompt)\n", c.Command)
 	}
 	return nil
+}
+
+// writeJSONFile writes the rows as indented JSON to path, whole or not at all.
+func writeJSONFile(path string, rows []bench.Result) error {
+	f, err := atomicfile.Create(path, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rows); err != nil {
+		return err
+	}
+	return f.Commit()
 }

@@ -331,6 +331,15 @@ func TestBenchSweep(t *testing.T) {
 	if _, err := run(t, append(args, "--format", "xml")...); err == nil {
 		t.Error("--format xml accepted")
 	}
+	// --json-out writes the rows as JSON beside the table
+	jsonPath := filepath.Join(t.TempDir(), "rows.json")
+	if table, err := run(t, append(args, "--json-out", jsonPath)...); err != nil || !strings.Contains(table, "verify ms/tree") {
+		t.Errorf("table with --json-out: %q, %v", table, err)
+	}
+	var saved []map[string]any
+	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &saved) != nil || len(saved) != 4 || saved[0]["verify_ms_per_tree"] == nil {
+		t.Errorf("--json-out file: %d rows, %v", len(saved), err)
+	}
 	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil {
 		t.Fatal(err)
