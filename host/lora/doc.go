@@ -28,9 +28,10 @@
 // name, the row and the element, so merges are reproducible. Nearest rounding would snap a
 // trained adapter's delta — usually far below half a step — back to the old code, keeping
 // none of it; stochastic rounding keeps it in expectation (E[W'] = W + Δ) at the cost of
-// zero-mean noise. Only where a code would leave its range is a fresh quantisation of W + Δ
-// tried — ggml's reference quantiser picks the new scales, and the codes on that grid are
-// rounded stochastically too — and whichever candidate has the lower squared error against
-// W + Δ is written. A block whose Δ is exactly zero is copied byte for byte, so scale 0
-// reproduces the file.
+// zero-mean noise. A code that would leave its range is clamped to it; where the clamped
+// codes lose more (in squared error) than the rounding of the block's other moves costs, a
+// fresh quantisation of W + Δ is tried — ggml's reference quantiser picks the new scales, and
+// the codes on that grid are rounded stochastically too — and whichever candidate has the
+// lower squared error against W + Δ is written. A block whose Δ is exactly zero is copied
+// byte for byte, so scale 0 reproduces the file.
 package lora

@@ -106,13 +106,19 @@ const maxMove = 1 << 40
 // round rounds x (a move or a code, in steps) with the draw u: stochastically, up with
 // probability equal to the fraction, or to nearest.
 func round(x, u float64, r Rounding) int64 {
+	if x != x {
+		return 0 // NaN: no move (only an overflowing adapter can give one)
+	}
 	x = max(-maxMove, min(maxMove, x))
 	if r == Nearest {
 		return int64(math.Round(x))
 	}
-	f := math.Floor(x)
-	if u < x-f {
+	f := int64(x) // toward zero; exact below 2⁵³
+	if float64(f) > x {
+		f-- // floor for negative x
+	}
+	if u < x-float64(f) {
 		f++
 	}
-	return int64(f)
+	return f
 }

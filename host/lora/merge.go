@@ -36,8 +36,8 @@ type Applied struct {
 type Blocks struct {
 	Copied  int64 // Δ exactly 0: the base's bytes
 	Moved   int64 // every code moved within its range (float types: rounded to nearest)
-	Clamped int64 // a code would have left its range; the clamped moves had the lower error
-	Refit   int64 // a code would have left its range; the fresh quantisation had the lower error
+	Clamped int64 // a code would have left its range: clamped (a fresh quantisation did no better, or was not needed)
+	Refit   int64 // a code would have left its range, and a fresh quantisation had the lower error
 	Fresh   int64 // written in a merge type by a fresh quantisation
 }
 
@@ -224,16 +224,27 @@ func (p *Plan) mergeTarget(t Target, threads int) ([]byte, Blocks, error) {
 }
 
 // delta sets d to row o of Σ P·A over the terms: for each term in order, for k = 0…r−1 in
-// order, d += P[o][k]·A[k] (each product rounded to float64 before it is added: no FMA).
+// order, d += P[o][k]·A[k] (each product rounded to float64 before it is added: no FMA). Four
+// k at a time share one pass over d, adding in the same order.
 func delta(d []float64, terms []lowRank, o int) {
 	clear(d)
-	in := len(d)
+	n := len(d)
 	for _, t := range terms {
-		for k, pk := range t.p[o*t.r : (o+1)*t.r] {
-			if pk == 0 {
-				continue // adds exactly 0 (A is finite)
+		p := t.p[o*t.r : (o+1)*t.r]
+		k := 0
+		for ; k+4 <= len(p); k += 4 {
+			p0, p1, p2, p3 := p[k], p[k+1], p[k+2], p[k+3]
+			a0, a1 := t.a[k*n:(k+1)*n], t.a[(k+1)*n:(k+2)*n]
+			a2, a3 := t.a[(k+2)*n:(k+3)*n], t.a[(k+3)*n:(k+4)*n]
+			for j := range d {
+				x := d[j] + float64(p0*a0[j])
+				x += float64(p1 * a1[j])
+				x += float64(p2 * a2[j])
+				d[j] = x + float64(p3*a3[j])
 			}
-			a := t.a[k*in : (k+1)*in]
+		}
+		for ; k < len(p); k++ {
+			pk, a := p[k], t.a[k*n:(k+1)*n]
 			for j := range d {
 				d[j] += float64(pk * a[j])
 			}

@@ -84,11 +84,17 @@ func (m *rowMerger) row(w *worker, o int, src, dst []byte) {
 			w.blocks.Copied++
 			continue
 		}
-		if !m.move(w, o, lo, in, out) {
+		clamped, loss, noise := m.move(w, o, lo, in, out)
+		if !clamped {
 			w.blocks.Moved++
 			continue
 		}
-		// A code would have left its range: a fresh quantisation of the block may do better.
+		if loss <= refitThreshold*noise {
+			w.blocks.Clamped++
+			continue
+		}
+		// Codes would have left their range and lost more than rounding costs the rest: a
+		// fresh quantisation of the block may do better.
 		m.fresh(w, o, lo, w.blk)
 		if m.sqErr(w, lo, w.blk) < m.sqErr(w, lo, out) {
 			copy(out, w.blk)
@@ -126,8 +132,9 @@ func (m *rowMerger) floatRow(w *worker, src, dst []byte) {
 
 // move writes block in with each code moved by Δ/step (rounded with the element's draw) into
 // out, and reports whether some code had to be clamped to its range (or could not move: a
-// step of 0).
-func (m *rowMerger) move(w *worker, o, lo int, in, out []byte) (clamped bool) {
+// step of 0), the squared error those codes lose, and the squared rounding error of the
+// others.
+func (m *rowMerger) move(w *worker, o, lo int, in, out []byte) (clamped bool, loss, noise float64) {
 	copy(out, in)
 	m.g.decode(in, w.q, w.st)
 	for i := range m.bs {
@@ -135,19 +142,37 @@ func (m *rowMerger) move(w *worker, o, lo int, in, out []byte) (clamped bool) {
 		if d == 0 {
 			continue
 		}
-		if w.st[i] == 0 {
+		st := float64(w.st[i])
+		if st == 0 {
 			clamped = true
+			loss += float64(d * d)
 			continue
 		}
-		c := int64(w.q[i]) + round(d/float64(w.st[i]), uniform(m.hash, o, lo+i), m.rounding)
+		x := d / st
+		mv := round(x, uniform(m.hash, o, lo+i), m.rounding)
+		c := int64(w.q[i]) + mv
 		if c < m.lo || c > m.hi {
 			c, clamped = max(m.lo, min(m.hi, c)), true
+			e := (float64(c-int64(w.q[i])) - x) * st
+			loss += float64(e * e)
+		} else {
+			e := (float64(mv) - x) * st
+			noise += float64(e * e)
 		}
 		w.q[i] = int32(c)
 	}
 	m.g.encode(out, w.q)
-	return clamped
+	return clamped, loss, noise
 }
+
+// refitThreshold decides when a block whose codes would leave their range is also tried as a
+// fresh quantisation: when the squared error the clamped codes lose exceeds this many times
+// that of the rounding of the block's other moves. Below it a fresh grid cannot do much
+// better — its own rounding costs about as much — and trying it on every block with a code at
+// the edge of its range (most K-quant blocks have one) would cost ggml's scale search each
+// time and, by snapping to the new grid, keep less of a small delta (measured in
+// TestRefitThreshold). A variable so that the test can compare.
+var refitThreshold = 1.0
 
 // fresh writes into out a fresh quantisation of W + Δ for the block at lo: ggml's reference
 // quantiser chooses the scales, and each code is then placed on that grid with the element's
