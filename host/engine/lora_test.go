@@ -334,3 +334,83 @@ func TestLoRATiedHead(t *testing.T) {
 		t.Error("the head is not the base embedding")
 	}
 }
+
+// A merged model is the base's Program with other bytes: the same ops, each reading a weight
+// of the same type and size, so decoding costs the same (see BenchmarkDecodeWithAdapter).
+func TestLoRASameProgram(t *testing.T) {
+	_, u, _ := loraUse(t, "small-llama-q4_k_m", "lora-r16-proj", 1)
+	base := loadWith(t, "small-llama-q4_k_m", 1, engine.LoadOptions{MaxRows: 8, Context: 16})
+	merged := loadWith(t, "small-llama-q4_k_m", 1, engine.LoadOptions{MaxRows: 8, Context: 16, Adapters: []lora.Use{u}})
+	bp, mp := base.Program(), merged.Program()
+	if len(bp.Ops) != len(mp.Ops) || bp.WeightBytes() != mp.WeightBytes() {
+		t.Fatalf("%d ops and %d weight bytes, the base %d and %d", len(mp.Ops), mp.WeightBytes(), len(bp.Ops), bp.WeightBytes())
+	}
+	changed := 0
+	for i, op := range bp.Ops {
+		mo := mp.Ops[i]
+		if op.Kind != mo.Kind || op.Weight != mo.Weight || op.WeightBytes != mo.WeightBytes || op.BytesPerRow != mo.BytesPerRow {
+			t.Fatalf("op %d: %+v, the base's %+v", i, mo, op)
+		}
+		if op.Weight == "" {
+			continue
+		}
+		bt, mt := bp.Tensors[op.Weight], mp.Tensors[op.Weight]
+		if bt.Type != mt.Type || len(bt.Data) != len(mt.Data) {
+			t.Fatalf("%s: %s of %d bytes, the base's %s of %d", op.Weight, mt.Type, len(mt.Data), bt.Type, len(bt.Data))
+		}
+		if !bytes.Equal(bt.Data, mt.Data) {
+			changed++
+		}
+	}
+	if want := 7 * 4; changed != want {
+		t.Errorf("%d weights changed, want the %d projections", changed, want)
+	}
+}
+
+var loraBenchModel = flag.String("lora-bench-model", "small-llama-q4_k_m", "the fixture BenchmarkDecodeWithAdapter decodes (with lora-r16-proj merged)")
+
+// BenchmarkDecodeWithAdapter decodes with the base model and with a rank-16 adapter of its
+// seven projections merged, on one CPU thread, and reports CPU time per token besides wall
+// time (steadier on a shared machine). The model is the fixture cache's file
+// (-lora-bench-model llama-1b-q4_k_m for the Llama-3.2-1B shape).
+func BenchmarkDecodeWithAdapter(b *testing.B) {
+	_, u, _ := loraUse(b, *loraBenchModel, "lora-r16-proj", 1)
+	for _, c := range []struct {
+		name string
+		uses []lora.Use
+	}{{"base", nil}, {"lora", []lora.Use{u}}} {
+		b.Run(c.name, func(b *testing.B) {
+			path, err := fixtures.Path(*loraBenchModel)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := engine.Load(path, cpu.New(1), engine.LoadOptions{MaxRows: 8, Context: 64, Adapters: c.uses})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			s := m.NewSession()
+			tok := int32(1)
+			if _, err := s.Prefill([]int32{tok}, false); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := range b.N {
+				if s.Len() >= m.Context()-1 {
+					b.StopTimer()
+					s.Close()
+					s = m.NewSession()
+					if _, err := s.Prefill([]int32{tok}, false); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				if _, err := s.Decode(int32(i % 7)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/token")
+		})
+	}
+}
