@@ -97,15 +97,6 @@ func (p *Plan) Merge() (*gguf.File, *Result, error) {
 	return v, res, nil
 }
 
-// Terms returns the pairs that adapt the target, in the order of the uses.
-func (t Target) Terms() []Pair {
-	out := make([]Pair, len(t.terms))
-	for i, tm := range t.terms {
-		out[i] = tm.pair
-	}
-	return out
-}
-
 // lowRank is one adapter's Δ = P·A of a target, in float64: P has a row of r factors per
 // output row (the scale folded in), A has r rows of n_in.
 type lowRank struct {
