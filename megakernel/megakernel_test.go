@@ -302,6 +302,17 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 	if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), "without a parameter") {
 		t.Errorf("prefetch sizes without a parameter: %v", err)
 	}
+	// an item whose blocks are not its part's
+	nDeps := 0
+	for _, in := range s.Instrs {
+		nDeps += len(in.Deps)
+	}
+	e = append([]byte(nil), enc...)
+	item := 10 + 12*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1
+	binary.LittleEndian.PutUint32(e[4*(item+3):], 1<<20)
+	if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), "has blocks") {
+		t.Errorf("an item's blocks: %v", err)
+	}
 	// a queue out of program order: swap the first two items of the longest queue
 	for k, q := range s.Queues {
 		if len(q) >= 2 && q[0].Instr != q[1].Instr {

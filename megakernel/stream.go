@@ -19,7 +19,8 @@ import (
 //	deps     2 u32 each: an instruction index and its parts, each instruction's indices
 //	         increasing and below its own index
 //	queues   SMs+1 u32: queue k's items are items[queues[k] : queues[k+1]]
-//	items    2 u32 each: instruction, part
+//	items    4 u32 each: instruction, part, and the part's blocks [first, end) of the
+//	         instruction's grid of B blocks in P parts: ⌊part·B/P⌋ and ⌊(part+1)·B/P⌋
 //	(padding to 8 bytes)
 //	params   u64 words: each parameter's bits in the low end of its own word
 //
@@ -36,8 +37,9 @@ import (
 const (
 	magic       = 0x314b4d56 // "VMK1"
 	version     = StreamVersion
-	headerWords = 10
-	instrWords  = 12
+	headerWords = HeaderWords
+	instrWords  = InstrWords
+	itemWords   = ItemWords
 	// MaxSMs bounds the queues of a stream.
 	MaxSMs = 1024
 	// MaxThreads is the size of the megakernel's thread blocks: no instruction's blocks may
@@ -49,8 +51,15 @@ const (
 
 var ptrType = reflect.TypeFor[device.Ptr]()
 
-// StreamVersion is the stream layout's version, the second header word.
-const StreamVersion = 3
+// The stream's layout as the megakernel's source reads it (tools/mkgen writes these into the
+// kernel table): its version, the second header word, and the words of a header, an
+// instruction and an item.
+const (
+	StreamVersion = 4
+	HeaderWords   = 10
+	InstrWords    = 12
+	ItemWords     = 4
+)
 
 // Encode lays the schedule out as a stream.
 func (s *Schedule) Encode() []byte {
@@ -60,7 +69,7 @@ func (s *Schedule) Encode() []byte {
 		nDeps += len(in.Deps)
 	}
 	nItems = s.Items()
-	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + 2*nItems
+	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + itemWords*nItems
 	words += words & 1 // params start 8-byte aligned
 	buf := make([]byte, 4*words+8*nParams)
 	w := buf
@@ -95,8 +104,11 @@ func (s *Schedule) Encode() []byte {
 	put(uint32(off))
 	for _, q := range s.Queues {
 		for _, it := range q {
-			put(uint32(it.Instr))
-			put(uint32(it.Part))
+			in := &s.Instrs[it.Instr]
+			lo, hi := partBlocks(in, int(it.Part))
+			for _, v := range []int{int(it.Instr), int(it.Part), lo, hi} {
+				put(uint32(v))
+			}
 		}
 	}
 	p := buf[4*words:]
@@ -135,7 +147,7 @@ func Decode(b []byte) (*Schedule, error) {
 	if nSM < 1 || nSM > MaxSMs {
 		return nil, fmt.Errorf("megakernel: stream for %d SMs (1…%d allowed)", nSM, MaxSMs)
 	}
-	words := headerWords + instrWords*nInstr + 2*nDeps + nSM + 1 + 2*nItems
+	words := headerWords + instrWords*nInstr + 2*nDeps + nSM + 1 + itemWords*nItems
 	words += words & 1
 	if want := 4*words + 8*nParams; want != uint64(len(b)) {
 		return nil, fmt.Errorf("megakernel: stream of %d bytes, its header says %d", len(b), want)
@@ -232,6 +244,7 @@ func Decode(b []byte) (*Schedule, error) {
 	if qoff[nSM] != nItems {
 		return nil, fmt.Errorf("megakernel: queues hold %d items, the header says %d", qoff[nSM], nItems)
 	}
+	var ranges [][2]uint32 // each item's blocks, in queue order, checked once the grids are
 	seen := make([][]bool, nInstr)
 	for i := range seen {
 		seen[i] = make([]bool, s.Instrs[i].Parts)
@@ -239,10 +252,11 @@ func Decode(b []byte) (*Schedule, error) {
 	for k := range s.Queues {
 		q := make([]Item, qoff[k+1]-qoff[k])
 		for j := range q {
-			in, p := r.u32(), r.u32()
+			in, p, lo, hi := r.u32(), r.u32(), r.u32(), r.u32()
 			if uint64(in) >= nInstr || int(p) >= s.Instrs[in].Parts {
 				return nil, fmt.Errorf("megakernel: queue %d item %d: part %d of instruction %d does not exist", k, j, p, in)
 			}
+			ranges = append(ranges, [2]uint32{lo, hi})
 			if j > 0 && int32(in) < q[j-1].Instr {
 				return nil, fmt.Errorf("megakernel: queue %d is not in program order at item %d", k, j)
 			}
@@ -283,7 +297,23 @@ func Decode(b []byte) (*Schedule, error) {
 				i, k.Entry(), in.GridX, in.GridY, in.Threads, g.Grid, g.Block)
 		}
 	}
+	n := 0
+	for k, q := range s.Queues {
+		for j, it := range q {
+			lo, hi := partBlocks(&s.Instrs[it.Instr], int(it.Part))
+			if r := ranges[n]; r != [2]uint32{uint32(lo), uint32(hi)} {
+				return nil, fmt.Errorf("megakernel: queue %d item %d: part %d of instruction %d has blocks [%d, %d), not [%d, %d)", k, j, it.Part, it.Instr, r[0], r[1], lo, hi)
+			}
+			n++
+		}
+	}
 	return s, nil
+}
+
+// partBlocks is the range of blocks [lo, hi) of part p of in.
+func partBlocks(in *Instr, p int) (lo, hi int) {
+	b := int64(in.Blocks())
+	return int(int64(p) * b / int64(in.Parts)), int(int64(p+1) * b / int64(in.Parts))
 }
 
 // reader reads little-endian words, remembering the first overrun.

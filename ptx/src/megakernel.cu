@@ -37,8 +37,9 @@
 // mk_shared, of MK_SHARED_BYTES (the largest body's struct; the launch asks for
 // megakernel.SharedBytes, the same figure), so bodies' needs do not add up.
 //
-// Inputs are read with ordinary loads, never through the read-only cache (RESTRICT is empty
-// here): another SM may have written them during this launch.
+// The kernels' inputs are read with ordinary loads, never through the read-only cache (RESTRICT
+// is empty here): another SM may have written them during this launch. The stream itself is
+// read through it (__ldg): the host writes it before the launch and nothing during.
 #define MEGAKERNEL
 #include "grid.cuh"
 #include "num.cuh"
@@ -67,9 +68,6 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 
 #define MK_THREADS 256
 #define MK_MAGIC 0x314b4d56u
-#define MK_VERSION 3u
-#define MK_HEADER 10
-#define MK_INSTR 12
 // MK_LINE is the stride of the L2 prefetches: a cache line.
 #define MK_LINE 128
 // the first status word: why the launch gave up (megakernel.Stalled, megakernel.Refused)
@@ -142,26 +140,25 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 	const uint32_t *deps = instrs + (uint64_t)MK_INSTR * ninstr;
 	const uint32_t *queues = deps + 2 * (uint64_t)ndeps;
 	const uint32_t *items = queues + nsm + 1;
-	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + 2 * (uint64_t)ndeps + nsm + 1 + 2 * (uint64_t)nitems;
+	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + 2 * (uint64_t)ndeps + nsm + 1 + MK_ITEM * (uint64_t)nitems;
 	const uint64_t *params = (const uint64_t *)(stream + words + (words & 1));
 
 	for (uint32_t it = queues[blockIdx.x]; it < queues[blockIdx.x + 1]; it++) {
-		uint32_t i = items[2 * it], part = items[2 * it + 1];
+		const uint32_t *item = items + (uint64_t)MK_ITEM * it;
+		uint32_t i = __ldg(item), part = __ldg(item + 1), lo = __ldg(item + 2), hi = __ldg(item + 3);
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
-		uint32_t k = in[0], gx = in[3], gy = in[4], threads = in[5], parts = in[6];
-		uint64_t blocks = (uint64_t)gx * gy;
-		uint32_t lo = (uint32_t)(part * blocks / parts), hi = (uint32_t)((part + 1) * blocks / parts);
+		uint32_t k = __ldg(in), gx = __ldg(in + 3), gy = __ldg(in + 4), threads = __ldg(in + 5);
 		// the part's first prefetch bytes of its stream (weights: nothing of this step writes
 		// them), asked of the L2 before the wait, so that memory works while the block waits
-		if (in[9] != 0) {
-			uint64_t base = params[in[1] + in[9] - 1];
-			uint64_t from = lo * (uint64_t)in[10], to = min(hi * (uint64_t)in[10], (uint64_t)in[11]);
+		if (uint32_t pf = __ldg(in + 9)) {
+			uint64_t base = __ldg(params + __ldg(in + 1) + pf - 1), per = __ldg(in + 10);
+			uint64_t from = lo * per, to = min(hi * per, (uint64_t)__ldg(in + 11));
 			to = min(to, from + pf_bytes);
 			for (uint64_t a = from + MK_LINE * threadIdx.x; a < to; a += MK_LINE * MK_THREADS) mk_prefetch(base + a);
 		}
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
-			for (uint32_t j = in[7] + threadIdx.x; j < in[7] + in[8]; j += 32) {
-				uint32_t d = deps[2 * j], need = epoch * deps[2 * j + 1];
+			for (uint32_t j = __ldg(in + 7) + threadIdx.x, end = __ldg(in + 7) + __ldg(in + 8); j < end; j += 32) {
+				uint32_t d = __ldg(deps + 2 * j), need = epoch * __ldg(deps + 2 * j + 1);
 				uint32_t sleep = MK_SLEEP_MIN;
 				for (uint32_t n = 0;; n++) {
 					uint32_t seen = mk_acquire(&done[d]);
@@ -184,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 			uint32_t v = v0 + grp;
 			if (grp < groups && v < hi && t < threads) {
 				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u, mk_shared};
-				mk_run(k, gr, params + in[1]);
+				mk_run(k, gr, params + __ldg(in + 1));
 			}
 			// a body that has the block to itself may read its shared memory after its last
 			// barrier: the next virtual block must not overwrite it before then
