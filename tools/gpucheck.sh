@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # gpucheck.sh prepares a GPU check for a machine that has a CUDA driver and a GPU but no Go.
-# Here (with Go and the toolchain tools/cudaenv.sh installs) it builds, into a fresh .gpu/
-# (git-ignored), stripped of symbols to travel light:
+# Here (with Go and the toolchain tools/cudaenv.sh installs) it builds, stripped of symbols and
+# packed into .gpu/bin.tar.gz (a fresh .gpu/, git-ignored) to travel light:
 #
-#   .gpu/cuda.test   go test -c -tags cuda ./device/cuda: the CUDA backend's tests (driver
+#   cuda.test        go test -c -tags cuda ./device/cuda: the CUDA backend's tests (driver
 #                    probe, module loads, memory, staging, graphs, every kernel against its
 #                    CPU twin at small and real model sizes, whole forward passes, the fixtures'
 #                    golden hashes eager, through the megakernel and split across contexts, the
 #                    JIT against the cubins, a deliberate fault) and its measurements (copy and
 #                    matvec bandwidth, host link, launch overhead, hand-offs)
-#   .gpu/test2json   Go's test2json, to turn the test output into JSON there
-#   .gpu/gpureport   tools/gpureport: builds report.json and the summary table
-#   .gpu/verity      the CLI built with the cuda tag: fixtures and whole-model benchmarks
-#   .gpu/run.sh      the runner, tools/gpurun.sh (its header says what it does)
+#   test2json        Go's test2json, to turn the test output into JSON there
+#   gpureport        tools/gpureport: builds report.json and the summary table
+#   verity           the CLI built with the cuda tag: fixtures and whole-model benchmarks
+#
+# beside .gpu/run.sh, the runner (tools/gpurun.sh; its header says what it does), which unpacks
+# them into .gpu/ when it starts (well under a second).
 #
 # and checks that what a call to the GPU machine carries — the repository's files (tracked, and
 # untracked but not ignored) and .gpu/ — fits the 64 MiB the device tool takes, printing both
@@ -33,14 +35,18 @@ tools/cudaenv.sh --quiet
 source .cache/cuda/env.sh
 rm -rf .gpu
 mkdir -p .gpu
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
 strip=(-trimpath -ldflags=-s\ -w)
-go test -c -tags cuda "${strip[@]}" -o .gpu/cuda.test ./device/cuda
-go build "${strip[@]}" -o .gpu/test2json cmd/test2json
-go build "${strip[@]}" -o .gpu/gpureport ./tools/gpureport
-go build -tags cuda "${strip[@]}" -o .gpu/verity ./tools/verity
+go test -c -tags cuda "${strip[@]}" -o "$stage/cuda.test" ./device/cuda
+go build "${strip[@]}" -o "$stage/test2json" cmd/test2json
+go build "${strip[@]}" -o "$stage/gpureport" ./tools/gpureport
+go build -tags cuda "${strip[@]}" -o "$stage/verity" ./tools/verity
+ls -l "$stage"
+tar -czf .gpu/bin.tar.gz -C "$stage" cuda.test test2json gpureport verity
 cp tools/gpurun.sh .gpu/run.sh
 chmod +x .gpu/run.sh
-ls -l .gpu/cuda.test .gpu/test2json .gpu/gpureport .gpu/verity .gpu/run.sh
+ls -l .gpu
 
 gpu=$(du -sb .gpu | cut -f1)
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpurun.sh is the GPU check's runner: tools/gpucheck.sh copies it to .gpu/run.sh beside the
-# binaries it runs (cuda.test, verity, gpureport, test2json). On the GPU machine, from the
-# repository root:
+# binaries it runs (cuda.test, verity, gpureport, test2json), packed in .gpu/bin.tar.gz, which
+# it unpacks first. On the GPU machine, from the repository root:
 #
 #   .gpu/run.sh [--deadline SECONDS] [OUTDIR]
 #
@@ -91,6 +91,12 @@ margin=$(sc 10)   # seconds kept for the kills a timeout sends
 kill_after=$(sc 5)
 t0=$EPOCHREALTIME
 
+if [ -f "$here/bin.tar.gz" ]; then
+	tar -xzf "$here/bin.tar.gz" -C "$here" || {
+		echo "run.sh: cannot unpack $here/bin.tar.gz" >&2
+		exit 1
+	}
+fi
 mkdir -p "$out" "$cache" || exit 1
 rm -rf "$work"
 mkdir -p "$work" || exit 1
