@@ -160,11 +160,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "5d92d3b2245e3f3daf12f9119fd34e8e65bf6f401e98a6cd7cdc99c1a3ea5c2c",
+		sha256:  "c38bb010ea1629a334bad36fcb6041af9644d12ce10258bf1b94f391addfa448",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "37e2de16d8a14dee8b608856cdf219ac5d0c99d170479525d94f7dd7bf4923db",
+		sha256:  "330fccf6982d87719e18c151246d620353f84d4b7cee0e857bb37b9a9d155fd8",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
