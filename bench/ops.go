@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"verity/device/perf"
 	"verity/host/engine"
 	"verity/host/exec"
 	"verity/host/model"
@@ -21,6 +22,12 @@ type OpTime struct {
 	Share float64 `json:"share"`        // of all the timed ops' time
 	MB    float64 `json:"mb_per_token"` // the cost model's bytes
 	GBs   float64 `json:"gb_s"`         // MB / MS
+	// ModelMS and FloorMS are the static performance model's figures for the same launches
+	// on perf.DefaultCard (device/perf): the predicted kernel time and its floor (the model's
+	// DRAM bytes at the card's bandwidth). Modelled, not measured; zero where the executor
+	// cannot list a step's launches (a pipeline of several devices).
+	ModelMS float64 `json:"model_ms_per_token,omitempty"`
+	FloorMS float64 `json:"floor_ms_per_token,omitempty"`
 }
 
 // ProfileOps decodes steps tokens after a prompt of prompt tokens with every op timed, and
@@ -32,6 +39,14 @@ func ProfileOps(e *engine.Engine, prompt, steps int, tok func() int32) ([]OpTime
 		return nil, nil
 	}
 	p := e.Program()
+	opName := func(op *model.Op) string {
+		name := op.Kind.String()
+		if t, ok := p.Tensors[op.Weight]; ok && op.Weight != "" {
+			name += " " + t.Type.String()
+		}
+		return name
+	}
+	modelled := modelOps(e, opName)
 	s := e.NewSession()
 	defer s.Close()
 	toks := tokens(prompt, tok)
@@ -46,10 +61,7 @@ func ProfileOps(e *engine.Engine, prompt, steps int, tok func() int32) ([]OpTime
 	by := map[string]*acc{}
 	keys := prompt + 1 // positions the step's row attends to
 	pr.SetProfile(func(op *model.Op, d time.Duration) {
-		name := op.Kind.String()
-		if t, ok := p.Tensors[op.Weight]; ok && op.Weight != "" {
-			name += " " + t.Type.String()
-		}
+		name := opName(op)
 		a := by[name]
 		if a == nil {
 			a = &acc{}
@@ -73,7 +85,8 @@ func ProfileOps(e *engine.Engine, prompt, steps int, tok func() int32) ([]OpTime
 	out := make([]OpTime, 0, len(by))
 	for name, a := range by {
 		ms := a.d.Seconds() * 1e3 / float64(steps)
-		o := OpTime{Name: name, Calls: float64(a.calls) / float64(steps), MS: ms, MB: a.bytes / 1e6 / float64(steps)}
+		o := OpTime{Name: name, Calls: float64(a.calls) / float64(steps), MS: ms, MB: a.bytes / 1e6 / float64(steps),
+			ModelMS: modelled[name][0], FloorMS: modelled[name][1]}
 		if total > 0 {
 			o.Share = float64(a.d) / float64(total)
 		}
@@ -84,4 +97,28 @@ func ProfileOps(e *engine.Engine, prompt, steps int, tok func() int32) ([]OpTime
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].MS > out[j].MS })
 	return out, nil
+}
+
+// modelOps is the static model's predicted time and floor, in ms, of each kind of op in one
+// decode step (one row, one output row) of e, on perf.DefaultCard; nil when e's executor cannot
+// list its launches or a launch has no model.
+func modelOps(e *engine.Engine, name func(*model.Op) string) map[string][2]float64 {
+	ex, ok := e.Executor().(*exec.Executor)
+	if !ok {
+		return nil
+	}
+	ls, err := ex.Lower(1, 1)
+	if err != nil {
+		return nil
+	}
+	out := map[string][2]float64{}
+	for _, l := range ls {
+		pr, err := perf.Predict(perf.Cards[perf.DefaultCard], l.Kernel, l.Args)
+		if err != nil {
+			return nil
+		}
+		v := out[name(l.Op)]
+		out[name(l.Op)] = [2]float64{v[0] + pr.TimeUS/1e3, v[1] + pr.FloorUS/1e3}
+	}
+	return out
 }

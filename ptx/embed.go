@@ -35,11 +35,13 @@
 // host (testdata/host.cpp) and compare num.cuh's functions, each weight format's unit steps,
 // and whole kernel launches with the Go twins bit for bit. To change a kernel, edit its .cu file and run `go generate ./ptx`
 // (after tools/cudaenv.sh has installed nvcc and ptxas; about a minute on two CPUs, most of it
-// ptxas on the megakernel); tools/ptxcheck.sh is the CI check.
+// ptxas on the megakernel): it also rewrites the static performance model's facts from the new
+// sm_80 and sm_90 cubins (device/perf, tools/kernelfacts). tools/ptxcheck.sh is the CI check.
 package ptx
 
 //go:generate go run ../tools/mkgen
 //go:generate go run ../tools/ptxgen
+//go:generate go run ../tools/kernelfacts
 
 import (
 	"embed"

@@ -5,6 +5,8 @@
 #   bin/nvcc, bin/nvcc.profile   nvcc -ptx (the profile makes the tree relocatable)
 #   nvvm/bin/cicc, nvvm/libdevice
 #   bin/ptxas, bin/fatbinary, bin/cuobjdump
+#   bin/nvdisasm                 the SASS disassembler (cuobjdump -sass runs it): the static
+#                                performance model's facts are read from its output
 #   include/                     the CUDA headers (cuda.h, cuda_runtime.h, crt/, cuda_bf16.h, …)
 #   lib64/stubs/libcuda.so       a link stub (SONAME libcuda.so.1) for cgo code that calls the
 #                                driver API: every function cuda.h declares returns
@@ -23,7 +25,9 @@
 # check turned off (what -allow-unsupported-compiler does), which gives byte-identical PTX.
 # Without any g++, running as root installs Debian's g++ package.
 #
-# Idempotent: a complete tree is kept and reused (delete it, or pass --force, to reinstall).
+# Idempotent: a complete tree is kept and reused (delete it, or pass --force, to reinstall). A
+# tree of the previous layout (verity-cudaenv-2, without nvdisasm) is brought up to date in place:
+# only the toolkit package is fetched and only nvdisasm unpacked into it; nothing else changes.
 # Concurrent runs wait for each other. Needs bash, apt-get, dpkg-deb, tar, flock and gcc, and
 # network access to a Debian mirror: $VERITY_DEBIAN_MIRROR, else the one the machine's apt
 # sources name for bookworm, else deb.debian.org.
@@ -34,7 +38,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dest=${VERITY_CUDA:-$repo/.cache/cuda}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-layout=verity-cudaenv-2 # bump when the tree's layout or contents change
+layout=verity-cudaenv-3 # bump when the tree's layout or contents change
+previous=verity-cudaenv-2 # the layout before, which lacked only bin/nvdisasm
 
 force=0
 quiet=0
@@ -85,6 +90,7 @@ versions() {
 	echo "CUDA tree:      $d ($(du -sm "$d" | cut -f1) MB)"
 	echo "nvcc:           $("$d/bin/nvcc" --version | sed -n 's/^Cuda compilation tools, //p')"
 	echo "ptxas:          $("$d/bin/ptxas" --version | sed -n 's/^Cuda compilation tools, //p')"
+	echo "nvdisasm:       $("$d/bin/nvdisasm" --version | sed -n 's/^Cuda compilation tools, //p')"
 	echo "cuda.h:         CUDA_VERSION $(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$d/include/cuda.h")"
 	echo "packages:       $(paste -sd" " "$d/PACKAGES")"
 	echo "host compiler:  $(cat "$d/HOST_COMPILER")"
@@ -107,7 +113,36 @@ make_stub() {
 	echo "$stub_version" >"$tree/lib64/stubs/STUB_VERSION"
 }
 
-complete() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$layout" ] && "$1/bin/nvcc" --version >/dev/null 2>&1; }
+at_layout() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$2" ] && "$1/bin/nvcc" --version >/dev/null 2>&1; }
+complete() { at_layout "$1" "$layout"; }
+
+# private_apt DIR sets up apt (the array apt) with a private state under DIR: bookworm contrib +
+# non-free only, from $VERITY_DEBIAN_MIRROR or the mirror the machine's sources use
+# (deb.debian.org if none), with the system's keyring and apt.conf; and runs apt-get update.
+private_apt() {
+	local d=$1 mirror
+	command -v apt-get >/dev/null || die "apt-get not found: this script needs Debian (or a derivative) with apt"
+	command -v dpkg-deb >/dev/null || die "dpkg-deb not found"
+	[ -r "$keyring" ] || die "$keyring not found (package debian-archive-keyring)"
+	mkdir -p "$d/apt/lists/partial" "$d/apt/archives/partial" "$d/deb"
+	mirror=${VERITY_DEBIAN_MIRROR:-$(system_mirror)}
+	mirror=${mirror:-http://deb.debian.org/debian}
+	echo "deb [signed-by=$keyring] $mirror bookworm contrib non-free" >"$d/apt/sources.list"
+	apt=(apt-get -q
+		-o "Dir::Etc::SourceList=$d/apt/sources.list"
+		-o "Dir::Etc::SourceParts=$d/apt/none"
+		-o "Dir::State::Lists=$d/apt/lists"
+		-o "Dir::Cache::Archives=$d/apt/archives"
+		-o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache=")
+	[ "$(id -u)" = 0 ] && apt+=(-o APT::Sandbox::User=root)
+	say "cudaenv: apt-get update (bookworm contrib non-free, private list)"
+	"${apt[@]}" update >&2
+}
+
+# toolkit_files lists the members of nvidia-cuda-toolkit's data archive the tree holds.
+toolkit_files=(./usr/bin/ptxas ./usr/bin/fatbinary ./usr/bin/cuobjdump ./usr/bin/nvdisasm
+	./usr/lib/nvidia-cuda-toolkit/bin/nvcc ./usr/lib/nvidia-cuda-toolkit/bin/cicc
+	./usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc)
 
 mkdir -p "$(dirname "$dest")"
 exec 9>"$dest.lock"
@@ -124,9 +159,25 @@ if [ "$force" = 0 ] && complete "$dest"; then
 	exit 0
 fi
 
-command -v apt-get >/dev/null || die "apt-get not found: this script needs Debian (or a derivative) with apt"
-command -v dpkg-deb >/dev/null || die "dpkg-deb not found"
-[ -r "$keyring" ] || die "$keyring not found (package debian-archive-keyring)"
+# A tree of the previous layout gets nvdisasm from the same toolkit version it holds.
+if [ "$force" = 0 ] && at_layout "$dest" "$previous"; then
+	say "cudaenv: adding nvdisasm to the CUDA tree in $dest"
+	work=$(mktemp -d "$(dirname "$dest")/cudaenv.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+	private_apt "$work"
+	want=$(sed -n 's/^nvidia-cuda-toolkit=//p' "$dest/PACKAGES")
+	[ -n "$want" ] || die "$dest/PACKAGES names no nvidia-cuda-toolkit version"
+	(cd "$work/deb" && "${apt[@]}" download "nvidia-cuda-toolkit=$want" >&2)
+	toolkit=$(echo "$work"/deb/nvidia-cuda-toolkit_*.deb)
+	[ -f "$toolkit" ] || die "download failed"
+	dpkg-deb --fsys-tarfile "$toolkit" | tar -x -C "$work" ./usr/bin/nvdisasm
+	mv "$work/usr/bin/nvdisasm" "$dest/bin/nvdisasm.tmp"
+	mv "$dest/bin/nvdisasm.tmp" "$dest/bin/nvdisasm"
+	"$dest/bin/nvdisasm" --version >/dev/null || die "nvdisasm does not run"
+	echo "$layout" >"$dest/.complete"
+	[ "$quiet" = 1 ] || versions "$dest"
+	exit 0
+fi
 
 # The host C++ preprocessor nvcc runs (cc1plus comes with g++).
 host_ok() { echo 'int x;' | "$1" -x c++ -E - >/dev/null 2>&1; }
@@ -146,24 +197,8 @@ fi
 work=$(mktemp -d "$(dirname "$dest")/cudaenv.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 stage=$work/cuda
-mkdir -p "$work/apt/lists/partial" "$work/apt/archives/partial" "$work/deb" \
-	"$stage/bin" "$stage/nvvm/bin" "$stage/nvvm/libdevice" "$stage/lib64/stubs"
-
-# A private apt state: bookworm contrib + non-free only, from $VERITY_DEBIAN_MIRROR or the mirror
-# the machine's sources use (deb.debian.org if none), with the system's keyring and apt.conf.
-mirror=${VERITY_DEBIAN_MIRROR:-$(system_mirror)}
-mirror=${mirror:-http://deb.debian.org/debian}
-echo "deb [signed-by=$keyring] $mirror bookworm contrib non-free" >"$work/apt/sources.list"
-apt=(apt-get -q
-	-o "Dir::Etc::SourceList=$work/apt/sources.list"
-	-o "Dir::Etc::SourceParts=$work/apt/none"
-	-o "Dir::State::Lists=$work/apt/lists"
-	-o "Dir::Cache::Archives=$work/apt/archives"
-	-o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache=")
-[ "$(id -u)" = 0 ] && apt+=(-o APT::Sandbox::User=root)
-
-say "cudaenv: apt-get update (bookworm contrib non-free, private list)"
-"${apt[@]}" update >&2
+mkdir -p "$stage/bin" "$stage/nvvm/bin" "$stage/nvvm/libdevice" "$stage/lib64/stubs"
+private_apt "$work"
 say "cudaenv: apt-get download nvidia-cuda-toolkit nvidia-cuda-dev (about 860 MB)"
 (cd "$work/deb" && "${apt[@]}" download nvidia-cuda-toolkit nvidia-cuda-dev >&2)
 toolkit=$(echo "$work"/deb/nvidia-cuda-toolkit_*.deb)
@@ -173,14 +208,11 @@ for d in "$toolkit" "$dev"; do
 	dpkg-deb -f "$d" Package Version | paste -sd= - | sed 's/^Package: //; s/=Version: /=/'
 done >"$stage/PACKAGES"
 
-say "cudaenv: unpacking nvcc, cicc, libdevice, ptxas, fatbinary, cuobjdump"
+say "cudaenv: unpacking nvcc, cicc, libdevice, ptxas, fatbinary, cuobjdump, nvdisasm"
 x=$work/x
 mkdir -p "$x"
-dpkg-deb --fsys-tarfile "$toolkit" | tar -x -C "$x" \
-	./usr/bin/ptxas ./usr/bin/fatbinary ./usr/bin/cuobjdump \
-	./usr/lib/nvidia-cuda-toolkit/bin/nvcc ./usr/lib/nvidia-cuda-toolkit/bin/cicc \
-	./usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc
-mv "$x/usr/bin/ptxas" "$x/usr/bin/fatbinary" "$x/usr/bin/cuobjdump" \
+dpkg-deb --fsys-tarfile "$toolkit" | tar -x -C "$x" "${toolkit_files[@]}"
+mv "$x/usr/bin/ptxas" "$x/usr/bin/fatbinary" "$x/usr/bin/cuobjdump" "$x/usr/bin/nvdisasm" \
 	"$x/usr/lib/nvidia-cuda-toolkit/bin/nvcc" "$stage/bin/"
 mv "$x/usr/lib/nvidia-cuda-toolkit/bin/cicc" "$stage/nvvm/bin/"
 mv "$x/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc" "$stage/nvvm/libdevice/"

@@ -50,6 +50,11 @@ var (
 	mu        sync.Mutex
 	cases     = map[string]func() []Case{}
 	realCases = map[string]func() []Case{}
+
+	// genMu serialises making real-shape cases; shapesOnly (under it) makes their random
+	// contents empty (RealShapes).
+	genMu      sync.Mutex
+	shapesOnly bool
 )
 
 // Register adds the test cases of a kernel entry (at init time). It panics on a duplicate.
@@ -73,7 +78,36 @@ func Cases(entry string) []Case { return casesOf(cases, entry) }
 
 // RealCases returns the real-shape cases of a kernel entry (nil if it has none). Their
 // buffers are large: up to a few hundred megabytes each.
-func RealCases(entry string) []Case { return casesOf(realCases, entry) }
+func RealCases(entry string) []Case {
+	genMu.Lock()
+	defer genMu.Unlock()
+	return casesOf(realCases, entry)
+}
+
+// Shape is a real-shape case without its buffers: its name and the launch's arguments, built
+// from placeholder addresses.
+type Shape struct {
+	Name string
+	Args any
+}
+
+// RealShapes returns the real-shape cases of a kernel entry as shapes only (nil if it has
+// none), cheaply: the buffers' contents are never made.
+func RealShapes(entry string) []Shape {
+	genMu.Lock()
+	defer genMu.Unlock()
+	shapesOnly = true
+	defer func() { shapesOnly = false }()
+	var out []Shape
+	for _, c := range casesOf(realCases, entry) {
+		ptrs := make([]device.Ptr, len(c.Buffers))
+		for i := range ptrs {
+			ptrs[i] = device.Ptr(uint64(i+1) << 40)
+		}
+		out = append(out, Shape{Name: c.Name, Args: c.Args(ptrs)})
+	}
+	return out
+}
 
 func casesOf(set map[string]func() []Case, entry string) []Case {
 	mu.Lock()

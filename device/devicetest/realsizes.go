@@ -85,6 +85,9 @@ func FiniteBits(seed uint64, n int) []byte {
 
 // realF32s returns n values uniform in [−scale, scale).
 func realF32s(seed uint64, n int, scale float32) []float32 {
+	if shapesOnly {
+		return nil
+	}
 	r := realRand(seed)
 	v := make([]float32, n)
 	for i := range v {
@@ -95,6 +98,9 @@ func realF32s(seed uint64, n int, scale float32) []float32 {
 
 // realMatrix returns the device layout (repack.Pack) of a random rows × cols matrix of type t.
 func realMatrix(seed uint64, t dtype.Type, rows, cols int) []byte {
+	if shapesOnly {
+		return nil
+	}
 	rb, err := t.RowBytes(int64(cols))
 	if err != nil {
 		panic(err)
@@ -109,6 +115,9 @@ func realMatrix(seed uint64, t dtype.Type, rows, cols int) []byte {
 // realExperts returns the device layout of a stack of ne experts of out × cols values of type
 // t in which only the experts in used are random; the others are zero (and never read).
 func realExperts(seed uint64, t dtype.Type, ne, out, cols int, used []int32) []byte {
+	if shapesOnly {
+		return nil
+	}
 	l, err := repack.NewLayout(t, []int64{int64(cols), int64(out), int64(ne)})
 	if err != nil {
 		panic(err)
@@ -131,6 +140,9 @@ func realExperts(seed uint64, t dtype.Type, ne, out, cols int, used []int32) []b
 
 // realActivations returns n rows of cols random values converted to format a.
 func realActivations(seed uint64, a kernels.Act, n, cols int) []byte {
+	if shapesOnly {
+		return nil
+	}
 	x := realF32s(seed, n*cols, 2)
 	rb := a.RowBytes(cols)
 	out := make([]byte, n*rb)
@@ -150,6 +162,8 @@ func realMatVecCases(t dtype.Type) []Case {
 		{"llama-3.2-1b/attn_k", 512, 2048, 1},
 		{"llama-3.2-1b/ffn_up", 8192, 2048, 1},
 		{"llama-3.2-1b/ffn_down", 2048, 8192, 1},
+		{"llama-3.2-1b/ffn_up", 8192, 2048, 8},
+		{"llama-3.2-1b/ffn_down", 2048, 8192, 8},
 	}
 	if vocabTypes[t] {
 		shapes = append(shapes, struct {

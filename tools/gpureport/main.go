@@ -20,8 +20,9 @@
 //
 // It writes WORK/report.json and prints the table on stdout: per phase what happened, the
 // failed and unfinished tests, then every measurement, the benches, and PyTorch's figures
-// beside Verity's as ratios. The table stays under about 10 000 characters, so that the end of
-// a call's output holds it whole.
+// beside Verity's as ratios; each matvec rate beside the static performance model's prediction
+// for the same launch (device/perf). The table stays under about 10 000 characters, so that
+// the end of a call's output holds it whole.
 package main
 
 import (
@@ -36,6 +37,10 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"verity/device"
+	"verity/device/kernels"
+	"verity/device/perf"
 )
 
 func main() {
@@ -780,13 +785,17 @@ func measurements(w io.Writer, r *Report) {
 				rows = num(m, "rows")
 			}
 			c := fmt.Sprintf("%.0f (%.0f%%)", num(m, "gb_s"), num(m, "pct_of_copy"))
+			if pct, ok := predictedMatVec(r.Device, m); ok {
+				c += fmt.Sprintf(" [%.0f%%]", pct)
+			}
 			if e := str(m, "error"); e != "" {
 				c = e
 			}
 			cells[ty][int(num(m, "n"))] = c
 		}
-		fmt.Fprintf(w, "matvec (%.0f rows; GB/s = weight bytes read / kernel time; %% of the copy rate):\n", rows)
-		fmt.Fprintf(w, "  %-6s %6s %8s %13s %13s\n", "type", "cols", "MB", "n=1", "n=8")
+		fmt.Fprintf(w, "matvec (%.0f rows; GB/s = weight bytes read / kernel time; %% of the copy rate; [the static model's prediction, %% of its floor on %s]):\n",
+			rows, modelCard(r.Device).Name)
+		fmt.Fprintf(w, "  %-6s %6s %8s %19s %19s\n", "type", "cols", "MB", "n=1", "n=8")
 		for _, ty := range types {
 			c := func(n int) string {
 				if v, ok := cells[ty][n]; ok {
@@ -794,7 +803,7 @@ func measurements(w io.Writer, r *Report) {
 				}
 				return "-"
 			}
-			fmt.Fprintf(w, "  %-6s %6.0f %8.1f %13s %13s\n", ty, info[ty][0], info[ty][1]/1e6, c(1), c(8))
+			fmt.Fprintf(w, "  %-6s %6.0f %8.1f %19s %19s\n", ty, info[ty][0], info[ty][1]/1e6, c(1), c(8))
 		}
 	}
 	if r.HostLink != nil {
@@ -966,4 +975,34 @@ func peer(w io.Writer, r *Report) {
 		}
 		fmt.Fprintf(w, "  verify, %s: %.0f µs → %s\n", who, qs[0].Verity, strings.Join(parts, ", "))
 	}
+}
+
+// modelCard is the static model's card for the device the check ran on: by name, else by
+// compute capability (9.x: the H200, 8.x: the A100).
+func modelCard(dev map[string]any) perf.Card {
+	name := str(dev, "name")
+	for _, c := range []string{"H200", "H100", "A100"} {
+		if strings.Contains(name, c) {
+			return perf.Cards[c]
+		}
+	}
+	if int(num(dev, "major")) == 8 {
+		return perf.Cards["A100"]
+	}
+	return perf.Cards[perf.DefaultCard]
+}
+
+// predictedMatVec is the static model's percentage of the floor for a matvec record's launch
+// (device/perf, from the committed facts): measured against predicted, to calibrate the model.
+func predictedMatVec(dev map[string]any, m map[string]any) (float64, bool) {
+	entry := str(m, "kernel")
+	for _, k := range device.Kernels() {
+		if k.Entry() != entry {
+			continue
+		}
+		p, err := perf.Predict(modelCard(dev), k, kernels.MatVecArgs{W: 1 << 40, X: 2 << 40, Y: 3 << 40,
+			Rows: int32(num(m, "rows")), Cols: int32(num(m, "cols")), N: int32(num(m, "n"))})
+		return p.Pct, err == nil
+	}
+	return 0, false
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -40,8 +41,8 @@ func TestReport(t *testing.T) {
 	write(t, dir, "goldens.log", "=== RUN   TestGoldens\n--- FAIL: TestGoldens\n")
 	write(t, dir, "results.jsonl", `{"kind":"device","test":"TestInfo","data":{"name":"NVIDIA H200","major":9,"minor":0,"sms":132,"total_mem":150000000000,"driver":13000,"peak_gb_s":4800}}
 {"kind":"copy","test":"TestBandwidth","data":{"bytes":1073741824,"gb_s":4300,"one_way_gb_s":2150}}
-{"kind":"matvec","test":"TestBandwidth/bf16","data":{"type":"bf16","n":1,"cols":4096,"rows":65536,"used_bytes":536870912,"gb_s":3900,"pct_of_copy":90.7}}
-{"kind":"matvec","test":"TestBandwidth/bf16","data":{"type":"bf16","n":8,"cols":4096,"rows":65536,"used_bytes":536870912,"gb_s":3500,"pct_of_copy":81.4}}
+{"kind":"matvec","test":"TestBandwidth/bf16","data":{"type":"bf16","kernel":"matvec_bf16_bf16","n":1,"cols":4096,"rows":65536,"used_bytes":536870912,"gb_s":3900,"pct_of_copy":90.7}}
+{"kind":"matvec","test":"TestBandwidth/bf16","data":{"type":"bf16","kernel":"matvec8_bf16_bf16","n":8,"cols":4096,"rows":65536,"used_bytes":536870912,"gb_s":3500,"pct_of_copy":81.4}}
 {"kind":"matvec","test":"TestBandwidth/f32","data":{"type":"f32","n":1,"cols":1024,"rows":65536,"used_bytes":67108864,"error":"unsupported"}}
 {"kind":"goldens","test":"TestGoldens","data":{"fixtures":24,"match":23,"mismatch":["small-llama-f32"],"failed":null,"unsupported":null}}
 {"kind":"megakernel_stall","test":"TestMegakernelGoldens/tiny","data":{"block":17,"instr":42,"counter":3,"saw":5,"need":6}}
@@ -90,7 +91,7 @@ not json
 		"real-sizes               SKIPPED  deadline: 20 s left",
 		"FAIL TestGoldens/small-llama-f32 [goldens]: goldens_test.go:1: [prefill] differ from the golden",
 		`megakernel stall (TestMegakernelGoldens/tiny): {"block":17,"instr":42,"counter":3,"saw":5,"need":6}`,
-		"4300 GB/s", "bf16     4096    536.9    3900 (91%)    3500 (81%)", "unsupported",
+		"4300 GB/s", "unsupported",
 		"23 of 24 fixtures match; 1 differ, 0 failed, 0 unsupported (differ: small-llama-f32)",
 		"bench-1b                 NO ROWS: loading…", "llama-1b-bf16            2048",
 		"eager 9250 µs, CUDA graph 3200 µs", "bf16 n=1 3600 GB/s (output)",
@@ -98,6 +99,10 @@ not json
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}
+	}
+	// each measured matvec beside the static model's prediction for its launch
+	if !regexp.MustCompile(`bf16 +4096 +536\.9 +3900 \(91%\) \[\d+%\] +3500 \(81%\) \[\d+%\]`).MatchString(out) {
+		t.Errorf("table lacks the bf16 row with predictions:\n%s", out)
 	}
 	if strings.Contains(out, "FAIL TestGoldens [") {
 		t.Errorf("the table lists a parent that failed only through its subtest:\n%s", out)

@@ -16,6 +16,7 @@ import (
 
 	"verity/bench"
 	"verity/device/cpu"
+	"verity/device/perf"
 	"verity/fixtures"
 	"verity/host/atomicfile"
 	"verity/host/engine"
@@ -161,7 +162,8 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 					curve = append(curve, fmt.Sprintf("%d\t%.2f\t%.3f\t", p.Nodes, p.MS, p.MSPerNode))
 				}
 				for _, p := range r.Ops {
-					ops = append(ops, fmt.Sprintf("%s\t%.0f\t%.3f\t%.1f%%\t%.2f\t%.2f\t", p.Name, p.Calls, p.MS, 100*p.Share, p.MB, p.GBs))
+					ops = append(ops, fmt.Sprintf("%s\t%.0f\t%.3f\t%.1f%%\t%.2f\t%.2f\t%.1f\t%.1f\t", p.Name, p.Calls, p.MS, 100*p.Share, p.MB, p.GBs,
+						1e3*p.ModelMS, 1e3*p.FloorMS))
 				}
 				for _, b := range r.Batch {
 					batch = append(batch, fmt.Sprintf("%d\t%.1f\t%.1f\t%.2f\t%.2f×\t", b.Sessions, b.TPS, b.PerSess, b.StepMS, b.Scaling))
@@ -172,8 +174,8 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 				}{
 					{fmt.Sprintf("verify cost curve, %s, %d threads, after %d+%d tokens (median of %d)", r.Model, r.Threads, r.Prompt, r.Decoded, o.Trees),
 						"nodes\tms/step\tms/node\t", curve},
-					{fmt.Sprintf("per-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone: between events on a GPU, else up to a sync)", r.Model, r.Threads, o.Ops, r.Prompt),
-						"op\tcalls/tok\tms/tok\tshare\tMB/tok\tGB/s\t", ops},
+					{fmt.Sprintf("per-op decode profile, %s, %d threads, %d tokens after %d (each op timed alone: between events on a GPU, else up to a sync; the model columns are the static model's prediction and floor on an %s, modelled: verity kernels)", r.Model, r.Threads, o.Ops, r.Prompt, perf.DefaultCard),
+						"op\tcalls/tok\tms/tok\tshare\tMB/tok\tGB/s\t" + perf.DefaultCard + " model µs/tok\tfloor µs/tok\t", ops},
 					{fmt.Sprintf("batched decoding, %s, %d threads, %d greedy tokens per session after %d, every session's row in one step", r.Model, r.Threads, r.Decoded, r.Prompt),
 						"sessions\ttok/s\ttok/s/session\tms/step\tvs one session\t", batch},
 				} {

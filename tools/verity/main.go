@@ -58,6 +58,6 @@ func newRoot() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd(), newGenerateCmd(), newLoRACmd())
+	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd(), newGenerateCmd(), newLoRACmd(), newKernelsCmd())
 	return root
 }

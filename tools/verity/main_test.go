@@ -614,3 +614,43 @@ func TestBenchProtocolSeed001(t *testing.T) {
 		}
 	}
 }
+
+// verity kernels prints every kernel at the real model sizes with the model's prediction, on
+// the H200 by default and the A100 with --sm 80, as a table or JSON.
+func TestKernels(t *testing.T) {
+	out, err := run(t, "kernels", "--match", "matvec_q4_K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "H200: sm_90, 132 SMs") || !regexp.MustCompile(`matvec_q4_K_q8_K +llama-3.2-1b/ffn_up/rows=8192/cols=2048/n=1 +\d+ `).MatchString(out) {
+		t.Errorf("kernels:\n%s", out)
+	}
+	out, err = run(t, "kernels", "--sm", "80", "--json", "--match", "rmsnorm_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Card    struct{ Name string }
+		Kernels []struct {
+			Case    string  `json:"case"`
+			Entry   string  `json:"entry"`
+			TimeUS  float64 `json:"time_us"`
+			Limiter string  `json:"limiter"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, k := range got.Kernels {
+		if k.Entry == "rmsnorm_f32" && k.Case != "" {
+			found = k.TimeUS > 0 && k.Limiter != ""
+		}
+	}
+	if got.Card.Name != "A100" || !found {
+		t.Errorf("kernels --json: %+v", got)
+	}
+	if _, err := run(t, "kernels", "--sm", "75"); err == nil {
+		t.Error("kernels --sm 75: no error")
+	}
+}

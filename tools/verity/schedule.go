@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 
 	"github.com/spf13/cobra"
 
 	"verity/device"
+	"verity/device/perf"
 	"verity/host/engine"
 	"verity/host/exec"
 	"verity/host/gguf"
@@ -78,6 +80,9 @@ plan, not a measurement: verity bench --megakernel measures.`,
 				float64(st.Bytes)/1e6, float64(st.Estimate)/1e6, float64(st.Balanced)/1e6)
 			fmt.Fprintf(out, "  modelled: %.0f µs on the busiest SM at %.0f GB/s + %.0f µs of waits at %.2f µs per level = %.0f µs\n",
 				data, bandwidth, waits, syncUS, data+waits)
+			if err := kernelModel(out, ex, s, rows, cfg, syncUS); err != nil {
+				return err
+			}
 			// where the bytes go, by kernel module
 			by := map[string]int64{}
 			for _, in := range s.Instrs {
@@ -116,6 +121,58 @@ plan, not a measurement: verity bench --megakernel measures.`,
 	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 4300, "memory bandwidth in GB/s (an H200's measured copy rate is about 4300)")
 	cmd.Flags().Float64Var(&syncUS, "sync-us", 1, "µs per level: a dependency wait across SMs")
 	return cmd
+}
+
+// kernelModel prints the step costed by the kernels' static model (device/perf) on its default
+// card: the ops' predicted times as eager launches, and the schedule s with each part timed by
+// the model (Prediction.PartUS, plus the schedule's part cost at the card's bandwidth),
+// replayed in its placement and order, each part starting when its SM is free and its
+// instruction's dependencies have finished.
+func kernelModel(out io.Writer, ex *exec.Executor, s *megakernel.Schedule, rows int, cfg megakernel.Config, syncUS float64) error {
+	ls, err := ex.Lower(rows, rows)
+	if err != nil {
+		return err
+	}
+	if len(ls) != len(s.Instrs) {
+		return fmt.Errorf("schedule: %d launches, %d instructions", len(ls), len(s.Instrs))
+	}
+	card := perf.Cards[perf.DefaultCard]
+	var eager, floor float64
+	preds := make([]perf.Prediction, len(ls))
+	for i, l := range ls {
+		if preds[i], err = perf.Predict(card, l.Kernel, l.Args); err != nil {
+			return err
+		}
+		eager, floor = eager+preds[i].TimeUS, floor+preds[i].FloorUS
+	}
+	pc := cfg.PartCost
+	if pc <= 0 {
+		pc = 16 << 10 // megakernel.Config's default
+	}
+	partCost := float64(pc) / (card.BandwidthGBs * 1e3 / float64(cfg.SMs)) // µs
+	clock := make([]float64, len(s.Queues))
+	finish := make([]float64, len(s.Instrs))
+	next := make([]int, len(s.Queues)) // each queue's next item
+	var end float64
+	for i, in := range s.Instrs {
+		var ready float64
+		for _, d := range in.Deps {
+			ready = max(ready, finish[d])
+		}
+		for sm, q := range s.Queues {
+			for next[sm] < len(q) && int(q[next[sm]].Instr) == i {
+				lo, hi := device.Part(in.Blocks(), int(q[next[sm]].Part), in.Parts)
+				clock[sm] = max(clock[sm], ready) + preds[i].PartUS(card, hi-lo) + partCost
+				finish[i] = max(finish[i], clock[sm])
+				next[sm]++
+			}
+		}
+		end = max(end, finish[i])
+	}
+	waits := float64(s.Stats(cfg).Levels) * syncUS
+	_, err = fmt.Fprintf(out, "  the kernels' static model (%s, modelled; verity kernels): the ops as eager launches %.0f µs (their floor %.0f µs, %.0f%%) plus a launch gap each; this schedule with each part timed by it %.0f µs + %.0f µs of waits = %.0f µs\n",
+		card.Name, eager, floor, 100*floor/eager, end, waits, end+waits)
+	return err
 }
 
 // planner is a backend that only hands out addresses: enough to lay a step out, never to run it.

@@ -1,0 +1,139 @@
+package perf
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"verity/device"
+	"verity/device/devicetest"
+	"verity/device/dtype"
+	"verity/device/kernels"
+)
+
+// budget is the least predicted percentage of its floor a kernel keeps on the H200 (the
+// model's prediction from the committed facts): for entries starting with entry, at the cases
+// whose name contains shape ("" any). The first row that matches a launch applies, and every
+// launch must match one: a new kernel needs a row. Raise a row when a kernel gets faster;
+// lowering one needs a reason in the commit.
+type budget struct {
+	entry, shape string
+	pct          float64
+}
+
+var budgets = []budget{
+	// matvec, one column, on large matrices (issue 16's target: 85 %)
+	{"matvec_", "ffn_up/rows=8192/cols=2048/n=1", 22},
+	{"matvec_", "ffn_down/rows=2048/cols=8192/n=1", 13},
+	{"matvec_", "output/", 92},
+	{"matvec_", "bandwidth/", 20},
+	// matvec8, eight columns (a tree verify), on large matrices (target: 80 %)
+	{"matvec8_", "ffn_up/rows=8192/cols=2048/n=8", 2.5},
+	{"matvec8_", "ffn_down/rows=2048/cols=8192/n=8", 3},
+	{"matvec8_", "bandwidth/", 3},
+	// the other shapes and kernels: no regression
+	{"matvec_", "", 2.5},
+	{"matvec8_", "", 2.5},
+	{"moe_matvec_", "", 26},
+	{"moe_gate_up_", "", 25},
+	{"moe_down_", "", 13},
+	{"act_", "", 7},
+	{"attention_", "", 0.03},
+	{"argmax_", "", 0.3},
+	{"gdn_conv_", "", 2.5},
+	{"gdn_scan_", "", 0.5},
+	{"moe_combine_", "", 10},
+	{"moe_router_", "", 0.01},
+	{"rmsnorm_", "", 0.3},
+	{"rope_", "", 1.5},
+}
+
+func budgetFor(entry, shape string) (budget, bool) {
+	for _, b := range budgets {
+		if strings.HasPrefix(entry, b.entry) && strings.Contains(shape, b.shape) {
+			return b, true
+		}
+	}
+	return budget{}, false
+}
+
+// bandwidthShapes are the matrices the GPU check's bandwidth test times (device/cuda's
+// TestBandwidth): 65536 rows of the fewest multiple of 256 columns that makes 16384 rows at
+// least 64 MB of GGUF bytes, with one and eight columns.
+func bandwidthShapes(t dtype.Type) []devicetest.Shape {
+	cols := int64(256)
+	for {
+		rb, err := t.RowBytes(cols)
+		if err != nil {
+			return nil
+		}
+		if 16384*rb >= 64<<20 {
+			break
+		}
+		cols += 256
+	}
+	var out []devicetest.Shape
+	for _, n := range []int32{1, 8} {
+		out = append(out, devicetest.Shape{Name: fmt.Sprintf("bandwidth/rows=65536/cols=%d/n=%d", cols, n),
+			Args: kernels.MatVecArgs{W: 1 << 40, X: 2 << 40, Y: 3 << 40, Rows: 65536, Cols: int32(cols), N: n}})
+	}
+	return out
+}
+
+// launches are the kernels and shapes the budgets cover: every real-size case, and the
+// bandwidth test's matrices for the matvecs.
+func launches() []struct {
+	spec  device.Spec
+	shape devicetest.Shape
+} {
+	var out []struct {
+		spec  device.Spec
+		shape devicetest.Shape
+	}
+	add := func(k device.Spec, s devicetest.Shape) {
+		out = append(out, struct {
+			spec  device.Spec
+			shape devicetest.Shape
+		}{k, s})
+	}
+	for _, k := range device.Kernels() {
+		for _, s := range devicetest.RealShapes(k.Entry()) {
+			add(k, s)
+		}
+	}
+	for _, t := range kernels.WeightTypes() {
+		for _, n := range []int{1, 8} {
+			k, err := kernels.MatVecFor(t, n)
+			if err != nil {
+				continue
+			}
+			for _, s := range bandwidthShapes(t) {
+				if s.Args.(kernels.MatVecArgs).N == int32(n) {
+					add(k, s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestBudgets fails when a kernel's predicted share of its floor falls below its budget.
+func TestBudgets(t *testing.T) {
+	c := Cards[DefaultCard]
+	for _, l := range launches() {
+		b, ok := budgetFor(l.spec.Entry(), l.shape.Name)
+		if !ok {
+			t.Errorf("%s %s: no budget (add a row to budgets)", l.spec.Entry(), l.shape.Name)
+			continue
+		}
+		p, err := Predict(c, l.spec, l.shape.Args)
+		if err != nil {
+			t.Errorf("%s %s: %v", l.spec.Entry(), l.shape.Name, err)
+			continue
+		}
+		if p.Pct < b.pct {
+			t.Errorf("%s %s: predicted %.1f %% of the floor (%s-bound), below its budget of %.1f %%", l.spec.Entry(), l.shape.Name,
+				p.Pct, p.Limiter, b.pct)
+		}
+	}
+}

@@ -1,0 +1,350 @@
+package perf
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"verity/device"
+	"verity/device/perf/sass"
+)
+
+// Prediction is the model's reading of one launch on one card. Times are modelled, never
+// measured.
+type Prediction struct {
+	Entry string `json:"entry"`
+	Card  string `json:"card"`
+
+	Grid          device.Dim3 `json:"grid"`
+	Block         device.Dim3 `json:"block"`
+	Warps         int64       `json:"warps"`
+	Registers     int         `json:"registers"`       // per thread
+	Shared        int         `json:"shared_bytes"`    // per block, static and dynamic
+	BlocksPerSM   int         `json:"blocks_per_sm"`   // what the resources allow
+	Occupancy     string      `json:"occupancy_limit"` // registers, shared, warps, blocks or grid
+	ResidentWarps int         `json:"resident_warps"`  // per SM at once, on the busiest SM
+
+	Bytes   int64   `json:"bytes"`    // DRAM traffic (Traffic.Bytes)
+	FloorUS float64 `json:"floor_us"` // Bytes at the card's bandwidth
+	TimeUS  float64 `json:"time_us"`  // the predicted kernel time: the largest of the limits below
+	Pct     float64 `json:"pct_of_floor"`
+	Limiter string  `json:"limiter"` // dram, latency, lsu or issue
+	// Equivalent is the bytes that would take TimeUS at the card's bandwidth: the prediction
+	// in the unit of a byte-costed scheduler (the megakernel's placement).
+	Equivalent int64 `json:"equivalent_bytes"`
+
+	// The limits, as times: DRAM bandwidth; one warp's chain of waits times the rounds of
+	// resident warps (Little's law); the L1/shared data path's cycles; instruction issue.
+	DRAMUS    float64 `json:"dram_us"`
+	LatencyUS float64 `json:"latency_us"`
+	LSUUS     float64 `json:"lsu_us"`
+	IssueUS   float64 `json:"issue_us"`
+
+	// InFlight is the DRAM bytes a busiest SM has in flight at the latency limit's rate, and
+	// Needed what the card's bandwidth needs in flight per SM (bandwidth × DRAM latency / SMs).
+	InFlight float64 `json:"in_flight_bytes_per_sm"`
+	Needed   float64 `json:"needed_bytes_per_sm"`
+	// Memory instructions and L1/shared cycles per KB of DRAM traffic, against the cycles per
+	// KB an SM has at full bandwidth (LSUBudgetPerKB).
+	MemInstrsPerKB float64 `json:"mem_instrs_per_kb"`
+	LSUCyclesPerKB float64 `json:"lsu_cycles_per_kb"`
+	LSUBudgetPerKB float64 `json:"lsu_budget_per_kb"`
+	// Chain is the global loads one iteration of the hottest loop waits for one after another
+	// (1: its loads overlap; more: dependent or serialised loads).
+	Chain int `json:"dependent_loads"`
+	// WarpCycles is one warp's lifetime when it never waits for an issue slot; WarpInstrs and
+	// WarpLSUCycles its instructions and L1/shared cycles.
+	WarpCycles    float64 `json:"warp_cycles"`
+	WarpInstrs    float64 `json:"warp_instrs"`
+	WarpLSUCycles float64 `json:"warp_lsu_cycles"`
+	Blocks        int64   `json:"blocks"`
+	WarpsPerBlock int     `json:"warps_per_block"`
+	Hot           string  `json:"hot_loop"` // the SASS address range of the hottest loop
+	LaunchUS      float64 `json:"launch_us"`
+	Note          string  `json:"note,omitempty"`
+}
+
+// Predict models a launch of spec with args on card c, from the committed facts of spec's
+// entry on the card's architecture and the traffic of its family.
+func Predict(c Card, spec device.Spec, args any) (Prediction, error) {
+	f, err := KernelFacts(c.Arch, spec.Entry())
+	if err != nil {
+		return Prediction{}, err
+	}
+	geo, err := spec.Geometry(args)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("%s: %w", spec.Entry(), err)
+	}
+	tr, err := TrafficOf(spec, args)
+	if err != nil {
+		return Prediction{}, err
+	}
+	ps, err := device.Params(args)
+	if err != nil {
+		return Prediction{}, err
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return Model(c, f, geo, tr, names)
+}
+
+// Model is Predict's arithmetic over given facts: geo is the launch shape, tr its traffic,
+// params the kernel's argument names in order (the PTX parameters).
+func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []string) (Prediction, error) {
+	p := Prediction{Entry: f.Entry, Card: c.Name, Grid: geo.Grid, Block: geo.Block, Registers: f.Registers,
+		LaunchUS: c.LaunchUS, Note: tr.Note}
+	blocks := int64(geo.Grid.X) * int64(geo.Grid.Y) * int64(geo.Grid.Z)
+	threads := int(geo.Block.X * geo.Block.Y * geo.Block.Z)
+	if blocks <= 0 || threads <= 0 {
+		return p, fmt.Errorf("perf: %s: an empty launch", f.Entry)
+	}
+	wpb := (threads + 31) / 32
+	p.Warps = blocks * int64(wpb)
+
+	// occupancy: registers are allocated per warp in units of 256, shared memory per block
+	p.Shared = f.Shared + int(geo.Shared)
+	regsPerWarp := (f.Registers*32 + 255) / 256 * 256
+	limits := []struct {
+		name string
+		n    int
+	}{
+		{"blocks", c.MaxBlocksPerSM},
+		{"warps", c.MaxWarpsPerSM / wpb},
+		{"registers", c.RegistersPerSM / max(1, regsPerWarp*wpb)},
+		{"shared", c.SharedPerSM / max(1, p.Shared+c.SharedReserved)},
+	}
+	p.BlocksPerSM, p.Occupancy = math.MaxInt, ""
+	for _, l := range limits {
+		if l.n < p.BlocksPerSM {
+			p.BlocksPerSM, p.Occupancy = l.n, l.name
+		}
+	}
+	if p.BlocksPerSM < 1 {
+		return p, fmt.Errorf("perf: %s: a block of %d threads, %d registers each and %d bytes of shared memory does not fit an SM of %s",
+			f.Entry, threads, f.Registers, p.Shared, c.Name)
+	}
+	perSM := (blocks + int64(c.SMs) - 1) / int64(c.SMs) // blocks on the busiest SM
+	resident := min(int64(p.BlocksPerSM), perSM)
+	if resident < int64(p.BlocksPerSM) {
+		p.Occupancy = "grid"
+	}
+	p.ResidentWarps = int(resident) * wpb
+	warpsSM := perSM * int64(wpb)
+
+	// each region's executions per warp, from the bytes its accesses move per execution
+	counts := regionCounts(f, tr, params, p.Warps)
+	var tw, iw, lw, mw float64
+	hotT := -1.0
+	for i, r := range f.Regions {
+		n := counts[i]
+		if n == 0 {
+			continue
+		}
+		t := float64(regionCycles(c, r, tr, params))
+		t = max(t, float64(r.Instrs))
+		tw += n * t
+		iw += n * float64(r.Instrs)
+		for _, a := range r.Access {
+			lw += n * float64(a.Cycles)
+			mw += n
+		}
+		if r.Loop && n*t > hotT {
+			hotT = n * t
+			p.Hot = fmt.Sprintf("%#x-%#x", r.Start, r.End)
+			p.Chain = 0
+			for _, g := range r.Path.Global {
+				p.Chain += g.N
+			}
+		}
+	}
+	p.WarpCycles, p.WarpInstrs, p.WarpLSUCycles, p.Blocks, p.WarpsPerBlock = tw, iw, lw, blocks, wpb
+
+	clock := c.ClockGHz * 1e3 // cycles per µs
+	p.Bytes = tr.Bytes()
+	p.FloorUS = float64(p.Bytes) / (c.BandwidthGBs * 1e3)
+	p.DRAMUS = p.FloorUS
+	p.LatencyUS = tw * float64(warpsSM) / float64(p.ResidentWarps) / clock
+	p.LSUUS = lw * float64(warpsSM) / clock
+	p.IssueUS = iw * float64(warpsSM) / float64(c.Schedulers) / clock
+	p.TimeUS, p.Limiter = p.DRAMUS, "dram"
+	for _, l := range []struct {
+		name string
+		us   float64
+	}{{"latency", p.LatencyUS}, {"lsu", p.LSUUS}, {"issue", p.IssueUS}} {
+		if l.us > p.TimeUS {
+			p.TimeUS, p.Limiter = l.us, l.name
+		}
+	}
+	if p.TimeUS > 0 {
+		p.Pct = min(100, 100*p.FloorUS/p.TimeUS)
+	}
+	p.Equivalent = int64(math.Round(p.TimeUS * c.BandwidthGBs * 1e3))
+
+	bpc := c.bytesPerCycle()
+	perWarp := float64(p.Bytes) / float64(p.Warps) // DRAM bytes a warp moves
+	if tw > 0 {
+		p.InFlight = float64(p.ResidentWarps) * perWarp / tw * float64(c.DRAMLatency)
+	}
+	p.Needed = bpc * float64(c.DRAMLatency)
+	if perWarp > 0 {
+		p.MemInstrsPerKB = mw / perWarp * 1024
+		p.LSUCyclesPerKB = lw / perWarp * 1024
+	}
+	p.LSUBudgetPerKB = 1024 / bpc
+	return p, nil
+}
+
+// PartUS is the modelled time of n of the launch's blocks run on one SM of card c, with that
+// SM's share of the card's bandwidth: the cost of one part of the launch in a persistent
+// kernel that spreads its blocks over the SMs (the megakernel). c must be the card p is for.
+func (p Prediction) PartUS(c Card, n int) float64 {
+	if n <= 0 || p.Blocks <= 0 {
+		return 0
+	}
+	clock := c.ClockGHz * 1e3
+	warps := float64(n * p.WarpsPerBlock)
+	resident := float64(min(n, p.BlocksPerSM) * p.WarpsPerBlock)
+	dram := float64(p.Bytes) * float64(n) / float64(p.Blocks) / (c.BandwidthGBs * 1e3 / float64(c.SMs))
+	return max(dram, warps*p.WarpCycles/resident/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
+}
+
+// paramIndex maps argument names to parameter indices.
+func paramIndex(params []string, name string) int {
+	for i, p := range params {
+		if p == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// requested is the bytes the warps of a launch ask for through each parameter index.
+func requested(tr Traffic, params []string) map[int]int64 {
+	out := map[int]int64{}
+	for _, s := range tr.Streams {
+		if i := paramIndex(params, s.Param); i >= 0 {
+			out[i] += s.requested()
+		}
+	}
+	return out
+}
+
+// fromDRAM reports whether loads through parameter i wait for DRAM: a buffer read about once
+// (or not described), as opposed to one the warps read again and again from the L2.
+func fromDRAM(tr Traffic, params []string, i int) bool {
+	if i < 0 {
+		return true
+	}
+	var bytes, req int64
+	for _, s := range tr.Streams {
+		if s.Param == params[i] && !s.Write {
+			bytes += s.Bytes
+			req += s.requested()
+		}
+	}
+	if bytes == 0 {
+		return false // a small buffer the traffic leaves out: cached
+	}
+	return float64(req) < 1.5*float64(bytes)
+}
+
+// regionCycles is one execution of a region's critical path on card c.
+func regionCycles(c Card, r sass.Region, tr Traffic, params []string) int {
+	p := r.Path
+	t := p.Issue + p.ALU + p.Shared*c.SharedLatency + p.Shuffle*c.ShuffleLatency + p.Const*c.ConstLatency +
+		p.Local*c.DRAMLatency + p.Sync*c.SyncLatency
+	for _, g := range p.Global {
+		lat := c.L2Latency
+		if fromDRAM(tr, params, g.Param) {
+			lat = c.DRAMLatency
+		}
+		t += g.N * lat
+	}
+	return max(t, 0)
+}
+
+// regionCounts is how many times each region runs per warp. The straight code runs once. A
+// loop's driver is the parameter it moves the most bytes through per iteration; the loops
+// sharing a driver run equally often, as many times as that parameter's requested bytes per
+// warp (less what the straight code moves) take. A loop that moves nothing runs as often as
+// the nearest loop before it that does.
+func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []float64 {
+	req := requested(tr, params)
+	// accesses of unknown buffer stand for the largest requested buffer no access names
+	attributed := map[int]bool{}
+	for _, r := range f.Regions {
+		for _, a := range r.Access {
+			if a.Space == sass.Global && a.Param >= 0 {
+				attributed[a.Param] = true
+			}
+		}
+	}
+	stand := -1
+	for i, n := range req {
+		if !attributed[i] && n > 0 && (stand < 0 || n > req[stand] || n == req[stand] && i < stand) {
+			stand = i
+		}
+	}
+	param := func(a sass.Access) int {
+		if a.Param < 0 {
+			return stand
+		}
+		return a.Param
+	}
+	bytes := make([]map[int]float64, len(f.Regions))
+	for i, r := range f.Regions {
+		bytes[i] = map[int]float64{}
+		for _, a := range r.Access {
+			if a.Space == sass.Global {
+				if k := param(a); k >= 0 {
+					bytes[i][k] += float64(a.Bytes)
+				}
+			}
+		}
+	}
+	counts := make([]float64, len(f.Regions))
+	driver := make([]int, len(f.Regions))
+	group := map[int]float64{} // driver → bytes of it per iteration, over its loops
+	for i, r := range f.Regions {
+		driver[i] = -1
+		if !r.Loop {
+			counts[i] = 1
+			continue
+		}
+		best := 0.0
+		for k, b := range bytes[i] {
+			if req[k] > 0 && (b > best || b == best && k < driver[i]) {
+				best, driver[i] = b, k
+			}
+		}
+		if driver[i] >= 0 {
+			group[driver[i]] += best
+		}
+	}
+	last := 0.0
+	for i, r := range f.Regions {
+		if !r.Loop {
+			continue
+		}
+		k := driver[i]
+		if k < 0 {
+			counts[i] = max(last, 1)
+			continue
+		}
+		per := float64(req[k])/float64(warps) - bytes[0][k]
+		counts[i] = max(0, per/group[k])
+		last = counts[i]
+	}
+	return counts
+}
+
+// Limit names are the limiters Prediction.Limiter takes.
+var Limits = []string{"dram", "latency", "lsu", "issue"}
+
+// String is a one-line summary.
+func (p Prediction) String() string {
+	return fmt.Sprintf("%s on %s: %.1f µs predicted, floor %.1f µs (%.0f %%), %s-bound", p.Entry, p.Card, p.TimeUS, p.FloorUS, p.Pct,
+		strings.ToUpper(p.Limiter[:1])+p.Limiter[1:])
+}

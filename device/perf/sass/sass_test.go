@@ -1,0 +1,124 @@
+package sass
+
+import (
+	"strings"
+	"testing"
+)
+
+// A kernel in nvdisasm's format: a loop in which each lane loads 16 bytes at 16·lane of a
+// pointer parameter, and 2 bytes at 34·lane + 2 of another, then a 4-byte store by every lane
+// after the loop.
+const sample = `
+//--------------------- .text.k   --------------------------
+        .section        .text.k,"ax",@progbits
+k:
+.text.k:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   S2R R0, SR_TID.X ;
+        /*0020*/                   LOP3.LUT R2, R0, 0x1f, RZ, 0xc0, !PT ;
+        /*0030*/                   LDC.64 R4, c[0x0][0x210] ;
+        /*0040*/                   IMAD.WIDE.U32 R6, R2, 0x10, R4 ;
+        /*0050*/                   IMAD R8, R2, 0x22, RZ ;
+        /*0060*/                   LDC.64 R10, c[0x0][0x218] ;
+        /*0070*/                   IADD3 R12, P0, R8, R10, RZ ;
+        /*0080*/                   IMAD.X R13, RZ, RZ, R11, P0 ;
+        /*0090*/                   MOV R3, RZ ;
+.L_x_0:
+        /*00a0*/                   LDG.E.128.CONSTANT R16, [R6.64] ;
+        /*00b0*/                   LDG.E.U16.CONSTANT R20, [R12.64+0x2] ;
+        /*00c0*/                   IADD3 R6, P1, R6, 0x200, RZ ;
+        /*00d0*/                   IMAD.X R7, RZ, RZ, R7, P1 ;
+        /*00e0*/                   IADD3 R3, R3, R16, R20 ;
+        /*00f0*/                   ISETP.NE.AND P2, PT, R3, RZ, PT ;
+        /*0100*/               @P2 BRA ` + "`" + `(.L_x_0) ;
+        /*0110*/                   STG.E [R6.64], R3 ;
+        /*0120*/                   EXIT ;
+.L_x_1:
+        /*0130*/                   BRA ` + "`" + `(.L_x_1);
+`
+
+func TestParseAndAnalyse(t *testing.T) {
+	fns, err := ParseSASS(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fns) != 1 || fns[0].Name != "k" || len(fns[0].Insts) != 20 {
+		t.Fatalf("parsed %+v", fns)
+	}
+	if in := fns[0].Insts[16]; in.Op != "BRA" || in.Pred != "P2" || in.Args[0].Kind != OpImm || in.Args[0].Imm != 0xa0 {
+		t.Fatalf("branch: %+v", in)
+	}
+	f, err := Analyse(&fns[0], ParamSlots(ParamBase(90), []string{"u64", "u64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Regions) != 2 || f.Regions[1].Start != 0xa0 || f.Regions[1].End != 0x100 || !f.Regions[1].Loop {
+		t.Fatalf("regions %+v", f.Regions)
+	}
+	acc := f.Regions[1].Access
+	want := []Access{
+		// 32 lanes × 16 contiguous bytes: 16 sectors in 4 lines; 4 phases of 8 lanes, no conflict
+		{Addr: 0xa0, Op: Load, Space: Global, Param: 0, Width: 16, Pattern: true, Bytes: 512, Sectors: 16, Cycles: 4},
+		// 2 bytes every 34: 64 bytes over 1088, 32 sectors in 9 lines: 3 tag cycles
+		{Addr: 0xb0, Op: Load, Space: Global, Param: 1, Width: 2, Pattern: true, Bytes: 64, Sectors: 32, Cycles: 3},
+	}
+	if len(acc) != len(want) {
+		t.Fatalf("loop accesses %+v", acc)
+	}
+	for i := range want {
+		if acc[i] != want[i] {
+			t.Errorf("access %d: %+v, want %+v", i, acc[i], want[i])
+		}
+	}
+	// the loop waits for its two loads together, once an iteration
+	n := 0
+	for _, w := range f.Regions[1].Path.Global {
+		n += w.N
+	}
+	if n != 1 {
+		t.Errorf("loop path %+v: want one global wait an iteration", f.Regions[1].Path)
+	}
+	// the store after the loop: 4 bytes every 16, 16 sectors, 4 lanes a bank
+	if s := f.Regions[0].Access; len(s) != 1 || s[0].Op != Store || s[0].Param != 0 || s[0].Sectors != 16 || s[0].Cycles != 4 {
+		t.Errorf("straight accesses %+v", s)
+	}
+}
+
+func TestBankCycles(t *testing.T) {
+	for _, c := range []struct {
+		stride, width int64
+		want          int
+	}{
+		{4, 4, 1},    // consecutive words
+		{8, 4, 2},    // every other word: two lanes a bank
+		{128, 4, 32}, // one bank
+		{0, 4, 1},    // a broadcast
+		{16, 16, 4},  // 4 phases of 8 lanes
+		{32, 16, 8},  // 2-way conflict in each phase
+	} {
+		v := &val{align: exact}
+		for l := range v.off {
+			v.off[l] = int64(l) * c.stride
+		}
+		if got := bankCycles(v, int(c.width)); got != c.want {
+			t.Errorf("stride %d width %d: %d cycles, want %d", c.stride, c.width, got, c.want)
+		}
+	}
+}
+
+func TestLanesArithmetic(t *testing.T) {
+	tid := laneVal(5)                                            // 32·w + lane
+	u := add(and(tid, 31), mulConst(uniformVal(0, noParam), 32)) // lane + 32k
+	blk := shr(u, 3, false)                                      // u / 8: 4k + lane/8
+	sub := and(u, 7)                                             // u mod 8
+	if blk == nil || sub == nil || blk.off[9] != 1 || sub.off[9] != 1 || sub.align != exact || blk.align != 2 {
+		t.Fatalf("u/8 %+v, u%%8 %+v", blk, sub)
+	}
+	p := add(uniformVal(8, 0), mulConst(blk, 292))
+	if p.param != 0 || p.off[8] != 292 {
+		t.Errorf("address %+v", p)
+	}
+	if join(constVal(0), constVal(32)).align != 5 || join(laneVal(exact), constVal(0)) != nil {
+		t.Error("join")
+	}
+}

@@ -1,0 +1,157 @@
+package perf
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"verity/device"
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/repack"
+)
+
+// Traffic is what one launch moves between memory and the SMs, buffer by buffer: the floor's
+// bytes, and how often the warps ask for them. The machine code says how each warp reads a
+// buffer; only the kernel's family knows how much of each buffer a launch covers, so each
+// argument type has a traffic function (RegisterTraffic; families.go holds them).
+type Traffic struct {
+	Streams []Stream
+	// Note says what the figures assume (data-dependent choices: expert ids, key lists).
+	Note string
+}
+
+// Stream is one buffer's traffic in a launch.
+type Stream struct {
+	Param string // the argument (a field of the kernel's argument struct) it goes through
+	// Bytes are the distinct bytes moved between DRAM and the SMs: read once, or written.
+	Bytes int64
+	// Requested are the bytes the warps' loads (or stores) ask for in all (0: Bytes). More than
+	// Bytes when the same bytes are read (written) again: the L2 serves the repeats, at its
+	// latency rather than DRAM's.
+	Requested int64
+	Write     bool
+}
+
+func (s Stream) requested() int64 {
+	if s.Requested > 0 {
+		return s.Requested
+	}
+	return s.Bytes
+}
+
+// Bytes is the launch's DRAM traffic: the floor's numerator.
+func (t Traffic) Bytes() int64 {
+	var n int64
+	for _, s := range t.Streams {
+		n += s.Bytes
+	}
+	return n
+}
+
+type trafficFunc func(entry string, args any) (Traffic, error)
+
+var (
+	trafficMu    sync.Mutex
+	trafficFuncs = map[reflect.Type]trafficFunc{}
+)
+
+// RegisterTraffic adds the traffic function of kernels whose arguments are of type A (at
+// init time). It panics on a second function for the same type.
+func RegisterTraffic[A any](f func(entry string, a A) (Traffic, error)) {
+	trafficMu.Lock()
+	defer trafficMu.Unlock()
+	t := reflect.TypeFor[A]()
+	if _, dup := trafficFuncs[t]; dup {
+		panic("perf: traffic of " + t.String() + " registered twice")
+	}
+	trafficFuncs[t] = func(entry string, args any) (Traffic, error) {
+		a, ok := args.(A)
+		if !ok {
+			return Traffic{}, fmt.Errorf("perf: %s takes %v, got %T", entry, t, args)
+		}
+		return f(entry, a)
+	}
+}
+
+// TrafficOf returns what a launch of spec with args moves.
+func TrafficOf(spec device.Spec, args any) (Traffic, error) {
+	trafficMu.Lock()
+	f := trafficFuncs[reflect.TypeOf(args)]
+	trafficMu.Unlock()
+	if f == nil {
+		return Traffic{}, fmt.Errorf("perf: no traffic function for %s's arguments (%T): add one to device/perf/families.go", spec.Entry(), args)
+	}
+	return f(spec.Entry(), args)
+}
+
+// HasTraffic reports whether arguments of type t have a traffic function.
+func HasTraffic(t reflect.Type) bool {
+	trafficMu.Lock()
+	defer trafficMu.Unlock()
+	return trafficFuncs[t] != nil
+}
+
+// weightTypes maps a weight kernel's entry name to its weight type: matvec_<t>_<act>,
+// matvec8_, moe_matvec_, moe_gate_up_, moe_down_, embed_<t>.
+var weightTypes = sync.OnceValue(func() map[string]dtype.Type {
+	m := map[string]dtype.Type{}
+	for _, t := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(t)
+		suffix := t.String() + "_" + f.Act.String()
+		for _, p := range []string{"matvec_", "matvec8_", "moe_matvec_", "moe_gate_up_", "moe_down_"} {
+			m[p+suffix] = t
+		}
+		m["embed_"+t.String()] = t
+	}
+	return m
+})
+
+func weightType(entry string) (dtype.Type, *kernels.Format, error) {
+	t, ok := weightTypes()[entry]
+	if !ok {
+		return 0, nil, fmt.Errorf("perf: %s is not a weight kernel", entry)
+	}
+	f, err := kernels.Lookup(t)
+	return t, f, err
+}
+
+// usedRowBytes is what a matvec reads of one packed row of cols values of type t: its fp16
+// fields, unpacked scales and plane bytes (the GGUF bytes for float types), not the padding.
+func usedRowBytes(t dtype.Type, cols int64) (int64, error) {
+	l, err := repack.NewLayout(t, []int64{cols, 1})
+	if err != nil {
+		return 0, err
+	}
+	if len(l.Planes) == 0 {
+		return l.RowBytes, nil
+	}
+	row := 2*l.F16Fields*l.Blocks + l.ScaleBytes*l.Blocks
+	for _, pl := range l.Planes {
+		row += l.Units * pl.Width
+	}
+	return row, nil
+}
+
+// l2Resident is the size of data taken to stay in the L2 between passes over it within a
+// launch: half the L2 of the smallest card with facts (the A100's 40 MB).
+const l2Resident = 20 << 20
+
+// passes is how many times a launch reading w bytes of weights ceil(n/c) times fetches them
+// from DRAM: once when they stay in the L2 (l2Resident), else every pass.
+func passes(w int64, n, c int) int64 {
+	if w <= l2Resident {
+		return 1
+	}
+	return int64((n + c - 1) / c)
+}
+
+// columns is how many activation rows a matvec-style kernel applies each weight unit to in one
+// pass: kernels.MaxColumns for the matvec8 family, else 1.
+func columns(entry string) int {
+	if strings.HasPrefix(entry, "matvec8_") {
+		return kernels.MaxColumns
+	}
+	return 1
+}
