@@ -34,6 +34,11 @@ type Options struct {
 	// Ops, if not zero, is the range [Ops[0], Ops[1]) of the Program's ops this executor runs
 	// (a pipeline stage, see Pipeline): it holds only those ops' weights, caches and states.
 	Ops [2]int
+	// Packed holds matrices already in their repack device layout, by tensor name (a mapped
+	// packed-weights file, host/packfile): New uploads these bytes instead of repacking the
+	// tensor — on a backend that aliases uploads (the CPU twin), the kernels then read them
+	// where they are.
+	Packed map[string][]byte
 }
 
 // Executor runs a Program on a backend.
@@ -64,6 +69,9 @@ type Executor struct {
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
+	// BeforeOp, when set, is called with each op's index in the Program before the op is
+	// launched (a step run op by op, not through a Launcher): the weight prefetcher's clock.
+	BeforeOp func(i int)
 	// Profile, when set, is called with each op's time: on a backend with a device.Timeline
 	// (a GPU), the device time between marks recorded before and after its launch, with no
 	// wait between ops (a gap while the device waits for the next launch counts to that op);
@@ -101,16 +109,20 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 			continue // not read by this executor's ops
 		}
 		if matrix[name] {
-			pk, err := repack.Pack(t.Type, t.Dims, t.Data)
-			if err != nil {
-				return nil, fmt.Errorf("exec: repack %s: %w", name, err)
+			pk, ok := opt.Packed[name]
+			if !ok {
+				p, err := repack.Pack(t.Type, t.Dims, t.Data)
+				if err != nil {
+					return nil, fmt.Errorf("exec: repack %s: %w", name, err)
+				}
+				pk = p.Data
 			}
-			ptr, err := b.Upload(pk.Data)
+			ptr, err := b.Upload(pk)
 			if err != nil {
 				return nil, fmt.Errorf("exec: upload %s: %w", name, err)
 			}
 			e.packed[name] = ptr
-			e.packedBytes[name] = int64(len(pk.Data))
+			e.packedBytes[name] = int64(len(pk))
 			if !plain[name] {
 				continue
 			}
@@ -206,6 +218,29 @@ func needsOf(p *model.Program, lo, hi int) needs {
 		}
 	}
 	return nd
+}
+
+// Matrices lists the tensors the ops p.Ops[lo:hi] read as matrices (uploaded in their repack
+// device layout, see Options.Packed), each once, in the order the ops first read them.
+func Matrices(p *model.Program, lo, hi int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, op := range p.Ops[lo:hi] {
+		var ws []string
+		switch op.Kind {
+		case model.OpMatVec, model.OpMoEMatVec, model.OpMoEDown:
+			ws = []string{op.Weight}
+		case model.OpMoEGateUp:
+			ws = []string{op.Weight, op.Weight2}
+		}
+		for _, w := range ws {
+			if !seen[w] {
+				seen[w] = true
+				out = append(out, w)
+			}
+		}
+	}
+	return out
 }
 
 // Memory returns the bytes New(b, p, opt) allocates and uploads: the weights of the ops it
@@ -497,6 +532,9 @@ func (e *Executor) Launch(s Step) error {
 		op := &e.p.Ops[i]
 		if outs == 0 && e.outStage(op) {
 			continue
+		}
+		if e.BeforeOp != nil {
+			e.BeforeOp(i)
 		}
 		start := time.Now()
 		k, args, err := e.lower(op, rows, outs)

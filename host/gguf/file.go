@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"unsafe"
 
 	"verity/device/dtype"
 )
@@ -49,9 +50,18 @@ type File struct {
 
 	data    []byte // the whole file
 	mapped  []byte // data when it is an mmap, else nil
+	source  Source // the file Open read
 	kvIndex map[string]int
 	tIndex  map[string]int
 	mem     map[string][]byte // a view's tensors held in memory (WithTensors)
+}
+
+// Source is the file a File was opened from: its path and what it was when opened (a file
+// replaced since then has another modification time or inode).
+type Source struct {
+	Path  string
+	Info  os.FileInfo
+	Inode uint64 // 0 where the platform has none
 }
 
 // Open reads the GGUF file at path. It maps the file read-only (mmap) where the platform allows
@@ -65,7 +75,8 @@ func Open(path string) (*File, error) {
 	}
 	defer fd.Close()
 	var b, mapped []byte
-	if st, err := fd.Stat(); err == nil && st.Mode().IsRegular() {
+	st, err := fd.Stat()
+	if err == nil && st.Mode().IsRegular() {
 		mapped, _ = mapFile(fd, st.Size())
 		b = mapped
 	}
@@ -82,7 +93,49 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
 	f.mapped = mapped
+	if st != nil {
+		f.source = Source{Path: path, Info: st, Inode: inode(st)}
+	}
 	return f, nil
+}
+
+// Source returns the file Open read (a zero Source for a File from Parse).
+func (f *File) Source() Source { return f.source }
+
+// Offset returns the offset in the file of b, a sub-slice of the backing store (a tensor's
+// Data, or part of it), and whether it is one (a view's tensor held in memory is not).
+func (f *File) Offset(b []byte) (int64, bool) {
+	if len(b) == 0 || len(f.data) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p-base > uintptr(len(f.data)) || uintptr(len(b)) > uintptr(len(f.data))-(p-base) {
+		return 0, false
+	}
+	return int64(p - base), true
+}
+
+// WillNeedBytes asks the kernel to start reading the pages of b, a sub-slice of the mapping
+// (as Offset takes). No-op when the file is not mapped or b is not part of it.
+func (f *File) WillNeedBytes(b []byte) error { return f.adviseBytes(b, adviceWillNeed) }
+
+// DontNeedBytes lets the kernel drop the pages of b, a sub-slice of the mapping, from the
+// process's memory (they are re-read from the file if touched again); the page the slice
+// begins in is dropped too. No-op when the file is not mapped or b is not part of it.
+func (f *File) DontNeedBytes(b []byte) error { return f.adviseBytes(b, adviceDontNeed) }
+
+func (f *File) adviseBytes(b []byte, advice int) error {
+	if f.mapped == nil {
+		return nil
+	}
+	lo, ok := f.Offset(b)
+	if !ok {
+		return nil
+	}
+	hi := lo + int64(len(b))
+	lo &^= int64(os.Getpagesize() - 1)
+	return adviseErr(madvise(f.mapped[lo:hi], advice))
 }
 
 // Close releases the mapping of an opened file; afterwards Data returns nil, and the metadata stays

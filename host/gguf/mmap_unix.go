@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,3 +28,11 @@ func mapFile(fd *os.File, size int64) ([]byte, error) {
 func unmapFile(b []byte) error { return unix.Munmap(b) }
 
 func madvise(b []byte, advice int) error { return unix.Madvise(b, advice) }
+
+// inode is the file's inode number.
+func inode(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(s.Ino)
+	}
+	return 0
+}
