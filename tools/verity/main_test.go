@@ -654,3 +654,26 @@ func TestKernels(t *testing.T) {
 		t.Error("kernels --sm 75: no error")
 	}
 }
+
+// serve refuses settings without a meaning before it loads anything (issue: --sessions -1
+// printed a Go struct, --sessions 0 served, --step 0, --max-nodes -1 and --idle -1s passed).
+func TestServeLimits(t *testing.T) {
+	t.Setenv("VERITY_CACHE", t.TempDir())
+	for _, c := range []struct{ flag, value, want string }{
+		{"--sessions", "-1", "--sessions -1: want at least 1"},
+		{"--sessions", "0", "--sessions 0: want at least 1"},
+		{"--step", "0", "--step 0: want at least 2"},
+		{"--max-nodes", "-1", "--max-nodes -1: want 0"},
+		{"--max-nodes", "64", "at most --step − 1 = 63"},
+		{"--idle", "-1s", "--idle -1s: want 0 (never)"},
+		{"--context", "-5", "--context -5"},
+		{"--queue", "-1", "--queue -1"},
+		{"--grace", "-2s", "--grace -2s"},
+		{"--max-body", "-1", "--max-body -1"},
+	} {
+		_, err := run(t, "serve", "--model", "no-such-model.gguf", c.flag, c.value)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "{") {
+			t.Errorf("serve %s %s: %v, want %q", c.flag, c.value, err, c.want)
+		}
+	}
+}

@@ -82,6 +82,11 @@ sampler, whatever the drafts.`,
 			if model == "" {
 				return errors.New("--model is required")
 			}
+			if err := (serveLimits{context: ctx, sessions: sessions, step: maxRows, maxNodes: maxNodes, queue: queue, clientQueue: clientQueue,
+				maxBody: maxBody, idle: idle, queueWait: queueWait, grace: grace, readTimeout: readTimeout, writeTimeout: writeTimeout,
+				connIdle: connIdle, requestTimeout: requestTimeout}).check(); err != nil {
+				return err
+			}
 			path, name, err := resolveModel(model, cmd)
 			if err != nil {
 				return err
