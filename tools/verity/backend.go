@@ -4,21 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"verity/bench"
 	"verity/device"
-	"verity/device/cpu"
-	"verity/device/cuda"
-	"verity/device/ptxvm"
+	"verity/device/backend"
 )
 
 // backendHelp describes the --backend values.
-const backendHelp = "where kernels run: cpu (the Go twins), ptxvm (the committed PTX, interpreted), ptxvm-weak or ptxvm-weak:SEED (interpreted with memory as weakly ordered as PTX allows, blocks scheduled adversarially from SEED, default 1), cuda or cuda:N (GPU N; a binary built with -tags cuda); a comma-separated list splits the layers across them as a pipeline"
+const backendHelp = backend.Help
 
 // megakernelHelp and smsHelp describe the megakernel flags.
 const (
@@ -31,66 +27,31 @@ const layersHelp = "with several backends: the first layer of every stage after 
 
 // openBackends opens the comma-separated backends of spec (see backendHelp).
 func openBackends(spec string, threads int) ([]device.Backend, error) {
-	var out []device.Backend
-	for _, s := range strings.Split(spec, ",") {
-		b, err := openBackend(strings.TrimSpace(s), threads)
-		if err != nil {
-			closeAll(out)
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	bs, err := backend.OpenList(spec, threads)
+	return bs, flagError(spec, err)
 }
 
-func closeAll(bs []device.Backend) {
-	for _, b := range bs {
-		b.Close()
-	}
-}
+func closeAll(bs []device.Backend) { backend.CloseAll(bs) }
 
 // backendsName names a list of backends.
-func backendsName(bs []device.Backend) string {
-	names := make([]string, len(bs))
-	for i, b := range bs {
-		names[i] = b.Name()
-	}
-	return strings.Join(names, " → ")
-}
+func backendsName(bs []device.Backend) string { return backend.Names(bs) }
 
 // openBackend opens the backend named by spec (see backendHelp); threads sizes the CPU ones.
 func openBackend(spec string, threads int) (device.Backend, error) {
+	b, err := backend.Open(spec, threads)
+	return b, flagError(spec, err)
+}
+
+// flagError is a backend's error as the flag's: a cuda backend in a binary without CUDA says
+// how to build one.
+func flagError(spec string, err error) error {
 	switch {
-	case spec == "" || spec == "cpu":
-		return cpu.New(threads), nil
-	case spec == "ptxvm":
-		return ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: threads, NoRaceCheck: true}}), nil
-	case spec == "ptxvm-weak" || strings.HasPrefix(spec, "ptxvm-weak:"):
-		seed := uint64(1)
-		if s, ok := strings.CutPrefix(spec, "ptxvm-weak:"); ok {
-			v, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("--backend %s: want ptxvm-weak:SEED with a decimal seed", spec)
-			}
-			seed = v
-		}
-		return ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: threads, NoRaceCheck: true, Weak: &ptxvm.Weak{Seed: seed}}}), nil
-	case spec == "cuda" || strings.HasPrefix(spec, "cuda:"):
-		n := 0
-		if s, ok := strings.CutPrefix(spec, "cuda:"); ok {
-			v, err := strconv.Atoi(s)
-			if err != nil || v < 0 {
-				return nil, fmt.Errorf("--backend %s: want cuda:N with a device number N", spec)
-			}
-			n = v
-		}
-		b, err := cuda.Open(n)
-		if errors.Is(err, device.ErrNotBuilt) {
-			return nil, fmt.Errorf("--backend %s: this verity binary was built without CUDA; build it with go build -tags cuda ./tools/verity (README: GPU build)", spec)
-		}
-		return b, err
+	case err == nil:
+		return nil
+	case errors.Is(err, device.ErrNotBuilt):
+		return fmt.Errorf("--backend %s: this verity binary was built without CUDA; build it with go build -tags cuda ./tools/verity (README: GPU build)", spec)
 	}
-	return nil, fmt.Errorf("--backend %q: want cpu, ptxvm, ptxvm-weak[:SEED], cuda or cuda:N", spec)
+	return fmt.Errorf("--%w", err)
 }
 
 // deviceCopier is a backend that times copies in its own memory (the CUDA backend).
