@@ -279,6 +279,13 @@ func (s *Session) Len() int {
 	return len(s.slots)
 }
 
+// Tokens returns a copy of the committed tokens (Len of them).
+func (s *Session) Tokens() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tokens)
+}
+
 // Close releases the session's cache slots.
 func (s *Session) Close() {
 	s.mu.Lock()

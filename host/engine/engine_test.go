@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"verity/device/cpu"
@@ -193,6 +194,13 @@ func TestCommitAndTruncate(t *testing.T) {
 			}
 			if s.Len() != len(prefix)+len(accepted) {
 				t.Fatalf("after commit: %d positions, want %d", s.Len(), len(prefix)+len(accepted))
+			}
+			wantToks := slices.Clone(prefix)
+			for _, n := range accepted {
+				wantToks = append(wantToks, tree.Tokens[n])
+			}
+			if got := s.Tokens(); !slices.Equal(got, wantToks) {
+				t.Fatalf("after commit: tokens %v, want %v", got, wantToks)
 			}
 			var got [][]float32
 			for _, tok := range next {

@@ -248,6 +248,14 @@ func (t *Tokenizer) BOS() int32 { return t.bos }
 // EOS: see BOS.
 func (t *Tokenizer) EOS() int32 { return t.eos }
 
+// Model is the tokenizer model: tokenizer.ggml.model, gpt2 (byte-level BPE) or llama
+// (SentencePiece).
+func (t *Tokenizer) Model() string { return t.model }
+
+// PreTokenizer names the pre-tokenizer: tokenizer.ggml.pre for byte-level BPE ("default"
+// when the file names none), "sentencepiece" for SentencePiece.
+func (t *Tokenizer) PreTokenizer() string { return t.preName }
+
 // String names the tokenizer: its model and pre-tokenizer.
 func (t *Tokenizer) String() string {
 	return fmt.Sprintf("%s (%s), %d tokens", t.model, t.preName, len(t.tokens))
