@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"verity/fixtures"
@@ -184,5 +185,48 @@ func TestHandles(t *testing.T) {
 	}
 	if _, err := openModel("/nonexistent.gguf", openOptions{}); codeOf(err) != codeIO {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// Sessions used from several goroutines at once each write the text one session alone
+// writes (run it with -race to check the library's locking).
+func TestConcurrentSessions(t *testing.T) {
+	m := openFixture(t, "tiny-qwen3-f32", openOptions{threads: 2, context: 128, sessions: 4})
+	chat := []tokenizer.Message{{Role: "user", Content: "Tell me about the sea."}}
+	o := genOptions{maxTokens: 10, smp: serve.Sampler{Temperature: 0.7, Seed: 5}}
+	one := func() (string, error) {
+		sid, err := openSession(m.id)
+		if err != nil {
+			return "", err
+		}
+		defer closeSession(sid)
+		var b strings.Builder
+		if _, err := generateChat(sid, chat, o, func(s string) bool {
+			b.WriteString(s)
+			_, _, _, _, err := statsOf(sid)
+			return err != nil
+		}); err != nil {
+			return "", err
+		}
+		if _, _, err := verifyTree(sid, []int32{1, 2, 3}, []int32{-1, 0, 0}, -1, 3); err != nil {
+			return "", err
+		}
+		return b.String(), commit(sid, []int32{0, 2})
+	}
+	want, err := one()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, 4)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = one() })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != want {
+			t.Errorf("goroutine %d: %q, %v; alone %q", i, got[i], errs[i], want)
+		}
 	}
 }
