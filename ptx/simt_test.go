@@ -12,6 +12,7 @@ import (
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/kernels"
+	"verity/device/num"
 	"verity/host/quant"
 	"verity/repack"
 )
@@ -51,6 +52,23 @@ func (a *arena) f32(v []float32) device.Ptr {
 func (a *arena) i32(v []int32) device.Ptr {
 	return a.add(append([]byte(nil), device.I32Bytes(v)...), false)
 }
+
+// cache holds v as a K/V cache of type t (rounded to nearest even for the 16-bit types).
+func (a *arena) cache(t dtype.Type, v []float32) device.Ptr {
+	if t == dtype.F32 {
+		return a.f32(v)
+	}
+	b := make([]byte, 2*len(v))
+	for i, f := range v {
+		h := num.F32ToF16(f)
+		if t == dtype.BF16 {
+			h = num.F32ToBF16(f)
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], h)
+	}
+	return a.raw(b)
+}
+
 func (a *arena) raw(b []byte) device.Ptr { return a.add(append([]byte(nil), b...), false) }
 
 // Bytes implements device.Memory.
@@ -242,38 +260,53 @@ func TestSIMTRope(t *testing.T) {
 
 func TestSIMTAttention(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 1))
-	a := newArena()
-	launchBoth(t, kernels.KVStore, kernels.KVStoreArgs{
-		K: a.f32(values(rng, 3*100, 1, false)), V: a.f32(values(rng, 3*100, 1, false)), Slots: a.i32([]int32{5, 1, 7}),
-		KCache: a.f32(values(rng, 8*100, 1, false)), VCache: a.f32(values(rng, 8*100, 1, false)), Rows: 3, KVDim: 100, NSlots: 8,
-	}, a)
+	for _, ct := range []dtype.Type{dtype.F32, dtype.F16, dtype.BF16} {
+		a := newArena()
+		launchBoth(t, kernels.KVStore, kernels.KVStoreArgs{
+			K: a.f32(values(rng, 3*100, 1, true)), V: a.f32(values(rng, 3*100, 1e-4, true)), Slots: a.i32([]int32{5, 1, 7}),
+			KCache: a.f32(values(rng, 8*100, 1, false)), VCache: a.f32(values(rng, 8*100, 1, false)), Rows: 3, KVDim: 100, NSlots: 8,
+			KType: int32(ct), VType: int32(ct),
+		}, a)
+	}
 
 	for _, c := range []struct {
 		nHead, nKV, hd int32
 		keys           []int
+		kt, vt         dtype.Type
+		tree           bool
 	}{
-		{4, 2, 64, []int{1, 40, 70}},
-		{2, 1, 300, []int{5, 33}}, // more dims than one pass of the output accumulators
-		{3, 3, 16, []int{64, 2}},
+		{4, 2, 64, []int{1, 40, 150}, dtype.F32, dtype.F32, false},
+		{2, 1, 300, []int{5, 70}, dtype.F16, dtype.BF16, false}, // slices of 64 dims
+		{3, 3, 16, []int{64, 2}, dtype.BF16, dtype.F16, false},
+		{8, 2, 16, []int{70, 71, 71, 72}, dtype.F16, dtype.F16, true}, // rows sharing a chunk
 	} {
-		t.Run(fmt.Sprintf("heads=%d/%d,head_dim=%d", c.nHead, c.nKV, c.hd), func(t *testing.T) {
+		t.Run(fmt.Sprintf("heads=%d/%d,head_dim=%d,cache=%s,%s", c.nHead, c.nKV, c.hd, c.kt, c.vt), func(t *testing.T) {
 			const nSlots = 80
 			rows := int32(len(c.keys))
 			off := []int32{0}
 			var keys []int32
-			for _, n := range c.keys {
-				for range n {
-					keys = append(keys, int32(rng.IntN(nSlots)))
+			chunks := 1
+			for r, n := range c.keys {
+				for j := range n {
+					s := int32(rng.IntN(nSlots))
+					if c.tree {
+						s = int32(j + r*(j/69)) // the first 69 keys of every row agree
+					}
+					keys = append(keys, s)
 				}
 				off = append(off, int32(len(keys)))
+				chunks = max(chunks, kernels.AttnChunks(n))
 			}
 			a := newArena()
+			kc, vc := a.cache(c.kt, values(rng, int(nSlots*c.nKV*c.hd), 1, false)), a.cache(c.vt, values(rng, int(nSlots*c.nKV*c.hd), 1, false))
 			launchBoth(t, kernels.Attention, kernels.AttentionArgs{
 				Q:      a.f32(values(rng, int(rows*c.nHead*c.hd), 1, false)),
-				KCache: a.f32(values(rng, int(nSlots*c.nKV*c.hd), 1, false)),
-				VCache: a.f32(values(rng, int(nSlots*c.nKV*c.hd), 1, false)),
-				Keys:   a.i32(keys), KeyOff: a.i32(off), Out: a.f32(make([]float32, rows*c.nHead*c.hd)),
-				Rows: rows, NHead: c.nHead, NKV: c.nKV, HeadDim: c.hd, NSlots: nSlots,
+				KCache: kc, VCache: vc,
+				Keys: a.i32(keys), KeyOff: a.i32(off), Out: a.f32(make([]float32, rows*c.nHead*c.hd)),
+				Part:  a.f32(make([]float32, int(rows*c.nHead)*chunks*kernels.AttnPartWords(int(c.hd)))),
+				Count: a.i32(make([]int32, rows*c.nKV)),
+				Rows:  rows, NHead: c.nHead, NKV: c.nKV, HeadDim: c.hd, NSlots: nSlots, Chunks: int32(chunks),
+				KType: int32(c.kt), VType: int32(c.vt),
 				Scale: float32(1 / math.Sqrt(float64(c.hd))),
 			}, a)
 		})

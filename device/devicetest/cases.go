@@ -257,17 +257,41 @@ func ropeKVStoreCases() []Case {
 		for i := range slots {
 			slots[i] = int32(2*i + 1) // distinct, not in row order's first slots
 		}
+		kt, vt := cacheTypePairs[len(out)%len(cacheTypePairs)][0], cacheTypePairs[len(out)%len(cacheTypePairs)][1]
 		out = append(out, Case{
-			Name: fmt.Sprintf("rows=%d/heads=%d/head_dim=%d/n_rot=%d/mode=%d", c.rows, c.heads, c.hd, c.nrot, c.mode),
-			Buffers: []Buffer{{"K", special(f32s(r, c.rows*d, 1)), false}, {"V", f32s(r, c.rows*d, 1), false},
+			Name: fmt.Sprintf("rows=%d/heads=%d/head_dim=%d/n_rot=%d/mode=%d/cache=%s,%s", c.rows, c.heads, c.hd, c.nrot, c.mode, kt, vt),
+			Buffers: []Buffer{{"K", special(f32s(r, c.rows*d, 1)), false}, {"V", special(f32s(r, c.rows*d, 1)), false},
 				{"CosSin", f32s(r, c.rows*c.nrot, 1), false}, {"Slots", i32Bytes(slots), false},
-				{"KCache", f32s(r, ns*d, 1), true}, {"VCache", f32s(r, ns*d, 1), true}},
+				{"KCache", cacheBytes(r, kt, ns*d, 1), true}, {"VCache", cacheBytes(r, vt, ns*d, 1), true}},
 			Args: func(p []device.Ptr) any {
 				return kernels.RopeKVStoreArgs{K: p[0], V: p[1], CosSin: p[2], Slots: p[3], KCache: p[4], VCache: p[5],
 					Rows: int32(c.rows), KVDim: int32(d), NSlots: int32(ns), Heads: int32(c.heads), HeadDim: int32(c.hd),
-					NRot: int32(c.nrot), Mode: c.mode}
+					NRot: int32(c.nrot), Mode: c.mode, KType: int32(kt), VType: int32(vt)}
 			},
 		})
+	}
+	return out
+}
+
+// cacheTypePairs are (K, V) cache types the K/V kernels' cases cycle through.
+var cacheTypePairs = [][2]dtype.Type{{dtype.F32, dtype.F32}, {dtype.F16, dtype.F16}, {dtype.BF16, dtype.BF16},
+	{dtype.F16, dtype.BF16}, {dtype.BF16, dtype.F32}}
+
+// cacheBytes returns n normally distributed values of standard deviation scale as a cache of
+// type t (rounded to nearest even for the 16-bit types).
+func cacheBytes(r *rand.Rand, t dtype.Type, n int, scale float64) []byte {
+	b := f32s(r, n, scale)
+	if t == dtype.F32 {
+		return b
+	}
+	out := make([]byte, 2*n)
+	for i := 0; i < n; i++ {
+		f := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		h := num.F32ToF16(f)
+		if t == dtype.BF16 {
+			h = num.F32ToBF16(f)
+		}
+		binary.LittleEndian.PutUint16(out[2*i:], h)
 	}
 	return out
 }
@@ -361,50 +385,101 @@ func argmaxCases() []Case {
 }
 
 func kvStoreCases() []Case {
-	rows, d, ns := 5, 96, 9
-	r := rng(800)
-	slots := []int32{3, 0, 8, 5, 1}
-	return []Case{{
-		Name: fmt.Sprintf("rows=%d/kv_dim=%d/slots=%d", rows, d, ns),
-		Buffers: []Buffer{{"K", f32s(r, rows*d, 1), false}, {"V", f32s(r, rows*d, 1), false}, {"Slots", i32Bytes(slots), false},
-			{"KCache", f32s(r, ns*d, 1), true}, {"VCache", f32s(r, ns*d, 1), true}},
+	var out []Case
+	for i, tp := range cacheTypePairs {
+		rows, d, ns := 5, 96, 9
+		r := rng(800 + uint64(i))
+		slots := []int32{3, 0, 8, 5, 1}
+		kt, vt := tp[0], tp[1]
+		out = append(out, Case{
+			Name: fmt.Sprintf("rows=%d/kv_dim=%d/slots=%d/cache=%s,%s", rows, d, ns, kt, vt),
+			Buffers: []Buffer{{"K", special(f32s(r, rows*d, 1)), false}, {"V", f32s(r, rows*d, 1e-4), false}, {"Slots", i32Bytes(slots), false},
+				{"KCache", cacheBytes(r, kt, ns*d, 1), true}, {"VCache", cacheBytes(r, vt, ns*d, 1), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.KVStoreArgs{K: p[0], V: p[1], Slots: p[2], KCache: p[3], VCache: p[4], Rows: int32(rows), KVDim: int32(d),
+					NSlots: int32(ns), KType: int32(kt), VType: int32(vt)}
+			},
+		})
+	}
+	return out
+}
+
+// attentionCase is one attention launch: rows × heads (of nkv KV heads) of head size hd over a
+// cache of ns slots of types kt, vt, the rows' key lists keys.
+func attentionCase(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dtype.Type, keys [][]int32) Case {
+	r := rng(seed)
+	var flat, off []int32
+	off = append(off, 0)
+	chunks := 1
+	for _, k := range keys {
+		flat = append(flat, k...)
+		off = append(off, int32(len(flat)))
+		chunks = max(chunks, kernels.AttnChunks(len(k)))
+	}
+	rows := len(keys)
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	pw := kernels.AttnPartWords(hd)
+	return Case{
+		Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d/cache=%s,%s", name, rows, nh, nkv, hd, ns, kt, vt),
+		Buffers: []Buffer{{"Q", f32s(r, rows*nh*hd, 1), false}, {"KCache", cacheBytes(r, kt, ns*nkv*hd, 1), false},
+			{"VCache", cacheBytes(r, vt, ns*nkv*hd, 1), false}, {"Keys", i32Bytes(flat), false}, {"KeyOff", i32Bytes(off), false},
+			{"Out", make([]byte, 4*rows*nh*hd), true}, {"Part", make([]byte, 4*rows*nh*chunks*pw), true},
+			{"Count", make([]byte, 4*rows*nkv), false}},
 		Args: func(p []device.Ptr) any {
-			return kernels.KVStoreArgs{K: p[0], V: p[1], Slots: p[2], KCache: p[3], VCache: p[4], Rows: int32(rows), KVDim: int32(d), NSlots: int32(ns)}
+			return kernels.AttentionArgs{Q: p[0], KCache: p[1], VCache: p[2], Keys: p[3], KeyOff: p[4], Out: p[5], Part: p[6], Count: p[7],
+				Rows: int32(rows), NHead: int32(nh), NKV: int32(nkv), HeadDim: int32(hd), NSlots: int32(ns), Chunks: int32(chunks),
+				KType: int32(kt), VType: int32(vt), Scale: scale}
 		},
-	}}
+	}
+}
+
+// treeKeys returns the key lists of a tree step: every row attends to the slots 0 … hist−1,
+// then to its ancestors' slots (hist + parent …) root first and its own last.
+func treeKeys(hist int, parents []int) [][]int32 {
+	keys := make([][]int32, len(parents))
+	for i := range parents {
+		var path []int32
+		for n := i; n >= 0; n = parents[n] {
+			path = append([]int32{int32(hist + n)}, path...)
+		}
+		k := make([]int32, 0, hist+len(path))
+		for j := 0; j < hist; j++ {
+			k = append(k, int32(j))
+		}
+		keys[i] = append(k, path...)
+	}
+	return keys
 }
 
 func attentionCases() []Case {
 	var out []Case
-	// Groups of 1 to 12 query heads per KV head, head dims above the 256 a warp accumulates
-	// at once.
-	for _, c := range []struct{ rows, nh, nkv, hd, ns int }{{1, 1, 1, 1, 1}, {3, 4, 2, 64, 40}, {2, 2, 1, 33, 70},
+	// Random key lists (slots repeat): groups of 1 to 12 query heads per KV head, head sizes the
+	// 16-byte loads do not fit (1, 33) and above the 64 dims of a slice (300), lists of one to
+	// three chunks.
+	for i, c := range []struct{ rows, nh, nkv, hd, ns int }{{1, 1, 1, 1, 1}, {3, 4, 2, 64, 140}, {2, 2, 1, 33, 70},
 		{2, 12, 1, 40, 50}, {1, 3, 1, 8, 5}, {2, 16, 2, 300, 35}} {
 		r := rng(uint64(c.hd*100 + c.ns))
-		var keys, off []int32
-		off = append(off, 0)
-		for row := 0; row < c.rows; row++ {
-			n := 1 + r.IntN(c.ns)
+		keys := make([][]int32, c.rows)
+		for row := range keys {
+			n := 1 + r.IntN(2*c.ns)
 			if row == 1 {
-				n = c.ns // a row with every slot (more than 32 keys)
+				n = 2*c.ns + 1 // a row of several chunks (more than 64 keys where there are 33 slots)
 			}
 			for j := 0; j < n; j++ {
-				keys = append(keys, int32(r.IntN(c.ns)))
+				keys[row] = append(keys[row], int32(r.IntN(c.ns)))
 			}
-			off = append(off, int32(len(keys)))
 		}
-		c := c
-		scale := float32(1 / math.Sqrt(float64(c.hd)))
-		out = append(out, Case{
-			Name: fmt.Sprintf("rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d", c.rows, c.nh, c.nkv, c.hd, c.ns),
-			Buffers: []Buffer{{"Q", f32s(r, c.rows*c.nh*c.hd, 1), false}, {"KCache", f32s(r, c.ns*c.nkv*c.hd, 1), false},
-				{"VCache", f32s(r, c.ns*c.nkv*c.hd, 1), false}, {"Keys", i32Bytes(keys), false}, {"KeyOff", i32Bytes(off), false},
-				{"Out", make([]byte, 4*c.rows*c.nh*c.hd), true}},
-			Args: func(p []device.Ptr) any {
-				return kernels.AttentionArgs{Q: p[0], KCache: p[1], VCache: p[2], Keys: p[3], KeyOff: p[4], Out: p[5],
-					Rows: int32(c.rows), NHead: int32(c.nh), NKV: int32(c.nkv), HeadDim: int32(c.hd), NSlots: int32(c.ns), Scale: scale}
-			},
-		})
+		tp := cacheTypePairs[i%len(cacheTypePairs)]
+		out = append(out, attentionCase("random", uint64(c.hd*100+c.ns+1), c.nh, c.nkv, c.hd, c.ns, tp[0], tp[1], keys))
+	}
+	// Tree steps: 10 nodes (a group of 8 and 2 more rows) over a history of 130 positions,
+	// their chunks shared where the slots agree; 4 query heads per KV head, so 32 (row, head)
+	// pairs per pass over a chunk; the last with 3 and 6 heads per KV head (more than 32 pairs).
+	parents := []int{-1, 0, 0, 1, 1, 2, 3, 5, 7, 8}
+	for i, c := range []struct{ nh, nkv, hd int }{{8, 2, 64}, {8, 2, 16}, {6, 2, 64}, {12, 2, 32}} {
+		hist := 130 - 62*(i%2)
+		tp := cacheTypePairs[(i+1)%len(cacheTypePairs)]
+		out = append(out, attentionCase("tree", uint64(900+i), c.nh, c.nkv, c.hd, hist+len(parents), tp[0], tp[1], treeKeys(hist, parents)))
 	}
 	return out
 }

@@ -388,42 +388,31 @@ func realRopeCases() []Case {
 	return out
 }
 
-// realAttentionCases: 8 tree rows after a 2048-token history; row r attends to the history
-// and to rows 0…r (a chain), slots 2048… holding the rows' own keys.
+// realAttentionCases: at 2048 positions, a decode row and an 8-node tree (a chain: row r
+// attends to the history and to rows 0…r, slots 2048… holding the rows' own keys), with f32
+// and f16 caches (bf16 for the Qwen3.5 shape).
 func realAttentionCases() []Case {
 	const hist, rows = 2048, 8
 	var out []Case
 	for i, s := range []struct {
 		name        string
 		nh, nkv, hd int
+		kt          dtype.Type
+		rows        int
 	}{
-		{"llama-3.2-1b", 32, 8, 64},
-		{"qwen3.5-moe", 16, 2, 256},
+		{"llama-3.2-1b", 32, 8, 64, dtype.F32, rows},
+		{"llama-3.2-1b", 32, 8, 64, dtype.F16, rows},
+		{"llama-3.2-1b", 32, 8, 64, dtype.F16, 1},
+		{"qwen3.5-moe", 16, 2, 256, dtype.BF16, rows},
 	} {
-		ns := hist + rows
-		var keys, off []int32
-		off = append(off, 0)
-		for r := 0; r < rows; r++ {
+		ns := hist + s.rows
+		keys := make([][]int32, s.rows)
+		for r := range keys {
 			for j := 0; j < hist+r+1; j++ {
-				keys = append(keys, int32(j))
+				keys[r] = append(keys[r], int32(j))
 			}
-			off = append(off, int32(len(keys)))
 		}
-		s := s
-		seed := uint64(300 + 10*i)
-		out = append(out, Case{
-			Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d", s.name, rows, s.nh, s.nkv, s.hd, ns),
-			Buffers: []Buffer{{"Q", device.F32Bytes(realF32s(seed, rows*s.nh*s.hd, 1)), false},
-				{"KCache", device.F32Bytes(realF32s(seed+1, ns*s.nkv*s.hd, 1)), false},
-				{"VCache", device.F32Bytes(realF32s(seed+2, ns*s.nkv*s.hd, 1)), false},
-				{"Keys", device.I32Bytes(keys), false}, {"KeyOff", device.I32Bytes(off), false},
-				{"Out", make([]byte, 4*rows*s.nh*s.hd), true}},
-			Args: func(p []device.Ptr) any {
-				return kernels.AttentionArgs{Q: p[0], KCache: p[1], VCache: p[2], Keys: p[3], KeyOff: p[4], Out: p[5],
-					Rows: rows, NHead: int32(s.nh), NKV: int32(s.nkv), HeadDim: int32(s.hd), NSlots: int32(ns),
-					Scale: float32(1 / math.Sqrt(float64(s.hd)))}
-			},
-		})
+		out = append(out, attentionCase(s.name, uint64(300+10*i), s.nh, s.nkv, s.hd, ns, s.kt, s.kt, keys))
 	}
 	return out
 }

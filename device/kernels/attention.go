@@ -3,23 +3,51 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"verity/device"
+	"verity/device/dtype"
 	"verity/device/num"
 )
 
+// The K/V cache holds each slot's key and value vectors as float32, float16 or bfloat16
+// (chosen per cache, CacheTypes). The store rounds float32 to the cache type to nearest even
+// (num.F32ToF16, num.F32ToBF16; float32 is copied bit for bit); attention widens every element
+// exactly (num.F16ToF32, num.BF16ToF32) before any arithmetic, so all of attention's arithmetic
+// is float32 whatever the cache type.
+
+// CacheTypes are the element types a K or V cache may have.
+var CacheTypes = []dtype.Type{dtype.F32, dtype.F16, dtype.BF16}
+
+// CacheTypeOK reports whether t is one of CacheTypes.
+func CacheTypeOK(t dtype.Type) bool { return t == dtype.F32 || t == dtype.F16 || t == dtype.BF16 }
+
+// cacheElem returns the bytes of one cache element of type t (a kernel argument), or an error.
+func cacheElem(t int32) (int, error) {
+	switch dtype.Type(t) {
+	case dtype.F32:
+		return 4, nil
+	case dtype.F16, dtype.BF16:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("cache type %d is not f32, f16 or bf16", t)
+}
+
 // KVStoreArgs writes each row's key and value vectors into its physical cache slot:
-// KCache[Slots[r]] = K[r], VCache[Slots[r]] = V[r]. The slots of one launch must be distinct:
+// KCache[Slots[r]] = K[r], VCache[Slots[r]] = V[r], each element rounded to the cache's type
+// (KType, VType: dtype values F32, F16 or BF16). The slots of one launch must be distinct:
 // rows are written in no particular order.
 type KVStoreArgs struct {
 	K      device.Ptr // float32 [Rows][KVDim]
 	V      device.Ptr // float32 [Rows][KVDim]
 	Slots  device.Ptr // int32 [Rows]
-	KCache device.Ptr // float32 [NSlots][KVDim]
-	VCache device.Ptr // float32 [NSlots][KVDim]
+	KCache device.Ptr // KType [NSlots][KVDim]
+	VCache device.Ptr // VType [NSlots][KVDim]
 	Rows   int32
 	KVDim  int32
 	NSlots int32
+	KType  int32
+	VType  int32
 }
 
 var KVStore = device.Register(&device.Kernel[KVStoreArgs]{
@@ -28,13 +56,97 @@ var KVStore = device.Register(&device.Kernel[KVStoreArgs]{
 		if a.Rows <= 0 || a.KVDim <= 0 || a.NSlots <= 0 {
 			return device.Geometry{}, fmt.Errorf("bad shape rows=%d kv_dim=%d slots=%d", a.Rows, a.KVDim, a.NSlots)
 		}
+		if err := checkCacheTypes(a.KType, a.VType); err != nil {
+			return device.Geometry{}, err
+		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}, nil
 	},
 	Twin: func(x *device.Exec, a KVStoreArgs) error { return storeKV(x, a, nil) },
 })
 
+func checkCacheTypes(k, v int32) error {
+	if _, err := cacheElem(k); err != nil {
+		return fmt.Errorf("K %w", err)
+	}
+	if _, err := cacheElem(v); err != nil {
+		return fmt.Errorf("V %w", err)
+	}
+	return nil
+}
+
+// cacheView is a K or V cache in the twin: float32 or 16-bit elements.
+type cacheView struct {
+	t   dtype.Type
+	f32 []float32
+	u16 []uint16
+}
+
+func viewCache(x *device.Exec, p device.Ptr, t int32, n int) (cacheView, error) {
+	es, err := cacheElem(t)
+	if err != nil {
+		return cacheView{}, err
+	}
+	c := cacheView{t: dtype.Type(t)}
+	if es == 4 {
+		c.f32, err = x.F32(p, n)
+		return c, err
+	}
+	b, err := x.U8(p, int64(n)*2)
+	if err != nil || n == 0 {
+		return c, err
+	}
+	if uintptr(unsafe.Pointer(&b[0]))%2 != 0 {
+		return c, fmt.Errorf("16-bit cache at %#x is not 2-byte aligned", uint64(p))
+	}
+	c.u16 = unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), n)
+	return c, nil
+}
+
+// put stores row (float32) at element offset off, rounded to the cache type.
+func (c cacheView) put(off int, row []float32) {
+	switch c.t {
+	case dtype.F32:
+		copy(c.f32[off:off+len(row)], row)
+	case dtype.F16:
+		for i, v := range row {
+			c.u16[off+i] = num.F32ToF16(v)
+		}
+	default:
+		for i, v := range row {
+			c.u16[off+i] = num.F32ToBF16(v)
+		}
+	}
+}
+
+// widen sets dst to the cache's elements at off, widened exactly to float32 (NaNs as the
+// canonical NaN: the arithmetic they reach gives it anyway).
+func (c cacheView) widen(dst []float32, off int64) {
+	switch c.t {
+	case dtype.F32:
+		copy(dst, c.f32[off:off+int64(len(dst))])
+	case dtype.F16:
+		widenF16(dst, c.u16[off:off+int64(len(dst))])
+	default:
+		widenBF16(dst, c.u16[off:off+int64(len(dst))])
+	}
+}
+
+// widenF16Go and widenBF16Go are widenF16's and widenBF16's portable forms.
+func widenF16Go(dst []float32, src []uint16) {
+	for i, h := range src {
+		dst[i] = num.Canon(num.F16ToF32(h))
+	}
+}
+
+func widenBF16Go(dst []float32, src []uint16) {
+	for i, h := range src {
+		dst[i] = num.Canon(num.BF16ToF32(h))
+	}
+}
+
 // storeKV is the K/V store's twin: row r's K and V into cache slot Slots[r]; then, if set,
-// turn(key, r) changes the stored key in place (RopeKVStore rotates it).
+// turn(key, r) changes the key (float32) before it is rounded and stored (RopeKVStore rotates
+// it).
 func storeKV(x *device.Exec, a KVStoreArgs, turn func(key []float32, r int)) error {
 	rows, d, ns := int(a.Rows), int(a.KVDim), int(a.NSlots)
 	k, err := x.F32(a.K, rows*d)
@@ -49,13 +161,13 @@ func storeKV(x *device.Exec, a KVStoreArgs, turn func(key []float32, r int)) err
 	if err != nil {
 		return err
 	}
-	kc, err := x.F32(a.KCache, ns*d)
+	kc, err := viewCache(x, a.KCache, a.KType, ns*d)
 	if err != nil {
-		return err
+		return fmt.Errorf("K cache: %w", err)
 	}
-	vc, err := x.F32(a.VCache, ns*d)
+	vc, err := viewCache(x, a.VCache, a.VType, ns*d)
 	if err != nil {
-		return err
+		return fmt.Errorf("V cache: %w", err)
 	}
 	for r, s := range slots {
 		if s < 0 || int(s) >= ns {
@@ -63,17 +175,32 @@ func storeKV(x *device.Exec, a KVStoreArgs, turn func(key []float32, r int)) err
 		}
 	}
 	x.For(rows, func(lo, hi int) {
+		key := make([]float32, d)
 		for r := lo; r < hi; r++ {
 			s := int(slots[r])
-			copy(kc[s*d:(s+1)*d], k[r*d:(r+1)*d])
-			copy(vc[s*d:(s+1)*d], v[r*d:(r+1)*d])
+			copy(key, k[r*d:(r+1)*d])
 			if turn != nil {
-				turn(kc[s*d:(s+1)*d], r)
+				turn(key, r)
 			}
+			kc.put(s*d, key)
+			vc.put(s*d, v[r*d:(r+1)*d])
 		}
 	})
 	return nil
 }
+
+// AttnChunk is the number of logical key positions in one chunk of a row's key list, a
+// constant of the attention contract: chunk c of a row is its keys c·AttnChunk …
+// (c+1)·AttnChunk−1, whatever the step holds besides the row.
+const AttnChunk = 64
+
+// AttnPartWords is the float32 words of one chunk's partial result in AttentionArgs.Part for
+// head size hd: the chunk's maximum score, its sum of exponentials and its hd weighted value
+// sums.
+func AttnPartWords(hd int) int { return hd + 2 }
+
+// AttnChunks is the number of chunks of a key list of n keys.
+func AttnChunks(n int) int { return (n + AttnChunk - 1) / AttnChunk }
 
 // AttentionArgs: scaled dot-product attention of each row's query heads over that row's own
 // key list — the cache slots Keys[KeyOff[r] : KeyOff[r+1]], in logical order (a session's
@@ -81,50 +208,76 @@ func storeKV(x *device.Exec, a KVStoreArgs, turn func(key []float32, r int)) err
 // KV head h / (NHead/NKV). Masked keys are simply absent from the list, so a row's bits
 // depend only on its own keys, never on the other rows of the step.
 //
-// Order, per row and head, with j running over the key list in order:
-//   - s_j = float32(dot·Scale) where dot = fma(q[d], k_j[d], dot) for d = 0 … HeadDim−1 from +0;
-//   - m = max_j s_j; e_j = Exp32(s_j − m);
-//   - sum: lane l adds e_j for j = l, l+32, … in order (acc = acc + e_j), then num.WarpSum;
-//   - out[d] = o_d / sum with o_d = fma(e_j, v_j[d], o_d) over j in order from +0.
+// The key list j = 0 … n−1 is cut into chunks of AttnChunk positions (chunk c: j from
+// c·AttnChunk, the last one shorter). Order, per row and query head:
+//   - each chunk alone: s_j = float32(dot·Scale) where dot = fma(q[d], k_j[d], dot) for
+//     d = 0 … HeadDim−1 from +0 (keys and values widened exactly from the cache type);
+//     m_c = the Max32 of the chunk's s_j (the order of a maximum does not matter);
+//     e_j = Exp32(s_j − m_c); l_c: lane i = j mod 32 adds the chunk's e_j in order from +0
+//     (acc = acc + e_j), then num.WarpTotal of the 32 lanes; o_c[d] = fma(e_j, v_j[d], o_c[d])
+//     over the chunk's j in order from +0;
+//   - the chunks merged in chunk order: M = the Max32 of the m_c; w_c = Exp32(m_c − M);
+//     L = fma(l_c, w_c, L) and O[d] = fma(o_c[d], w_c, O[d]) for c = 0, 1, … from +0;
+//     out[d] = O[d] / L.
+//
+// Part receives every chunk's (m_c, l_c, o_c[0…HeadDim−1]) at
+// Part[((r·NHead + h)·Chunks + c)·AttnPartWords(HeadDim)]; Chunks must be at least every row's
+// chunk count (it is the launch's grid height). Count is scratch for the device kernel (one
+// counter per row and KV head, zero before a launch and again after it); the twin does not
+// touch it. KType and VType are the caches' element types (dtype F32, F16 or BF16).
 type AttentionArgs struct {
 	Q       device.Ptr // float32 [Rows][NHead][HeadDim]
-	KCache  device.Ptr // float32 [NSlots][NKV][HeadDim]
-	VCache  device.Ptr // float32 [NSlots][NKV][HeadDim]
+	KCache  device.Ptr // KType [NSlots][NKV][HeadDim]
+	VCache  device.Ptr // VType [NSlots][NKV][HeadDim]
 	Keys    device.Ptr // int32 slot lists of all rows, concatenated
 	KeyOff  device.Ptr // int32 [Rows+1]: row r's keys are Keys[KeyOff[r]:KeyOff[r+1]]
 	Out     device.Ptr // float32 [Rows][NHead][HeadDim]
+	Part    device.Ptr // float32 [Rows][NHead][Chunks][HeadDim+2]
+	Count   device.Ptr // uint32 [Rows][NKV], zero
 	Rows    int32
 	NHead   int32
 	NKV     int32
 	HeadDim int32
 	NSlots  int32
+	Chunks  int32
+	KType   int32
+	VType   int32
 	Scale   float32
 }
+
+// AttnBlockThreads is the attention kernel's block size: one block per (row, KV head, chunk).
+const AttnBlockThreads = 256
 
 var Attention = device.Register(&device.Kernel[AttentionArgs]{
 	EntryName: "attention_f32", ModuleName: "attention",
 	Shape: func(a AttentionArgs) (device.Geometry, error) {
-		if a.Rows <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.HeadDim <= 0 || a.NSlots <= 0 || a.NHead%a.NKV != 0 {
-			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d", a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots)
+		if a.Rows <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.HeadDim <= 0 || a.NSlots <= 0 || a.NHead%a.NKV != 0 ||
+			a.Chunks <= 0 || a.Chunks > 65535 || int64(a.Rows)*int64(a.NKV) > math.MaxInt32 {
+			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d chunks=%d",
+				a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots, a.Chunks)
 		}
-		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: uint32(a.NHead), Z: 1}, Block: device.Dim3{X: 32, Y: 1, Z: 1}}, nil
+		if err := checkCacheTypes(a.KType, a.VType); err != nil {
+			return device.Geometry{}, err
+		}
+		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows * a.NKV), Y: uint32(a.Chunks), Z: 1},
+			Block: device.Dim3{X: AttnBlockThreads, Y: 1, Z: 1}}, nil
 	},
 	Twin: attentionTwin,
 })
 
 func attentionTwin(x *device.Exec, a AttentionArgs) error {
-	rows, nh, nkv, hd, ns := int(a.Rows), int(a.NHead), int(a.NKV), int(a.HeadDim), int(a.NSlots)
+	rows, nh, nkv, hd, ns, nc := int(a.Rows), int(a.NHead), int(a.NKV), int(a.HeadDim), int(a.NSlots), int(a.Chunks)
 	q, err := x.F32(a.Q, rows*nh*hd)
 	if err != nil {
 		return err
 	}
-	kc, err := x.F32(a.KCache, ns*nkv*hd)
+	kc, err := viewCache(x, a.KCache, a.KType, ns*nkv*hd)
 	if err != nil {
-		return err
+		return fmt.Errorf("K cache: %w", err)
 	}
-	vc, err := x.F32(a.VCache, ns*nkv*hd)
+	vc, err := viewCache(x, a.VCache, a.VType, ns*nkv*hd)
 	if err != nil {
-		return err
+		return fmt.Errorf("V cache: %w", err)
 	}
 	off, err := x.I32(a.KeyOff, rows+1)
 	if err != nil {
@@ -134,8 +287,12 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 		return fmt.Errorf("key offsets must start at 0, got %d", off[0])
 	}
 	for r := 0; r < rows; r++ {
-		if off[r+1] <= off[r] {
+		n := int(off[r+1]) - int(off[r])
+		if n <= 0 {
 			return fmt.Errorf("row %d has no keys (offsets %d, %d)", r, off[r], off[r+1])
+		}
+		if AttnChunks(n) > nc {
+			return fmt.Errorf("row %d has %d keys: more than %d chunks of %d", r, n, nc, AttnChunk)
 		}
 	}
 	keys, err := x.I32(a.Keys, int(off[rows]))
@@ -151,32 +308,71 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 	if err != nil {
 		return err
 	}
+	pw := AttnPartWords(hd)
+	part, err := x.F32(a.Part, rows*nh*nc*pw)
+	if err != nil {
+		return err
+	}
 	group := nh / nkv
-	x.For(rows*nh, func(lo, hi int) {
-		var e []float32
-		var offs []int64
+	x.For(rows*nkv, func(lo, hi int) {
+		var s attnScratch
 		for i := lo; i < hi; i++ {
-			r, h := i/nh, i%nh
+			r, kvh := i/nkv, i%nkv
 			ks := keys[off[r]:off[r+1]]
-			if cap(e) < len(ks) {
-				e, offs = make([]float32, len(ks)), make([]int64, len(ks))
+			for c := 0; c*AttnChunk < len(ks); c++ {
+				kf, vf, offs := s.chunk(kc, vc, ks[c*AttnChunk:min(len(ks), (c+1)*AttnChunk)], nkv, hd, kvh)
+				for h := kvh * group; h < (kvh+1)*group; h++ {
+					p := part[((r*nh+h)*nc+c)*pw:][:pw]
+					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, true)
+				}
 			}
-			e, offs = e[:len(ks)], offs[:len(ks)]
-			kvh := h / group
-			for j, s := range ks {
-				offs[j] = int64(s)*int64(nkv*hd) + int64(kvh*hd)
+			for h := kvh * group; h < (kvh+1)*group; h++ {
+				mergeChunks(out[(r*nh+h)*hd:][:hd], part[(r*nh+h)*nc*pw:][:AttnChunks(len(ks))*pw])
 			}
-			attendHead(out[i*hd:(i+1)*hd], q[i*hd:(i+1)*hd], kc, vc, offs, e, a.Scale, true)
 		}
 	})
 	return nil
 }
 
-// attendHead computes one head of one row: offs holds the float32 offsets of its keys' (and
-// values') head vectors in kc and vc, in key order; e is scratch of len(offs). With vec, the
-// vector forms (simd.go), where the CPU has them, compute the scores, their exponentials and
-// the weighted value sum with the same chains of operations.
-func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float32, vec bool) {
+// attnScratch holds one worker's chunk of widened keys and values and its offsets.
+type attnScratch struct {
+	k, v []float32
+	offs []int64
+	e    [AttnChunk]float32
+}
+
+// chunk returns the float32 keys and values of the cache slots ks (KV head kvh) and their
+// offsets: the caches themselves for float32 caches, widened copies otherwise.
+func (s *attnScratch) chunk(kc, vc cacheView, ks []int32, nkv, hd, kvh int) (kf, vf []float32, offs []int64) {
+	if cap(s.offs) < AttnChunk {
+		s.offs = make([]int64, AttnChunk)
+	}
+	offs = s.offs[:len(ks)]
+	if kc.t == dtype.F32 && vc.t == dtype.F32 {
+		for j, slot := range ks {
+			offs[j] = int64(slot)*int64(nkv*hd) + int64(kvh*hd)
+		}
+		return kc.f32, vc.f32, offs
+	}
+	if len(s.k) < AttnChunk*hd {
+		s.k, s.v = make([]float32, AttnChunk*hd), make([]float32, AttnChunk*hd)
+	}
+	for j, slot := range ks {
+		o := int64(slot)*int64(nkv*hd) + int64(kvh*hd)
+		kc.widen(s.k[j*hd:(j+1)*hd], o)
+		vc.widen(s.v[j*hd:(j+1)*hd], o)
+		offs[j] = int64(j * hd)
+	}
+	return s.k, s.v, offs
+}
+
+// attendChunk computes one chunk's partial result for one head (AttentionArgs' order): it
+// sets o to the chunk's weighted value sums and returns its maximum score m and its sum of
+// exponentials l. offs holds the float32 offsets of the chunk's key (and value) vectors in kc
+// and vc, in key order; e is scratch of len(offs). With vec, the vector forms (simd.go), where
+// the CPU has them, compute the scores, their exponentials and the weighted value sums with
+// the same chains of operations.
+func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale float32, vec bool) (m, l float32) {
 	hd := len(q)
 	for j := vectorScores(e, q, kc, offs, scale, vec); j < len(offs); j++ {
 		k := kc[offs[j] : offs[j]+int64(hd)]
@@ -186,7 +382,7 @@ func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float
 		}
 		e[j] = float32(dot * scale)
 	}
-	m := float32(math.Inf(-1))
+	m = float32(math.Inf(-1))
 	for _, v := range e {
 		m = num.Max32(m, v)
 	}
@@ -198,20 +394,59 @@ func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float
 		}
 		acc[j&31] += e[j]
 	}
-	sum := num.WarpTotal(&acc)
-	if !vectorPV(out, e, vc, offs, vec) {
-		for d := range out {
-			out[d] = 0
+	l = num.WarpTotal(&acc)
+	if !vectorPV(o, e, vc, offs, vec) {
+		for d := range o {
+			o[d] = 0
 		}
-		for j, o := range offs {
-			v := vc[o : o+int64(hd)]
+		for j, off := range offs {
+			v := vc[off : off+int64(hd)]
 			p := e[j]
 			for d := 0; d < hd; d++ {
-				out[d] = num.FMA32(p, v[d], out[d])
+				o[d] = num.FMA32(p, v[d], o[d])
 			}
 		}
 	}
-	for d := range out {
-		out[d] /= sum
+	return m, l
+}
+
+// mergeChunks merges one head's chunk partials parts (AttnPartWords(len(out)) words each, in
+// chunk order) into its output, in AttentionArgs' order.
+func mergeChunks(out, parts []float32) {
+	pw := len(out) + 2
+	nc := len(parts) / pw
+	big := float32(math.Inf(-1))
+	for c := 0; c < nc; c++ {
+		big = num.Max32(big, parts[c*pw])
 	}
+	var sum float32
+	for d := range out {
+		out[d] = 0
+	}
+	for c := 0; c < nc; c++ {
+		p := parts[c*pw:][:pw]
+		w := num.Exp32(p[0] - big)
+		sum = num.FMA32(p[1], w, sum)
+		for d := range out {
+			out[d] = num.FMA32(p[2+d], w, out[d])
+		}
+	}
+	for d := range out {
+		out[d] = num.Canon(out[d] / sum)
+	}
+}
+
+// attendHead computes one head of one row over its whole key list (chunks, then their merge):
+// offs holds the float32 offsets of its keys' (and values') head vectors in kc and vc, in key
+// order; e is scratch of at least AttnChunk values.
+func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float32, vec bool) {
+	hd := len(q)
+	pw := AttnPartWords(hd)
+	parts := make([]float32, AttnChunks(len(offs))*pw)
+	for c := 0; c*AttnChunk < len(offs); c++ {
+		co := offs[c*AttnChunk : min(len(offs), (c+1)*AttnChunk)]
+		p := parts[c*pw:][:pw]
+		p[0], p[1] = attendChunk(p[2:], q, kc, vc, co, e[:len(co)], scale, vec)
+	}
+	mergeChunks(out, parts)
 }

@@ -29,6 +29,24 @@ func AttendHead(out, q, kc, vc []float32, offs []int64, scale float32, vector bo
 	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale, vector)
 }
 
+// Widen16 widens 16-bit cache elements as the attention twin does (bf selects bfloat16), with
+// its vector form where the CPU has it, or in portable Go.
+func Widen16(dst []float32, src []uint16, bf, vector bool) {
+	switch {
+	case bf && vector:
+		widenBF16(dst, src)
+	case bf:
+		widenBF16Go(dst, src)
+	case vector:
+		widenF16(dst, src)
+	default:
+		widenF16Go(dst, src)
+	}
+}
+
+// MergeChunks is the attention twin's merge of one head's chunk partials.
+var MergeChunks = mergeChunks
+
 // ExpShift sets e[j] = num.Exp32(e[j] − m) with the attention twin's vector form where the
 // CPU has it, and returns how many values it set.
 func ExpShift(e []float32, m float32) int { return vectorExpShift(e, m, true) }

@@ -1,13 +1,16 @@
 package kernels_test
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"verity/device"
 	"verity/device/cpu"
+	"verity/device/dtype"
 	"verity/device/kernels"
+	"verity/device/num"
 )
 
 func TestRMSNorm(t *testing.T) {
@@ -93,70 +96,106 @@ func TestRope(t *testing.T) {
 	}
 }
 
+// TestAttention compares the twin with float64 attention over the cache's (widened) values,
+// for each cache type, on key lists of one to three chunks.
 func TestAttention(t *testing.T) {
 	b := cpu.New(2)
 	defer b.Close()
 	r := rand.New(rand.NewPCG(5, 5))
 	nh, nkv, hd, ns := 4, 2, 16, 40
-	kc, vc := randF32(r, ns*nkv*hd, 1), randF32(r, ns*nkv*hd, 1)
-	keys := [][]int32{{3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34}, {7, 2, 39}}
+	long := make([]int32, 150)
+	for j := range long {
+		long[j] = int32(r.IntN(ns))
+	}
+	keys := [][]int32{{3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34}, {7, 2, 39}, long}
 	rows := len(keys)
-	q := randF32(r, rows*nh*hd, 1)
 	var flat []int32
 	off := []int32{0}
+	chunks := 1
 	for _, k := range keys {
 		flat = append(flat, k...)
 		off = append(off, int32(len(flat)))
+		chunks = max(chunks, kernels.AttnChunks(len(k)))
 	}
-	qp, kp, vp := upload(t, b, device.F32Bytes(q)), upload(t, b, device.F32Bytes(kc)), upload(t, b, device.F32Bytes(vc))
-	keysP, offP := upload(t, b, device.I32Bytes(flat)), upload(t, b, device.I32Bytes(off))
-	op, _ := b.Alloc(int64(4 * rows * nh * hd))
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	args := kernels.AttentionArgs{Q: qp, KCache: kp, VCache: vp, Keys: keysP, KeyOff: offP, Out: op, Rows: int32(rows),
-		NHead: int32(nh), NKV: int32(nkv), HeadDim: int32(hd), NSlots: int32(ns), Scale: scale}
-	if err := device.Launch(b, kernels.Attention, args); err != nil {
-		t.Fatal(err)
-	}
-	got := readF32(t, b, op, rows*nh*hd)
-	want := make([]float64, len(got))
-	for row, ks := range keys {
-		for h := 0; h < nh; h++ {
-			kvh := h / (nh / nkv)
-			qv := q[(row*nh+h)*hd : (row*nh+h+1)*hd]
-			s := make([]float64, len(ks))
-			m := math.Inf(-1)
-			for j, slot := range ks {
-				k := kc[(int(slot)*nkv+kvh)*hd:]
-				for d := 0; d < hd; d++ {
-					s[j] += float64(qv[d]) * float64(k[d])
+	for _, ct := range kernels.CacheTypes {
+		kc, vc := randF32(r, ns*nkv*hd, 1), randF32(r, ns*nkv*hd, 1)
+		q := randF32(r, rows*nh*hd, 1)
+		qp, kp, vp := upload(t, b, device.F32Bytes(q)), upload(t, b, cacheOf(ct, kc)), upload(t, b, cacheOf(ct, vc))
+		keysP, offP := upload(t, b, device.I32Bytes(flat)), upload(t, b, device.I32Bytes(off))
+		op, _ := b.Alloc(int64(4 * rows * nh * hd))
+		pp, _ := b.Alloc(int64(4 * rows * nh * chunks * kernels.AttnPartWords(hd)))
+		cp, _ := b.Alloc(int64(4 * rows * nkv))
+		scale := float32(1 / math.Sqrt(float64(hd)))
+		args := kernels.AttentionArgs{Q: qp, KCache: kp, VCache: vp, Keys: keysP, KeyOff: offP, Out: op, Part: pp, Count: cp,
+			Rows: int32(rows), NHead: int32(nh), NKV: int32(nkv), HeadDim: int32(hd), NSlots: int32(ns), Chunks: int32(chunks),
+			KType: int32(ct), VType: int32(ct), Scale: scale}
+		if err := device.Launch(b, kernels.Attention, args); err != nil {
+			t.Fatal(err)
+		}
+		got := readF32(t, b, op, rows*nh*hd)
+		want := make([]float64, len(got))
+		for row, ks := range keys {
+			for h := 0; h < nh; h++ {
+				kvh := h / (nh / nkv)
+				qv := q[(row*nh+h)*hd : (row*nh+h+1)*hd]
+				s := make([]float64, len(ks))
+				m := math.Inf(-1)
+				for j, slot := range ks {
+					k := kc[(int(slot)*nkv+kvh)*hd:]
+					for d := 0; d < hd; d++ {
+						s[j] += float64(qv[d]) * float64(k[d])
+					}
+					s[j] *= float64(scale)
+					m = math.Max(m, s[j])
 				}
-				s[j] *= float64(scale)
-				m = math.Max(m, s[j])
-			}
-			var sum float64
-			for j := range s {
-				s[j] = math.Exp(s[j] - m)
-				sum += s[j]
-			}
-			for j, slot := range ks {
-				v := vc[(int(slot)*nkv+kvh)*hd:]
-				for d := 0; d < hd; d++ {
-					want[(row*nh+h)*hd+d] += s[j] / sum * float64(v[d])
+				var sum float64
+				for j := range s {
+					s[j] = math.Exp(s[j] - m)
+					sum += s[j]
+				}
+				for j, slot := range ks {
+					v := vc[(int(slot)*nkv+kvh)*hd:]
+					for d := 0; d < hd; d++ {
+						want[(row*nh+h)*hd+d] += s[j] / sum * float64(v[d])
+					}
 				}
 			}
 		}
-	}
-	if e := relErr(got, want); e > 2e-6 {
-		t.Errorf("relative error %.3g", e)
-	}
+		if e := relErr(got, want); e > 2e-6 {
+			t.Errorf("%s cache: relative error %.3g", ct, e)
+		}
 
-	// a slot outside the cache is an error, not a read of someone else's memory
-	bad := append([]int32(nil), flat...)
-	bad[0] = int32(ns)
-	args.Keys = upload(t, b, device.I32Bytes(bad))
-	if err := device.Launch(b, kernels.Attention, args); err == nil {
-		t.Error("out-of-range key slot accepted")
+		// a slot outside the cache is an error, not a read of someone else's memory
+		bad := append([]int32(nil), flat...)
+		bad[0] = int32(ns)
+		args.Keys = upload(t, b, device.I32Bytes(bad))
+		if err := device.Launch(b, kernels.Attention, args); err == nil {
+			t.Error("out-of-range key slot accepted")
+		}
+		// so is a row with more chunks than the launch has
+		args.Keys, args.Chunks = keysP, int32(chunks-1)
+		if err := device.Launch(b, kernels.Attention, args); err == nil {
+			t.Error("a row of more chunks than Chunks accepted")
+		}
 	}
+}
+
+// cacheOf returns v as a cache of type t, and sets v to the values it holds (widened).
+func cacheOf(t dtype.Type, v []float32) []byte {
+	if t == dtype.F32 {
+		return append([]byte(nil), device.F32Bytes(v)...)
+	}
+	out := make([]byte, 2*len(v))
+	for i, f := range v {
+		h := num.F32ToF16(f)
+		v[i] = num.F16ToF32(h)
+		if t == dtype.BF16 {
+			h = num.F32ToBF16(f)
+			v[i] = num.BF16ToF32(h)
+		}
+		binary.LittleEndian.PutUint16(out[2*i:], h)
+	}
+	return out
 }
 
 func TestArgmax(t *testing.T) {

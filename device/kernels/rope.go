@@ -75,15 +75,15 @@ func ropeHead(x, tab []float32, half int, mode int32) {
 
 // RopeKVStoreArgs: the K rows rotated as Rope rotates them (Heads heads of HeadDim, the first
 // NRot dims of each, tables in CosSin) and stored with V into each row's cache slot as KVStore
-// stores them — the rotation fused into the store: K itself is left as it was, the cache gets
-// the bits a Rope then a KVStore would give it.
+// stores them (rounded to the caches' types) — the rotation fused into the store: K itself is
+// left as it was, the cache gets the bits a Rope then a KVStore would give it.
 type RopeKVStoreArgs struct {
 	K       device.Ptr // float32 [Rows][KVDim], KVDim = Heads·HeadDim
 	V       device.Ptr // float32 [Rows][KVDim]
 	CosSin  device.Ptr // float32 [Rows][NRot/2][2]
 	Slots   device.Ptr // int32 [Rows], distinct
-	KCache  device.Ptr // float32 [NSlots][KVDim]
-	VCache  device.Ptr // float32 [NSlots][KVDim]
+	KCache  device.Ptr // KType [NSlots][KVDim]
+	VCache  device.Ptr // VType [NSlots][KVDim]
 	Rows    int32
 	KVDim   int32
 	NSlots  int32
@@ -91,6 +91,8 @@ type RopeKVStoreArgs struct {
 	HeadDim int32
 	NRot    int32
 	Mode    int32
+	KType   int32 // the caches' element types, as KVStoreArgs
+	VType   int32
 }
 
 var RopeKVStore = device.Register(&device.Kernel[RopeKVStoreArgs]{
@@ -103,6 +105,9 @@ var RopeKVStore = device.Register(&device.Kernel[RopeKVStoreArgs]{
 		if a.Mode != RopeAdjacent && a.Mode != RopeNeox {
 			return device.Geometry{}, fmt.Errorf("unknown rope mode %d", a.Mode)
 		}
+		if err := checkCacheTypes(a.KType, a.VType); err != nil {
+			return device.Geometry{}, err
+		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows), Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}, nil
 	},
 	Twin: func(x *device.Exec, a RopeKVStoreArgs) error {
@@ -111,7 +116,7 @@ var RopeKVStore = device.Register(&device.Kernel[RopeKVStoreArgs]{
 		if err != nil {
 			return err
 		}
-		store := KVStoreArgs{K: a.K, V: a.V, Slots: a.Slots, KCache: a.KCache, VCache: a.VCache, Rows: a.Rows, KVDim: a.KVDim, NSlots: a.NSlots}
+		store := KVStoreArgs{K: a.K, V: a.V, Slots: a.Slots, KCache: a.KCache, VCache: a.VCache, Rows: a.Rows, KVDim: a.KVDim, NSlots: a.NSlots, KType: a.KType, VType: a.VType}
 		return storeKV(x, store, func(key []float32, r int) {
 			tab := cs[r*half*2 : (r+1)*half*2]
 			for h := 0; h < int(a.Heads); h++ {

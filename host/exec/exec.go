@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"verity/device"
+	"verity/device/dtype"
 	"verity/device/kernels"
 	"verity/host/model"
 	"verity/repack"
@@ -64,8 +65,13 @@ type Executor struct {
 	stepKeys int // keys of all rows of the current step
 	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
 	// the executor's allocations, which change only when the key lists grow (cleared then).
-	lowered map[[2]int][]Launch
+	lowered map[[3]int][]Launch // by (rows, output rows, attention chunks)
 	scratch []int32 // the step's key lists and offsets, as written
+	// Attention's scratch: each chunk's partial results (grown to the step's need) and the
+	// per-row counters its kernel leaves at zero (kernels.AttentionArgs Part and Count).
+	attnPart, attnCount device.Ptr
+	partCap             int64 // bytes of attnPart
+	stepChunks          int   // the most chunks of any row's key list in the current step
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
@@ -152,12 +158,25 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 		if !caches[l] {
 			continue
 		}
-		for _, c := range []*device.Ptr{&e.kcache[l], &e.vcache[l]} {
-			ptr, err := b.Alloc(int64(opt.NSlots) * int64(p.KVDim) * 4)
+		for _, c := range []struct {
+			p *device.Ptr
+			t dtype.Type
+		}{{&e.kcache[l], p.CacheK}, {&e.vcache[l], p.CacheV}} {
+			ptr, err := b.Alloc(int64(opt.NSlots) * int64(p.KVDim) * int64(c.t.BlockBytes()))
 			if err != nil {
 				return nil, fmt.Errorf("exec: allocate KV cache layer %d (%d slots): %w", l, opt.NSlots, err)
 			}
-			*c = ptr
+			*c.p = ptr
+		}
+	}
+	if len(caches) > 0 {
+		ptr, err := b.Alloc(int64(attnCounters(p, opt)) * 4)
+		if err != nil {
+			return nil, fmt.Errorf("exec: allocate attention counters: %w", err)
+		}
+		e.attnCount = ptr
+		if err := e.growPart(int64(opt.MaxRows) * attnPartRow(p) * 2); err != nil {
+			return nil, err
 		}
 	}
 	if p.StateLayers > 0 {
@@ -271,9 +290,68 @@ func Memory(p *model.Program, opt Options) (int64, error) {
 	for _, bs := range p.Buffers {
 		n += int64(bufRows(p, bs, opt) * bs.RowBytes())
 	}
-	n += int64(len(nd.caches)) * 2 * int64(opt.NSlots) * int64(p.KVDim) * 4
+	n += int64(len(nd.caches)) * int64(opt.NSlots) * int64(p.KVDim) * int64(p.CacheK.BlockBytes()+p.CacheV.BlockBytes())
+	if len(nd.caches) > 0 {
+		n += int64(attnCounters(p, opt))*4 + int64(opt.MaxRows)*attnPartRow(p)*2
+	}
 	n += int64(len(nd.states)) * int64(opt.NStates) * int64(p.GDN.ConvSize+p.GDN.SSMSize) * 4
 	return n, nil
+}
+
+// CacheBytes returns the bytes of the K/V caches New allocates for opt: every attention layer's
+// keys and values, at the program's cache types.
+func CacheBytes(p *model.Program, opt Options) int64 {
+	lo, hi := opt.Ops[0], opt.Ops[1]
+	if lo == 0 && hi == 0 || lo < 0 || lo >= hi || hi > len(p.Ops) {
+		lo, hi = 0, len(p.Ops)
+	}
+	nd := needsOf(p, lo, hi)
+	return int64(len(nd.caches)) * int64(opt.NSlots) * int64(p.KVDim) * int64(p.CacheK.BlockBytes()+p.CacheV.BlockBytes())
+}
+
+// attnCounters is the number of attention counters (kernels.AttentionArgs.Count) for opt: one
+// per row and KV head of the widest attention.
+func attnCounters(p *model.Program, opt Options) int {
+	n := 1
+	for _, op := range p.Ops {
+		if op.Kind == model.OpAttention {
+			n = max(n, op.KVHeads)
+		}
+	}
+	return opt.MaxRows * n
+}
+
+// attnPartRow is the bytes of one chunk's partial results of one row, for the widest
+// attention (kernels.AttentionArgs.Part).
+func attnPartRow(p *model.Program) int64 {
+	var n int64
+	for _, op := range p.Ops {
+		if op.Kind == model.OpAttention {
+			n = max(n, int64(op.Heads)*int64(kernels.AttnPartWords(op.HeadDim))*4)
+		}
+	}
+	return n
+}
+
+// growPart makes the attention partials hold at least n bytes, growing geometrically.
+func (e *Executor) growPart(n int64) error {
+	if n <= e.partCap {
+		return nil
+	}
+	n = max(n, 2*e.partCap)
+	ptr, err := e.b.Alloc(n)
+	if err != nil {
+		return fmt.Errorf("exec: allocate attention partials (%d bytes): %w", n, err)
+	}
+	if e.attnPart != 0 {
+		if err := e.b.Free(e.attnPart); err != nil {
+			e.b.Free(ptr)
+			return err
+		}
+	}
+	e.attnPart, e.partCap = ptr, n
+	clear(e.lowered) // the attention launches name the partials
+	return nil
 }
 
 // bufRows is the number of rows New allocates for step buffer bs.
@@ -397,6 +475,8 @@ func (e *Executor) Close() error {
 	for _, p := range e.vcache {
 		free(p)
 	}
+	free(e.attnPart)
+	free(e.attnCount)
 	for _, p := range e.conv {
 		free(p)
 	}
@@ -615,16 +695,17 @@ func (e *Executor) Lower(rows, outs int) ([]Launch, error) {
 }
 
 func (e *Executor) runLauncher(rows, outs int) error {
-	ls, ok := e.lowered[[2]int{rows, outs}]
+	shape := [3]int{rows, outs, e.stepChunks}
+	ls, ok := e.lowered[shape]
 	if !ok {
 		var err error
 		if ls, err = e.Lower(rows, outs); err != nil {
 			return err
 		}
 		if e.lowered == nil {
-			e.lowered = map[[2]int][]Launch{}
+			e.lowered = map[[3]int][]Launch{}
 		}
-		e.lowered[[2]int{rows, outs}] = ls
+		e.lowered[shape] = ls
 	}
 	if err := e.launcher.LaunchStep(ls); err != nil {
 		return fmt.Errorf("exec: %w", err)
@@ -657,13 +738,19 @@ func (e *Executor) writeInputs(s *Step) error {
 	if err := b.Write(e.bufs[p.Slots], device.I32Bytes(s.Slots)); err != nil {
 		return err
 	}
-	total := 0
+	total, chunks := 0, 1
 	for _, k := range s.Keys {
 		total += len(k)
+		chunks = max(chunks, kernels.AttnChunks(len(k)))
 	}
-	e.stepKeys = total
+	e.stepKeys, e.stepChunks = total, chunks
 	if err := e.growKeys(total); err != nil {
 		return err
+	}
+	if e.attnCount != 0 {
+		if err := e.growPart(int64(len(s.Keys)) * int64(chunks) * attnPartRow(p)); err != nil {
+			return err
+		}
 	}
 	need := total + len(s.Keys) + 1
 	if cap(e.scratch) < need {
@@ -752,14 +839,18 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 		if len(op.In) == 3 { // the keys' RoPE fused in
 			return kernels.RopeKVStore, kernels.RopeKVStoreArgs{K: in(0), V: in(1), CosSin: in(2), Slots: e.bufs[p.Slots],
 				KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots),
-				Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode}, nil
+				Heads: int32(op.Heads), HeadDim: int32(op.HeadDim), NRot: int32(op.NRot), Mode: op.RopeMode,
+				KType: int32(p.CacheK), VType: int32(p.CacheV)}, nil
 		}
 		return kernels.KVStore, kernels.KVStoreArgs{K: in(0), V: in(1), Slots: e.bufs[p.Slots],
-			KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots)}, nil
+			KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer], Rows: int32(n), KVDim: int32(p.KVDim), NSlots: int32(e.opt.NSlots),
+			KType: int32(p.CacheK), VType: int32(p.CacheV)}, nil
 	case model.OpAttention:
 		return kernels.Attention, kernels.AttentionArgs{Q: in(0), KCache: e.kcache[op.Layer], VCache: e.vcache[op.Layer],
-			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Rows: int32(n), NHead: int32(op.Heads),
-			NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim), NSlots: int32(e.opt.NSlots), Scale: op.Scale}, nil
+			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Part: e.attnPart, Count: e.attnCount,
+			Rows: int32(n), NHead: int32(op.Heads), NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim),
+			NSlots: int32(e.opt.NSlots), Chunks: int32(max(1, e.stepChunks)), KType: int32(p.CacheK), VType: int32(p.CacheV),
+			Scale: op.Scale}, nil
 	case model.OpBias:
 		return kernels.AddBias, kernels.BiasArgs{X: in(0), Bias: e.weights[op.Weight], Y: out, Rows: int32(n), Width: int32(op.Width)}, nil
 	case model.OpAdd:
@@ -871,6 +962,9 @@ func (e *Executor) ReadKV(layer, slot int, k, v []float32) error {
 // per layer).
 func (e *Executor) kvRange(layer, slot int, k, v []float32) (kp, vp device.Ptr, n int, err error) {
 	d := e.p.KVDim
+	if e.p.CacheK != dtype.F32 || e.p.CacheV != dtype.F32 {
+		return 0, 0, 0, fmt.Errorf("exec: WriteKV and ReadKV take float32 caches, not %s keys and %s values", e.p.CacheK, e.p.CacheV)
+	}
 	if layer < 0 || layer >= len(e.kcache) || e.kcache[layer] == 0 {
 		return 0, 0, 0, fmt.Errorf("exec: layer %d has no K/V cache here", layer)
 	}

@@ -20,6 +20,8 @@ func ResourcePtrs(e *Executor, r megakernel.Resource) []device.Ptr {
 		return []device.Ptr{e.conv[i]}
 	case resSSM:
 		return []device.Ptr{e.ssm[i]}
+	case resAttn:
+		return []device.Ptr{e.attnPart, e.attnCount}
 	}
 	panic(fmt.Sprintf("unknown resource %#x", uint64(r)))
 }
@@ -36,6 +38,7 @@ func Mutable(e *Executor) map[device.Ptr]string {
 	for l := range e.conv {
 		m[e.conv[l]], m[e.ssm[l]] = fmt.Sprint("conv state ", l), fmt.Sprint("SSM state ", l)
 	}
+	m[e.attnPart], m[e.attnCount] = "attention partials", "attention counters"
 	delete(m, 0)
 	return m
 }

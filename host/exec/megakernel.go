@@ -7,6 +7,7 @@ import (
 
 	"verity/device"
 	"verity/device/cpu"
+	"verity/device/kernels"
 	"verity/host/model"
 	"verity/megakernel"
 )
@@ -19,6 +20,7 @@ const (
 	resKV
 	resConv
 	resSSM
+	resAttn // attention's partials and counters (one scratch for every layer)
 )
 
 // Access returns the resources op reads and writes.
@@ -31,7 +33,7 @@ func Access(op *model.Op) (reads, writes []megakernel.Resource) {
 	case model.OpKVStore: // Out names the K input; the op writes only the cache
 		return reads, []megakernel.Resource{resKV | l}
 	case model.OpAttention:
-		reads = append(reads, resKV|l)
+		reads, writes = append(reads, resKV|l, resAttn), append(writes, resAttn)
 	case model.OpGDNConv:
 		reads, writes = append(reads, resConv|l), append(writes, resConv|l)
 	case model.OpGDNScan:
@@ -400,7 +402,10 @@ func (e *Executor) Schedule(rows, outs, keys int, cfg megakernel.Config) (*megak
 	if rows < 1 || rows > e.opt.MaxRows || outs < 0 || outs > rows || keys < rows {
 		return nil, fmt.Errorf("exec: a step of %d rows, %d output rows and %d keys (1 … %d rows)", rows, outs, keys, e.opt.MaxRows)
 	}
+	was := e.stepChunks
+	e.stepChunks = kernels.AttnChunks(keys/rows + rows) // about a tree's longest key list
 	ls, err := e.Lower(rows, outs)
+	e.stepChunks = was
 	if err != nil {
 		return nil, err
 	}

@@ -150,9 +150,12 @@ type Program struct {
 	Tokens, Slots, Keys, KeyOff, OutRows Buf
 	Ropes                                []RopeTable
 	Logits                               Buf // float32 [out rows][NVocab]
-	// Caches: one K/V cache per attention layer: KVDim floats per slot.
-	CacheLayers int
-	KVDim       int
+	// Caches: one K/V cache per attention layer: KVDim elements per slot, of type CacheK
+	// (keys) and CacheV (values) — F32, F16 or BF16 (kernels.CacheTypes; F32 as built, see
+	// SetCacheTypes).
+	CacheLayers    int
+	KVDim          int
+	CacheK, CacheV dtype.Type
 	// Recurrent state: one conv and one SSM state per GDN layer per state slot, and the step
 	// inputs naming each row's source and destination state slot.
 	StateLayers        int
@@ -412,6 +415,7 @@ func (b *builder) attention(prefix string, q, k, v Buf, c Config) Buf {
 	b.p.CacheLayers++
 	kvdim := c.NHeadKV * c.HeadDim
 	b.p.KVDim = kvdim
+	// float32 caches (Build's); SetCacheTypes changes the byte counts for other types
 	b.emit(Op{Kind: OpKVStore, Name: prefix + ".kv_store", In: []Buf{k, v}, Out: k, Layer: layer,
 		BytesPerRow: 16 * int64(kvdim)})
 	out := b.f32(prefix+".attn", c.NHead*c.HeadDim)
@@ -420,6 +424,29 @@ func (b *builder) attention(prefix string, q, k, v Buf, c Config) Buf {
 		BytesPerRow: 8 * int64(c.NHead*c.HeadDim), BytesPerKey: 8*int64(kvdim) + 4,
 		FlopsPerKey: int64(4*c.NHead*c.HeadDim + 4*c.NHead)})
 	return out
+}
+
+// SetCacheTypes makes the K and V caches hold elements of types k and v (kernels.CacheTypes)
+// and sets the K/V stores' and attentions' byte counts for them.
+func (p *Program) SetCacheTypes(k, v dtype.Type) error {
+	for _, t := range []dtype.Type{k, v} {
+		if !kernels.CacheTypeOK(t) {
+			return fmt.Errorf("model: a K/V cache of %s: the cache types are f32, f16 and bf16", t)
+		}
+	}
+	// the bytes of one slot's K and V elements, before and after
+	was := int64(p.KVDim) * int64(p.CacheK.BlockBytes()+p.CacheV.BlockBytes())
+	now := int64(p.KVDim) * int64(k.BlockBytes()+v.BlockBytes())
+	p.CacheK, p.CacheV = k, v
+	for i := range p.Ops {
+		switch op := &p.Ops[i]; op.Kind {
+		case OpKVStore: // writes a slot's K and V per row
+			op.BytesPerRow += now - was
+		case OpAttention: // reads a slot's K and V per key
+			op.BytesPerKey += now - was
+		}
+	}
+	return nil
 }
 
 // bias emits buf += t (each row), in place; t must be a float32 vector as wide as buf's rows.

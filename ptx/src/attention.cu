@@ -1,111 +1,489 @@
 // attention.cu: kv_store_f32 and attention_f32, the kernels of device/kernels/attention.go.
 //
-// kv_store_f32 (KVStoreArgs): one 128-thread block per row, copying the row's key and value
-// vectors, bit for bit, into cache slot Slots[r]; a slot outside [0, NSlots) writes nothing (the
-// twin reports it as an error).
+// Cache element types (KType, VType: dtype values): 0 float32, 1 float16, 30 bfloat16. The store
+// rounds to nearest even (f32_to_f16, f32_to_bf16; float32 is copied bit for bit); attention
+// widens every element exactly (f16_to_f32, bf16_to_f32) before any arithmetic.
 //
-// attention_f32 (AttentionArgs): one warp (a 32-thread block) per (row, query head), grid
-// (Rows, NHead). The row's keys are the cache slots Keys[KeyOff[r] : KeyOff[r+1]] in logical
-// order, j = 0 … nk−1; query head h reads KV head h / (NHead/NKV). Order, as the twin's doc
-// comment (attendHead) states it:
+// kv_store_f32 (KVStoreArgs): one 128-thread block per row, writing the row's key and value
+// vectors into cache slot Slots[r], each element rounded to its cache's type; a slot outside
+// [0, NSlots) writes nothing (the twin reports it as an error).
+//
+// attention_f32 (AttentionArgs): a row's key list j = 0 … n−1 (cache slots Keys[KeyOff[r] + j],
+// in logical order) is cut into chunks of ATT_CHUNK = kernels.AttnChunk positions. One 256-thread
+// block per (row r, KV head, chunk c) — grid x = r + Rows·kvh, grid y = Chunks−1−c (the last,
+// shortest chunks first) — computes the chunk's partial result for the query heads of that KV
+// head, in the order the twin's doc comment (AttentionArgs) states:
 //   - s_j = float32(dot·Scale), dot = fma(q[d], k_j[d], dot) for d = 0 … HeadDim−1 from +0: one
-//     lane computes a whole score, sequentially over d;
-//   - m = max_j s_j from −Inf with num.Max32 (lane l takes j = l, l+32, …, then the butterfly;
-//     the maximum of a set does not depend on the order);
-//   - e_j = Exp32(s_j − m); lane l adds e_j for j = l, l+32, … in order from +0, then the xor
-//     butterfly (num.WarpSum) gives the sum;
-//   - o_d = fma(e_j, v_j[d], o_d) over j = 0 … nk−1 in order from +0, lane l owning the dims
-//     d = l, l+32, … (up to 256 dims at a time, in registers), with e_j broadcast from the lane
-//     that computed it; out[d] = o_d / sum.
-// Scores are recomputed (with identical bits) instead of stored: a first pass finds m, a second
-// forms e_j, the sum and o together. A row whose key list is empty or names a slot outside
-// [0, NSlots) writes nothing (the twin reports an error).
+//     thread per (head, key), sequentially over d, the keys and queries staged in shared memory
+//     in slices of 64 dims (the dot's chain continues across slices);
+//   - m_c = max32 of the chunk's s_j (each warp's butterfly, then the two warps of the chunk);
+//   - e_j = exp32(s_j − m_c); l_c: lane i adds e_j for j = i, i+32 of the chunk in order from +0,
+//     then warp_sum (num.WarpSum's butterfly);
+//   - o_c[d] = fma(e_j, v_j[d], o_c[d]) over the chunk's keys in order from +0, one thread per
+//     (head, dim);
+//   - (m_c, l_c, o_c) are written to Part; every block then adds one to its row's counter in
+//     Count (an integer atomic, after a fence), and the block that brings it to the row's chunk
+//     count merges the chunks in chunk order: M = max32 of the m_c, w_c = exp32(m_c − M),
+//     L = fma(l_c, w_c, L), O[d] = fma(o_c[d], w_c, O[d]) for c = 0, 1, … from +0, and
+//     out[d] = O[d] / L. It resets the counter to zero, so Count is zero again after the
+//     launch. Which block merges depends on timing; what it computes does not.
+// Memory: the block loads the chunk's slots for the rows of its group of 8 (r − r mod 8 …), and
+// a row whose chunk holds exactly the same slots as an earlier row of the group (a tree's nodes
+// over their shared history, a prefill chunk's rows over the prompt before it) is computed by
+// that earlier row's block: its keys and values are read once for every row and query head that
+// shares them, the other rows' blocks return at once. Keys and values are staged in shared
+// memory a slice (64 keys × 64 dims) at a time, converted to float32, with the next two slices'
+// loads (16-byte vectors where the head's size allows) in flight in registers meanwhile.
+// A row whose key list is empty or has more than Chunks chunks is left alone; a chunk naming a
+// slot outside [0, NSlots) marks its row, whose output is then not written (the twin reports an
+// error for both).
 #include "num.cuh"
 #include "grid.cuh"
+#include "cache.cuh"
 
 // kv_store_f32 mirrors kernels.KVStore.
-__device__ __forceinline__ void kv_store_f32_body(const Grid &gr, const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
-                                        uint32_t *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots) {
+__device__ __forceinline__ void kv_store_f32_body(const Grid &gr, const float *k, const float *v, const int32_t *slots, void *k_cache,
+                                                  void *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots, int32_t k_type,
+                                                  int32_t v_type) {
 	int32_t r = gr.bx;
 	if (r >= rows) return;
 	int32_t s = slots[r];
 	if (s < 0 || s >= n_slots) return;
 	for (int32_t c = gr.tid; c < kv_dim; c += gr.ntid) {
-		k_cache[(int64_t)s * kv_dim + c] = k[(int64_t)r * kv_dim + c];
-		v_cache[(int64_t)s * kv_dim + c] = v[(int64_t)r * kv_dim + c];
+		cache_store(k_cache, k_type, (int64_t)s * kv_dim + c, k[(int64_t)r * kv_dim + c]);
+		cache_store(v_cache, v_type, (int64_t)s * kv_dim + c, v[(int64_t)r * kv_dim + c]);
 	}
 }
-ENTRY(kv_store_f32, (const uint32_t *k, const uint32_t *v, const int32_t *slots, uint32_t *k_cache,
-                                        uint32_t *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots), k, v, slots, k_cache, v_cache, rows, kv_dim, n_slots)
+ENTRY(kv_store_f32, (const float *k, const float *v, const int32_t *slots, void *k_cache, void *v_cache, int32_t rows,
+                     int32_t kv_dim, int32_t n_slots, int32_t k_type, int32_t v_type),
+      k, v, slots, k_cache, v_cache, rows, kv_dim, n_slots, k_type, v_type)
 
-// ATT_DIMS is how many output dims a warp accumulates at once (ATT_DIMS/32 per lane).
-#define ATT_DIMS 256
+#define ATT_CHUNK 64            // kernels.AttnChunk
+#define ATT_THREADS 256         // kernels.AttnBlockThreads
+#define ATT_DS 64               // dims per staged slice
+#define ATT_KS (ATT_DS + 1)     // shared row stride of a staged slice (no bank conflicts)
+#define ATT_PMAX 32             // (row, query head) pairs per pass over the slices
+#define ATT_GROUP 8             // rows whose chunks are compared for sharing
+#define ATT_VEC 4               // 16-byte vectors per thread and slice, at most
+#define ATT_BAD 0x10000u        // Count: added for a chunk with a bad slot (chunk counts < 2^16)
 
-// score returns s_j for the key vector kp: float32(dot·scale), dot folded over d in order.
-static __device__ __forceinline__ float score(const float *q, const float *kp, int32_t hd, float scale) {
-	float dot = 0.0f;
-	for (int32_t d = 0; d < hd; d++) dot = __fmaf_rn(q[d], kp[d], dot);
-	return __fmul_rn(dot, scale);
+// AttStage is one thread's share of a slice being loaded: up to ATT_VEC 16-byte vectors.
+struct AttStage {
+	uint4 v[ATT_VEC];
+};
+
+// AttSlice says which slice unit u of a pass is: the keys' slices first, then the values'.
+struct AttSlice {
+	bool val;
+	int32_t d0, w; // first dim and width
+};
+
+static __device__ __forceinline__ AttSlice att_slice(int32_t u, int32_t ns, int32_t hd) {
+	AttSlice s;
+	s.val = u >= ns;
+	s.d0 = (u % ns) * ATT_DS;
+	s.w = min(ATT_DS, hd - s.d0);
+	return s;
 }
 
-// attention_f32 mirrors kernels.Attention (attentionTwin, attendHead).
-__device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *q, const float *k_cache, const float *v_cache,
-                                         const int32_t *keys, const int32_t *key_off, float *out, int32_t rows,
-                                         int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-                                         float scale) {
-	int32_t r = gr.bx, h = gr.by;
-	if (r >= rows || h >= n_head) return;
-	int lane = gr.tid & 31;
-	int32_t hd = head_dim;
-	int64_t stride = (int64_t)n_kv * hd; // floats per cache slot
-	int64_t base = (int64_t)(h / (n_head / n_kv)) * hd;
-	const float *qh = q + ((int64_t)r * n_head + h) * hd;
-	float *oh = out + ((int64_t)r * n_head + h) * hd;
-	const int32_t *ks = keys + key_off[r];
-	int32_t nk = key_off[r + 1] - key_off[r];
-
-	bool ok = nk > 0;
-	for (int32_t j = lane; j < nk; j += 32) ok = ok && ks[j] >= 0 && ks[j] < n_slots;
-	if (!__all_sync(NUM_FULL_MASK, ok)) return;
-
-	// m = max_j s_j
-	float m = -inf32();
-	for (int32_t j = lane; j < nk; j += 32) m = max32(m, score(qh, k_cache + ks[j] * stride + base, hd, scale));
-	m = warp_max(m);
-
-	float sum = 0.0f;
-	for (int32_t d0 = 0; d0 < hd; d0 += ATT_DIMS) {
-		float o[ATT_DIMS / 32];
+// att_fetch starts the loads of a slice (vector path): vector v of the slice is key v / vpk,
+// bytes 16·(v mod vpk) of its slice.
+static __device__ __forceinline__ void att_fetch(AttStage &st, const AttSlice &s, const uint8_t *cache, int32_t es,
+                                                 const int32_t *sl, int32_t len, int64_t stride, int64_t base, int tid) {
+	int32_t vpk = s.w * es / 16;
 #pragma unroll
-		for (int i = 0; i < ATT_DIMS / 32; i++) o[i] = 0.0f;
-		float acc = 0.0f; // lane l's share of the sum: e_j for j = l, l+32, …
-		for (int32_t j0 = 0; j0 < nk; j0 += 32) {
-			int32_t j = j0 + lane;
-			float e = 0.0f;
-			if (j < nk) {
-				e = exp32(__fsub_rn(score(qh, k_cache + ks[j] * stride + base, hd, scale), m));
-				acc = __fadd_rn(acc, e);
-			}
-			int32_t n = min(32, nk - j0);
-			for (int32_t t = 0; t < n; t++) {
-				float p = __shfl_sync(NUM_FULL_MASK, e, t);
-				const float *vp = v_cache + ks[j0 + t] * stride + base;
+	for (int i = 0; i < ATT_VEC; i++) {
+		int32_t v = tid + i * ATT_THREADS;
+		if (v < len * vpk) {
+			int32_t j = v / vpk;
+			st.v[i] = *(const uint4 *)(cache + ((int64_t)sl[j] * stride + base + s.d0) * es + (int64_t)(v % vpk) * 16);
+		}
+	}
+}
+
+// att_put widens a fetched slice into kv (vector path).
+static __device__ __forceinline__ void att_put(float *kv, const AttStage &st, const AttSlice &s, int32_t t, int32_t es,
+                                               int32_t len, int tid) {
+	int32_t vpk = s.w * es / 16, per = 16 / es;
 #pragma unroll
-				for (int i = 0; i < ATT_DIMS / 32; i++) {
-					int32_t d = d0 + lane + 32 * i;
-					if (d < hd) o[i] = __fmaf_rn(p, vp[d], o[i]);
+	for (int i = 0; i < ATT_VEC; i++) {
+		int32_t v = tid + i * ATT_THREADS;
+		if (v < len * vpk) {
+			float *dst = kv + (v / vpk) * ATT_KS + (v % vpk) * per;
+			uint32_t w[4] = {st.v[i].x, st.v[i].y, st.v[i].z, st.v[i].w};
+			if (es == 4) {
+#pragma unroll
+				for (int e = 0; e < 4; e++) dst[e] = __uint_as_float(w[e]);
+			} else {
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					uint16_t lo = (uint16_t)(w[e] & 0xffffu), hi = (uint16_t)(w[e] >> 16);
+					dst[2 * e] = t == CACHE_F16 ? f16_to_f32(lo) : bf16_to_f32(lo);
+					dst[2 * e + 1] = t == CACHE_F16 ? f16_to_f32(hi) : bf16_to_f32(hi);
 				}
 			}
 		}
-		if (d0 == 0) sum = warp_sum(acc);
-#pragma unroll
-		for (int i = 0; i < ATT_DIMS / 32; i++) {
-			int32_t d = d0 + lane + 32 * i;
-			if (d < hd) oh[d] = __fdiv_rn(o[i], sum);
-		}
 	}
 }
-ENTRY(attention_f32, (const float *q, const float *k_cache, const float *v_cache,
-                                         const int32_t *keys, const int32_t *key_off, float *out, int32_t rows,
-                                         int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-                                         float scale), q, k_cache, v_cache, keys, key_off, out, rows, n_head, n_kv, head_dim, n_slots, scale)
+
+// att_put_scalar loads and widens a slice element by element (head sizes the vectors do not fit).
+static __device__ __forceinline__ void att_put_scalar(float *kv, const AttSlice &s, const void *cache, int32_t t,
+                                                      const int32_t *sl, int32_t len, int64_t stride, int64_t base, int tid) {
+	for (int32_t i = tid; i < len * s.w; i += ATT_THREADS) {
+		int32_t j = i / s.w, d = i % s.w;
+		kv[j * ATT_KS + d] = cache_load(cache, t, (int64_t)sl[j] * stride + base + s.d0 + d);
+	}
+}
+
+// att_scores continues thread (key j, pair group pg)'s score chains over the staged slice's w
+// dims: acc[i] for pair pg + 4i, i < NI (pairs past the pass's last compute unused values).
+template <int NI>
+static __device__ __forceinline__ void att_scores(float *acc, const float *kv, const float *qs, int32_t j, int32_t pg, int32_t w) {
+	const float *kr = kv + j * ATT_KS;
+	int32_t d = 0;
+	for (; d + 4 <= w; d += 4) {
+		float k0 = kr[d], k1 = kr[d + 1], k2 = kr[d + 2], k3 = kr[d + 3];
+#pragma unroll
+		for (int i = 0; i < NI; i++) {
+			float4 qv = *(const float4 *)(qs + (pg + 4 * i) * ATT_DS + d);
+			acc[i] = __fmaf_rn(qv.x, k0, acc[i]);
+			acc[i] = __fmaf_rn(qv.y, k1, acc[i]);
+			acc[i] = __fmaf_rn(qv.z, k2, acc[i]);
+			acc[i] = __fmaf_rn(qv.w, k3, acc[i]);
+		}
+	}
+	for (; d < w; d++) {
+		float kd = kr[d];
+#pragma unroll
+		for (int i = 0; i < NI; i++) acc[i] = __fmaf_rn(qs[(pg + 4 * i) * ATT_DS + d], kd, acc[i]);
+	}
+}
+
+// att_values computes thread (dim d, pair group pg)'s weighted value sums over the chunk's len
+// keys in order: o[i] for pair pg + 4i, i < NI, from +0.
+template <int NI>
+static __device__ __forceinline__ void att_values(float *o, const float *kv, const float *ps, int32_t d, int32_t pg, int32_t len) {
+#pragma unroll
+	for (int i = 0; i < NI; i++) o[i] = 0.0f;
+	int32_t j = 0;
+	for (; j + 4 <= len; j += 4) {
+		float v0 = kv[j * ATT_KS + d], v1 = kv[(j + 1) * ATT_KS + d], v2 = kv[(j + 2) * ATT_KS + d], v3 = kv[(j + 3) * ATT_KS + d];
+#pragma unroll
+		for (int i = 0; i < NI; i++) {
+			float4 e = *(const float4 *)(ps + (pg + 4 * i) * ATT_CHUNK + j);
+			o[i] = __fmaf_rn(e.x, v0, o[i]);
+			o[i] = __fmaf_rn(e.y, v1, o[i]);
+			o[i] = __fmaf_rn(e.z, v2, o[i]);
+			o[i] = __fmaf_rn(e.w, v3, o[i]);
+		}
+	}
+	for (; j < len; j++) {
+		float vd = kv[j * ATT_KS + d];
+#pragma unroll
+		for (int i = 0; i < NI; i++) o[i] = __fmaf_rn(ps[(pg + 4 * i) * ATT_CHUNK + j], vd, o[i]);
+	}
+}
+
+// AttShared is attention_f32's shared memory (grid_shared).
+struct AttShared {
+	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
+	float qs[ATT_PMAX * ATT_DS];      // the pairs' query slice; the merge's sums
+	float ps[ATT_PMAX * ATT_CHUNK];   // e_j per pair; the merge's weights
+	int32_t sl[ATT_GROUP * ATT_CHUNK]; // the group's chunk slots
+	int32_t slen[ATT_GROUP], lead[ATT_GROUP], sbad[ATT_GROUP];
+	int32_t mem[ATT_GROUP], nmem, last;
+	float red[ATT_PMAX * 2], mm[ATT_PMAX], msum[ATT_PMAX];
+	int32_t lrow[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows and pairs
+};
+
+// attention_f32 mirrors kernels.Attention (attentionTwin, attendChunk, mergeChunks).
+__device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
+                                                   const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
+                                                   const int32_t *RESTRICT key_off, float *out, float *part, uint32_t *count,
+                                                   int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
+                                                   int32_t chunks, int32_t k_type, int32_t v_type, float scale) {
+	AttShared &sh = grid_shared<AttShared>(gr);
+	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
+	int32_t *sl = sh.sl, *slen = sh.slen, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
+	int32_t &nmem = sh.nmem, &last = sh.last;
+
+	const int tid = gr.tid;
+	const int32_t r = gr.bx % rows, kvh = gr.bx / rows, c = chunks - 1 - (int32_t)gr.by;
+	const int32_t hd = head_dim, G = n_head / n_kv, c0 = c * ATT_CHUNK;
+	const int32_t g0 = r - r % ATT_GROUP, gn = min(ATT_GROUP, rows - g0);
+	const int64_t stride = (int64_t)n_kv * hd, base = (int64_t)kvh * hd; // elements per slot; the head's offset
+	const int32_t pw = hd + 2;
+
+	// rows of the group: their chunk c's slots (−1 past its end), length and validity
+	{
+		int32_t n = key_off[r + 1] - key_off[r];
+		if (n <= 0 || (n + ATT_CHUNK - 1) / ATT_CHUNK > chunks || c0 >= n) return;
+	}
+	for (int32_t i = tid; i < gn * ATT_CHUNK; i += ATT_THREADS) {
+		int32_t x = g0 + i / ATT_CHUNK, jj = i % ATT_CHUNK;
+		int32_t o = key_off[x], n = key_off[x + 1] - o;
+		bool ok = n > 0 && (n + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 + jj < n;
+		sl[i] = ok ? keys[o + c0 + jj] : -1;
+	}
+	if (tid < gn) {
+		int32_t x = g0 + tid, n = key_off[x + 1] - key_off[x];
+		bool ok = n > 0 && (n + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 < n;
+		slen[tid] = ok ? min(ATT_CHUNK, n - c0) : 0;
+	}
+	grid_sync(gr);
+	// lead[x]: the first row of the group whose chunk holds the same slots as row x's (warp x)
+	{
+		int w = tid / 32, lane = tid % 32;
+		if (w < gn) {
+			int32_t len = slen[w], a = sl[w * ATT_CHUNK + lane], b = sl[w * ATT_CHUNK + lane + 32];
+			bool bad = (lane < len && (a < 0 || a >= n_slots)) || (lane + 32 < len && (b < 0 || b >= n_slots));
+			int32_t ld = len > 0 ? w : -1;
+			for (int y = 0; y < w && len > 0; y++) {
+				bool same = slen[y] == len && sl[y * ATT_CHUNK + lane] == a && sl[y * ATT_CHUNK + lane + 32] == b;
+				if (__all_sync(NUM_FULL_MASK, same)) {
+					ld = y;
+					break;
+				}
+			}
+			bad = __any_sync(NUM_FULL_MASK, bad);
+			if (lane == 0) {
+				lead[w] = ld;
+				sbad[w] = bad;
+			}
+		}
+	}
+	grid_sync(gr);
+	const int32_t me = r - g0;
+	if (lead[me] != me) return; // an earlier row's block computes this one
+	if (tid == 0) {
+		int32_t k = 0;
+		for (int32_t x = 0; x < gn; x++)
+			if (lead[x] == me) mem[k++] = x;
+		nmem = k;
+	}
+	grid_sync(gr);
+	const int32_t len = slen[me], nm = nmem, P = nm * G;
+	const int32_t *ksl = sl + me * ATT_CHUNK;
+	const bool bad = sbad[me] != 0;
+
+	if (!bad) {
+		const int32_t kes = cache_bytes(k_type), ves = cache_bytes(v_type);
+		const bool kvec = (hd * kes) % 16 == 0, vvec = (hd * ves) % 16 == 0;
+		const int32_t ns = (hd + ATT_DS - 1) / ATT_DS, nu = 2 * ns;
+		const int32_t np_all = (P + ATT_PMAX - 1) / ATT_PMAX, total = np_all * nu;
+		const int32_t j = tid % ATT_CHUNK, pg = tid / ATT_CHUNK; // key (or dim) and pair group of this thread
+		AttStage sa, sb;
+		auto fetch = [&](AttStage &st, int32_t k) {
+			AttSlice s = att_slice(k % nu, ns, hd);
+			if (s.val ? vvec : kvec)
+				att_fetch(st, s, (const uint8_t *)(s.val ? v_cache : k_cache), s.val ? ves : kes, ksl, len, stride, base, tid);
+		};
+		auto put = [&](const AttStage &st, int32_t k) {
+			AttSlice s = att_slice(k % nu, ns, hd);
+			int32_t t = s.val ? v_type : k_type;
+			if (s.val ? vvec : kvec)
+				att_put(kv, st, s, t, s.val ? ves : kes, len, tid);
+			else
+				att_put_scalar(kv, s, s.val ? v_cache : k_cache, t, ksl, len, stride, base, tid);
+		};
+		float acc[ATT_PMAX / 4];
+		// step k of the pass sequence: put slice k (fetched earlier into st), start fetching
+		// slice k+2 into st, compute on slice k
+		auto step = [&](AttStage &st, int32_t k) {
+			const int32_t p0 = (k / nu) * ATT_PMAX, np = min(ATT_PMAX, P - p0), u = k % nu;
+			const AttSlice s = att_slice(u, ns, hd);
+			const int32_t ni = (np - pg + 3) / 4; // this thread's pairs: p0 + pg + 4i, i < ni
+			put(st, k);
+			if (!s.val) // the pairs' query slice
+				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) {
+					int32_t pp = p0 + i / s.w;
+					int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+					qs[(i / s.w) * ATT_DS + i % s.w] = q[((int64_t)x * n_head + h) * hd + s.d0 + i % s.w];
+				}
+			if (k + 2 < total) fetch(st, k + 2);
+			grid_sync(gr);
+			if (!s.val) {
+				if (u == 0)
+#pragma unroll
+					for (int i = 0; i < ATT_PMAX / 4; i++) acc[i] = 0.0f;
+				if (ni == 1)
+					att_scores<1>(acc, kv, qs, j, pg, s.w);
+				else if (ni == 2)
+					att_scores<2>(acc, kv, qs, j, pg, s.w);
+				else if (ni <= 4)
+					att_scores<4>(acc, kv, qs, j, pg, s.w);
+				else if (ni > 0)
+					att_scores<8>(acc, kv, qs, j, pg, s.w);
+				if (u == ns - 1) { // the scores are complete: softmax of the chunk
+					int lane = tid % 32, half = (tid / 32) % 2;
+#pragma unroll
+					for (int i = 0; i < ATT_PMAX / 4; i++) {
+						if (i < ni) {
+							acc[i] = __fmul_rn(acc[i], scale);
+							float m = warp_max(j < len ? acc[i] : -inf32());
+							if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
+						}
+					}
+					grid_sync(gr);
+#pragma unroll
+					for (int i = 0; i < ATT_PMAX / 4; i++) {
+						if (i < ni) {
+							int32_t pp = pg + 4 * i;
+							float m = max32(red[pp * 2], red[pp * 2 + 1]);
+							ps[pp * ATT_CHUNK + j] = j < len ? exp32(__fsub_rn(acc[i], m)) : 0.0f;
+							if (j == 0) mm[pp] = m;
+						}
+					}
+					grid_sync(gr);
+					if (half == 0)
+#pragma unroll
+						for (int i = 0; i < ATT_PMAX / 4; i++) {
+							if (i < ni) {
+								int32_t pp = pg + 4 * i;
+								float a = 0.0f;
+								if (lane < len) a = __fadd_rn(a, ps[pp * ATT_CHUNK + lane]);
+								if (lane + 32 < len) a = __fadd_rn(a, ps[pp * ATT_CHUNK + lane + 32]);
+								a = warp_sum(a);
+								if (lane == 0) msum[pp] = a;
+							}
+						}
+					grid_sync(gr);
+					if (tid < np) {
+						int32_t pp = p0 + tid;
+						int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+						float *pt = part + (((int64_t)x * n_head + h) * chunks + c) * pw;
+						pt[0] = mm[tid];
+						pt[1] = msum[tid];
+					}
+				}
+			} else if (j < s.w) {
+				float o[ATT_PMAX / 4];
+				if (ni == 1)
+					att_values<1>(o, kv, ps, j, pg, len);
+				else if (ni == 2)
+					att_values<2>(o, kv, ps, j, pg, len);
+				else if (ni <= 4)
+					att_values<4>(o, kv, ps, j, pg, len);
+				else if (ni > 0)
+					att_values<8>(o, kv, ps, j, pg, len);
+#pragma unroll
+				for (int i = 0; i < ATT_PMAX / 4; i++) {
+					if (i < ni) {
+						int32_t pp = p0 + pg + 4 * i;
+						int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+						part[(((int64_t)x * n_head + h) * chunks + c) * pw + 2 + s.d0 + j] = o[i];
+					}
+				}
+			}
+			grid_sync(gr);
+		};
+		fetch(sa, 0);
+		if (total > 1) fetch(sb, 1);
+		for (int32_t k = 0; k < total; k += 2) {
+			step(sa, k);
+			if (k + 1 < total) step(sb, k + 1);
+		}
+	}
+
+	// count the chunk for each row computed here; the row's last chunk merges it
+	if (tid == 0) {
+		__threadfence();
+		int32_t l = 0;
+		for (int32_t i = 0; i < nm; i++) {
+			int32_t x = g0 + mem[i], n = key_off[x + 1] - key_off[x];
+			uint32_t nc = (uint32_t)((n + ATT_CHUNK - 1) / ATT_CHUNK);
+			uint32_t *cn = count + (int64_t)x * n_kv + kvh;
+			uint32_t now = atomicAdd(cn, bad ? ATT_BAD + 1u : 1u) + (bad ? ATT_BAD + 1u : 1u);
+			if ((now & (ATT_BAD - 1)) == nc) {
+				atomicExch(cn, 0u);
+				if (now < ATT_BAD) l |= 1 << i; // no chunk of the row named a bad slot
+			}
+		}
+		if (l != 0) __threadfence();
+		last = l;
+	}
+	grid_sync(gr);
+	const int32_t lastm = last;
+	if (lastm == 0) return;
+
+	// merge: the (row, head) pairs of the rows whose last chunk this was, hb at a time — each
+	// pair's M by a warp, its weights in ps (hb × wn chunks at a time), its sums O in qs
+	if (tid == 0) {
+		int32_t k = 0;
+		for (int32_t i = 0; i < nm; i++)
+			if ((lastm >> i) & 1) sh.lrow[k++] = g0 + mem[i];
+		sh.nlast = k;
+	}
+	grid_sync(gr);
+	const int32_t npm = sh.nlast * G;
+	const int32_t hb = max(1, min(ATT_PMAX, (ATT_PMAX * ATT_DS) / hd)), wn = (ATT_PMAX * ATT_CHUNK) / hb;
+	for (int32_t b0 = 0; b0 < npm; b0 += hb) {
+		const int32_t nb = min(hb, npm - b0);
+		if (tid < nb) {
+			int32_t x = sh.lrow[(b0 + tid) / G], n = key_off[x + 1] - key_off[x];
+			sh.mx[tid] = x;
+			sh.mh[tid] = kvh * G + (b0 + tid) % G;
+			sh.mnc[tid] = (n + ATT_CHUNK - 1) / ATT_CHUNK;
+		}
+		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) qs[o] = 0.0f;
+		if (tid < nb) msum[tid] = 0.0f;
+		grid_sync(gr);
+		int32_t ncmax = 0;
+		for (int32_t pi = 0; pi < nb; pi++) ncmax = max(ncmax, sh.mnc[pi]);
+		{ // M per pair: warp w takes pairs w, w+8, …
+			int w = tid / 32, lane = tid % 32;
+			for (int32_t pi = w; pi < nb; pi += ATT_THREADS / 32) {
+				const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
+				float m = -inf32();
+				for (int32_t cc = lane; cc < sh.mnc[pi]; cc += 32) m = max32(m, __ldcg(pr + (int64_t)cc * pw));
+				m = warp_max(m);
+				if (lane == 0) mm[pi] = m;
+			}
+		}
+		grid_sync(gr);
+		for (int32_t cw = 0; cw < ncmax; cw += wn) {
+			for (int32_t o = tid; o < nb * wn; o += ATT_THREADS) {
+				int32_t pi = o / wn, cc = o % wn;
+				if (cw + cc < sh.mnc[pi]) {
+					const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
+					ps[o] = exp32(__fsub_rn(__ldcg(pr + (int64_t)(cw + cc) * pw), mm[pi]));
+				}
+			}
+			grid_sync(gr);
+			if (tid < nb) {
+				const float *pr = part + ((int64_t)sh.mx[tid] * n_head + sh.mh[tid]) * chunks * pw;
+				const int32_t cn = min(wn, sh.mnc[tid] - cw);
+				float L = msum[tid];
+				for (int32_t cc = 0; cc < cn; cc++) L = __fmaf_rn(__ldcg(pr + (int64_t)(cw + cc) * pw + 1), ps[tid * wn + cc], L);
+				msum[tid] = L;
+			}
+			for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
+				int32_t pi = o / hd, d = o % hd;
+				const int32_t cn = min(wn, sh.mnc[pi] - cw);
+				const float *po = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw + (int64_t)cw * pw + 2 + d;
+				float O = qs[o];
+				for (int32_t cc = 0; cc < cn; cc++) O = __fmaf_rn(__ldcg(po + (int64_t)cc * pw), ps[pi * wn + cc], O);
+				qs[o] = O;
+			}
+			grid_sync(gr);
+		}
+		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
+			int32_t pi = o / hd, d = o % hd;
+			out[((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * hd + d] = __fdiv_rn(qs[o], msum[pi]);
+		}
+		grid_sync(gr);
+	}
+}
+// The eager entry is ENTRY_SHARED's, with launch bounds: two blocks per SM (128 registers), so
+// that a decode's 256 blocks (8 KV heads × 32 chunks at 2048 positions) are all resident at once
+// on a 132-SM GPU.
+#ifndef MEGAKERNEL
+extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
+	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, float *out,
+	              float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
+	              int32_t chunks, int32_t k_type, int32_t v_type, float scale) {
+	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
+	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, q, k_cache, v_cache, keys,
+	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale);
+}
+#endif

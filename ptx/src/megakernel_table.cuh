@@ -40,7 +40,7 @@ static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const 
 		argmax_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), (int32_t)p[2], (int32_t)p[3]);
 		break;
 	case 8:
-		attention_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), (int32_t)p[6], (int32_t)p[7], (int32_t)p[8], (int32_t)p[9], (int32_t)p[10], __uint_as_float((uint32_t)p[11]));
+		attention_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), mk_ptr(p[6]), mk_ptr(p[7]), (int32_t)p[8], (int32_t)p[9], (int32_t)p[10], (int32_t)p[11], (int32_t)p[12], (int32_t)p[13], (int32_t)p[14], (int32_t)p[15], __uint_as_float((uint32_t)p[16]));
 		break;
 	case 9:
 		embed_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
@@ -94,7 +94,7 @@ static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const 
 		gdn_scan_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), mk_ptr(p[6]), mk_ptr(p[7]), mk_ptr(p[8]), (int32_t)p[9], (int32_t)p[10], (int32_t)p[11], (int32_t)p[12], (int32_t)p[13], __uint_as_float((uint32_t)p[14]));
 		break;
 	case 26:
-		kv_store_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), (int32_t)p[5], (int32_t)p[6], (int32_t)p[7]);
+		kv_store_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), (int32_t)p[5], (int32_t)p[6], (int32_t)p[7], (int32_t)p[8], (int32_t)p[9]);
 		break;
 	case 27:
 		matvec8_bf16_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
@@ -319,7 +319,7 @@ static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const 
 		rope_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), (int32_t)p[2], (int32_t)p[3], (int32_t)p[4], (int32_t)p[5], (int32_t)p[6]);
 		break;
 	case 101:
-		rope_kv_store_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), (int32_t)p[6], (int32_t)p[7], (int32_t)p[8], (int32_t)p[9], (int32_t)p[10], (int32_t)p[11], (int32_t)p[12]);
+		rope_kv_store_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), (int32_t)p[6], (int32_t)p[7], (int32_t)p[8], (int32_t)p[9], (int32_t)p[10], (int32_t)p[11], (int32_t)p[12], (int32_t)p[13], (int32_t)p[14]);
 		break;
 	case 102:
 		sigmoid_mul_act_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4]);
@@ -368,6 +368,7 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 	switch (k) {
 	case 4: // act_q8_K
 	case 7: // argmax_f32
+	case 8: // attention_f32
 	case 25: // gdn_scan_f32
 	case 94: // rmsnorm_act_bf16
 	case 95: // rmsnorm_act_f16
@@ -393,6 +394,7 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 // structs, in bytes, from their entries' PTX:
 //   act_q8_K                         72
 //   argmax_f32                      256
+//   attention_f32                 36140
 //   gdn_scan_f32                   8192
 //   rmsnorm_act_bf16              32844
 //   rmsnorm_act_f16               32844
@@ -409,4 +411,4 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 //   swiglu_act_q8_0               32844
 //   swiglu_act_q8_1               32844
 //   swiglu_act_q8_K               32844
-#define MK_SHARED_BYTES 32848u
+#define MK_SHARED_BYTES 36144u

@@ -8,6 +8,7 @@
 // are disjoint, so threads never touch each other's values.
 #include "num.cuh"
 #include "grid.cuh"
+#include "cache.cuh"
 
 #define ROPE_NEOX 2
 
@@ -37,11 +38,13 @@ ENTRY(rope_f32, (float *x, const float *cos_sin, int32_t rows, int32_t heads, in
 // rope_kv_store_f32 mirrors kernels.RopeKVStore: rope_f32 of each row's K heads (Heads heads of
 // HeadDim) followed by kv_store_f32, one block per row: every element of the rotated K is
 // formed exactly as rope_f32 forms it — the first of a pair a·c − b·s, the second a·s + b·c —
-// and written straight into the row's cache slot; dims past NRot and V are copied bit for bit.
-__device__ __forceinline__ void rope_kv_store_f32_body(const Grid &gr, const float *k, const uint32_t *v,
-                                                       const float *cos_sin, const int32_t *slots, float *k_cache,
-                                                       uint32_t *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots,
-                                                       int32_t heads, int32_t head_dim, int32_t n_rot, int32_t mode) {
+// and written straight into the row's cache slot, rounded to the cache's type (attention.cu's
+// cache_store); dims past NRot and V are stored as kv_store_f32 stores them.
+__device__ __forceinline__ void rope_kv_store_f32_body(const Grid &gr, const float *k, const float *v,
+                                                       const float *cos_sin, const int32_t *slots, void *k_cache,
+                                                       void *v_cache, int32_t rows, int32_t kv_dim, int32_t n_slots,
+                                                       int32_t heads, int32_t head_dim, int32_t n_rot, int32_t mode,
+                                                       int32_t k_type, int32_t v_type) {
 	int32_t r = gr.bx;
 	if (r >= rows) return;
 	int32_t s = slots[r];
@@ -49,22 +52,24 @@ __device__ __forceinline__ void rope_kv_store_f32_body(const Grid &gr, const flo
 	int32_t half = n_rot / 2;
 	const float *kr = k + (int64_t)r * kv_dim;
 	const float *tab = cos_sin + (int64_t)r * half * 2;
-	float *kc = k_cache + (int64_t)s * kv_dim;
+	int64_t at = (int64_t)s * kv_dim;
 	for (int32_t c = gr.tid; c < kv_dim; c += gr.ntid) {
-		v_cache[(int64_t)s * kv_dim + c] = v[(int64_t)r * kv_dim + c];
+		cache_store(v_cache, v_type, at + c, v[(int64_t)r * kv_dim + c]);
 		int32_t d = c % head_dim;
 		if (d >= n_rot) {
-			((uint32_t *)kc)[c] = ((const uint32_t *)kr)[c];
+			cache_store(k_cache, k_type, at + c, kr[c]);
 			continue;
 		}
 		int32_t i = mode == ROPE_NEOX ? d % half : d / 2;          // the pair
 		bool first = mode == ROPE_NEOX ? d < half : (d & 1) == 0; // j of (j, k)
 		int32_t j = c - d + (mode == ROPE_NEOX ? i : 2 * i), kk = j + (mode == ROPE_NEOX ? half : 1);
 		float a = kr[j], b = kr[kk], cs = tab[2 * i], sn = tab[2 * i + 1];
-		kc[c] = first ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs));
+		cache_store(k_cache, k_type, at + c,
+		            first ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs)));
 	}
 }
 ENTRY(rope_kv_store_f32,
-      (const float *k, const uint32_t *v, const float *cos_sin, const int32_t *slots, float *k_cache, uint32_t *v_cache,
-       int32_t rows, int32_t kv_dim, int32_t n_slots, int32_t heads, int32_t head_dim, int32_t n_rot, int32_t mode),
-      k, v, cos_sin, slots, k_cache, v_cache, rows, kv_dim, n_slots, heads, head_dim, n_rot, mode)
+      (const float *k, const float *v, const float *cos_sin, const int32_t *slots, void *k_cache, void *v_cache,
+       int32_t rows, int32_t kv_dim, int32_t n_slots, int32_t heads, int32_t head_dim, int32_t n_rot, int32_t mode,
+       int32_t k_type, int32_t v_type),
+      k, v, cos_sin, slots, k_cache, v_cache, rows, kv_dim, n_slots, heads, head_dim, n_rot, mode, k_type, v_type)

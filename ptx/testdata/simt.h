@@ -81,7 +81,21 @@ static inline bool __all_sync(unsigned, bool v) {
 	simt_wait(simt_warp_bars[simt_cur->warp]);
 	return all;
 }
+static inline bool __any_sync(unsigned m, bool v) { return !__all_sync(m, !v); }
 static inline void __syncthreads() { simt_wait(simt_block_bar); }
+// Blocks run one after another on one host thread: atomics are plain updates, fences nothing.
+static inline uint32_t atomicAdd(uint32_t *p, uint32_t v) {
+	uint32_t old = *p;
+	*p = old + v;
+	return old;
+}
+static inline uint32_t atomicExch(uint32_t *p, uint32_t v) {
+	uint32_t old = *p;
+	*p = v;
+	return old;
+}
+static inline void __threadfence() {}
+static inline float __ldcg(const float *p) { return *p; }
 
 static std::function<void()> simt_body;
 

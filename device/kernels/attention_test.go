@@ -1,0 +1,74 @@
+package kernels_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"verity/device/kernels"
+	"verity/device/num"
+)
+
+// The vector widening of 16-bit cache elements gives the portable Go's bits on every 16-bit
+// pattern (NaNs as the canonical NaN), at every offset of a vector's tail.
+func TestWiden16Exhaustive(t *testing.T) {
+	src := make([]uint16, 1<<16)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	for _, bf := range []bool{false, true} {
+		for _, n := range []int{1 << 16, 1<<16 - 3} {
+			got, want := make([]float32, n), make([]float32, n)
+			kernels.Widen16(got, src[:n], bf, true)
+			kernels.Widen16(want, src[:n], bf, false)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("bf16=%v: %#04x widens to %#08x, want %#08x", bf, src[i], math.Float32bits(got[i]), math.Float32bits(want[i]))
+				}
+				w := num.F16ToF32(src[i])
+				if bf {
+					w = num.BF16ToF32(src[i])
+				}
+				if w == w && math.Float32bits(want[i]) != math.Float32bits(w) || w != w && math.Float32bits(want[i]) != num.NaNBits {
+					t.Fatalf("bf16=%v: %#04x widens to %#08x, not the exact value %#08x", bf, src[i], math.Float32bits(want[i]), math.Float32bits(w))
+				}
+			}
+		}
+	}
+}
+
+// A key list of one chunk: the merge of a single partial (m, l, o) is o/l — its weight is
+// Exp32(0) = 1 and L = fma(l, 1, +0) = l — and chunks merged with equal maxima add up.
+func TestMergeChunks(t *testing.T) {
+	if num.Exp32(0) != 1 {
+		t.Fatalf("Exp32(0) = %v", num.Exp32(0))
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	hd := 5
+	one := []float32{0.75, 3}
+	for d := 0; d < hd; d++ {
+		one = append(one, float32(r.NormFloat64()))
+	}
+	out := make([]float32, hd)
+	kernels.MergeChunks(out, one)
+	for d := range out {
+		if want := one[2+d] / one[1]; out[d] != want {
+			t.Errorf("one chunk: out[%d] = %v, want %v", d, out[d], want)
+		}
+	}
+	two := append(append([]float32(nil), one...), one...)
+	kernels.MergeChunks(out, two)
+	for d := range out {
+		if want := (2 * one[2+d]) / (2 * one[1]); out[d] != want {
+			t.Errorf("two equal chunks: out[%d] = %v, want %v", d, out[d], want)
+		}
+	}
+	// a chunk whose maximum is far below the other's weighs nothing
+	low := append([]float32{-200, 1}, one[2:]...)
+	kernels.MergeChunks(out, append(append([]float32(nil), one...), low...))
+	for d := range out {
+		if want := one[2+d] / one[1]; out[d] != want {
+			t.Errorf("a negligible chunk: out[%d] = %v, want %v", d, out[d], want)
+		}
+	}
+}
