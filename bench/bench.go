@@ -55,6 +55,12 @@ type Result struct {
 	Backend  string  `json:"backend"`
 	Threads  int     `json:"threads"`
 	WeightMB float64 `json:"weight_mb"`
+	// The K/V cache: its element types, its size and its size as float32 (the memory a 16-bit
+	// cache saves).
+	CacheK     string  `json:"cache_type_k"`
+	CacheV     string  `json:"cache_type_v"`
+	CacheMB    float64 `json:"kv_cache_mb"`
+	CacheF32MB float64 `json:"kv_cache_f32_mb"`
 	// Means over the repetitions, with standard deviations (SD) and every repetition's value.
 	PrefillTPS     float64   `json:"prefill_tok_s"`
 	PrefillSD      float64   `json:"prefill_tok_s_stddev"`
@@ -106,6 +112,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	}
 	p := e.Program()
 	c := p.Config
+	kvBytes, kvF32 := e.CacheBytes()
 	if o.Prompt+o.Decode+o.TreeNodes > e.Context() {
 		return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, o.TreeNodes, e.Context())
 	}
@@ -146,7 +153,8 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	r := rand.New(rand.NewPCG(o.Seed, 1))
 	tok := func() int32 { return int32(r.IntN(c.NVocab)) }
 	res := Result{Model: name, Arch: c.Arch, Backend: e.Executor().Name(), TreeNodes: o.TreeNodes,
-		WeightMB: float64(p.WeightBytes()) / 1e6, ProbeGBs: probe / 1e9, Repetitions: o.Repetitions,
+		WeightMB: float64(p.WeightBytes()) / 1e6, CacheK: p.CacheK.String(), CacheV: p.CacheV.String(),
+		CacheMB: float64(kvBytes) / 1e6, CacheF32MB: float64(kvF32) / 1e6, ProbeGBs: probe / 1e9, Repetitions: o.Repetitions,
 		Prompt: o.Prompt, Decoded: o.Decode, Host: Host(e.Executor().Name())}
 
 	if !o.NoWarmup {

@@ -16,6 +16,7 @@ import (
 
 	"verity/device"
 	"verity/device/cpu"
+	"verity/device/dtype"
 	"verity/device/cuda"
 	"verity/fixtures"
 	"verity/host/exec"
@@ -32,7 +33,8 @@ var goldensPath = flag.String("goldens", "../../fixtures/testdata/goldens.json",
 func TestGoldens(t *testing.T) {
 	b := open(t)
 	goldens(t, "goldens", func(name string, file []byte) (fixtures.Golden, error) {
-		return fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, fixtures.GoldenOptions{})
+		gc, _ := fixtures.ParseGoldenName(name)
+		return fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, gc.Options(fixtures.GoldenOptions{}))
 	}, b)
 }
 
@@ -41,7 +43,8 @@ func TestGoldens(t *testing.T) {
 func TestMegakernelGoldens(t *testing.T) {
 	b := open(t)
 	goldens(t, "goldens_megakernel", func(name string, file []byte) (fixtures.Golden, error) {
-		return fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, fixtures.GoldenOptions{Megakernel: true})
+		gc, _ := fixtures.ParseGoldenName(name)
+		return fixtures.ComputeGoldenSplit(file, []device.Backend{b}, nil, gc.Options(fixtures.GoldenOptions{Megakernel: true}))
 	}, b)
 }
 
@@ -61,6 +64,13 @@ func TestGoldensSplit(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			var handoffs exec.HandoffStats
 			goldens(t, "goldens_split", func(name string, file []byte) (fixtures.Golden, error) {
+				gc, err := fixtures.ParseGoldenName(name)
+				if err != nil {
+					return fixtures.Golden{}, err
+				}
+				if gc.CacheK != dtype.F32 || gc.CacheV != dtype.F32 {
+					return fixtures.Golden{}, fmt.Errorf("a golden with 16-bit caches: %w", device.ErrUnsupported)
+				}
 				s, err := fixtures.Lookup(name)
 				if err != nil {
 					return fixtures.Golden{}, err
@@ -125,7 +135,12 @@ func goldens(t *testing.T, kind string, run func(name string, file []byte) (fixt
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s, err := fixtures.Lookup(name)
+			gc, err := fixtures.ParseGoldenName(name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			s, err := fixtures.Lookup(gc.Fixture)
 			if err != nil {
 				errs[i] = err
 				return

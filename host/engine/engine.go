@@ -177,6 +177,14 @@ func (e *Engine) Capacity() (slots, states int) {
 // HasPrefixCache reports whether the engine keeps a prefix cache (Options.PrefixCache).
 func (e *Engine) HasPrefixCache() bool { return e.prefix != nil }
 
+// CacheBytes is the size of the K/V cache (every attention layer's keys and values for all
+// slots) at its element types, and what it would take as float32.
+func (e *Engine) CacheBytes() (bytes, f32 int64) {
+	p := e.Program()
+	per := int64(p.CacheLayers) * int64(e.slots) * int64(p.KVDim)
+	return per * int64(p.CacheK.BlockBytes()+p.CacheV.BlockBytes()), per * 8
+}
+
 // Sessions is how many sessions of the full context the cache holds at once.
 func (e *Engine) Sessions() int { return max(1, (e.slots-e.chunk)/e.ctx) }
 

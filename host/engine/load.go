@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"verity/device"
+	"verity/device/dtype"
 	"verity/host/exec"
 	"verity/host/gguf"
 	"verity/host/lora"
@@ -48,6 +49,9 @@ type LoadOptions struct {
 	KeepBehind bool
 	// PackProgress, if set, is called as a packed-weights file is written.
 	PackProgress func(done, total int64)
+	// CacheK and CacheV are the K and V caches' element types: F32 (the zero value), F16 or
+	// BF16 (kernels.CacheTypes).
+	CacheK, CacheV dtype.Type
 }
 
 // Model is an engine together with the file and executor it owns.
@@ -257,6 +261,9 @@ func PlanLoad(f *gguf.File, backends []device.Backend, firstLayers []int, o Load
 func prepare(f, weights *gguf.File, backends []device.Backend, firstLayers []int, o LoadOptions, extra int64) (*LoadPlan, error) {
 	p, err := model.Build(weights)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.SetCacheTypes(o.CacheK, o.CacheV); err != nil {
 		return nil, err
 	}
 	if o.MaxRows == 0 {

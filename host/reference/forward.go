@@ -3,6 +3,9 @@ package reference
 import (
 	"fmt"
 	"math"
+
+	"verity/device/dtype"
+	"verity/device/num"
 )
 
 // Forward returns the logits of every position of one causal pass over tokens: row i is the
@@ -131,6 +134,10 @@ func (m *Model) attention(ly *layer, n []float64, pos int, kv *kvCache) []float6
 	for j := 0; j < c.NHeadKV; j++ {
 		m.positionHead(k[j*D:(j+1)*D], ly.kNorm, pos)
 	}
+	if m.opt.RoundCache {
+		roundCache(k, m.opt.CacheK)
+		roundCache(v, m.opt.CacheV)
+	}
 	kv.k = append(kv.k, k)
 	kv.v = append(kv.v, v)
 	a := make([]float64, c.NHead*D)
@@ -255,5 +262,20 @@ func add(x, y []float64) {
 	}
 	for i := range x {
 		x[i] += y[i]
+	}
+}
+
+// roundCache rounds x to the values a K/V cache of type t holds: float32, then float16 or
+// bfloat16 to nearest even.
+func roundCache(x []float64, t dtype.Type) {
+	for i, f := range x {
+		v := float32(f)
+		switch t {
+		case dtype.F16:
+			v = num.F16ToF32(num.F32ToF16(v))
+		case dtype.BF16:
+			v = num.BF16ToF32(num.F32ToBF16(v))
+		}
+		x[i] = float64(v)
 	}
 }

@@ -18,6 +18,12 @@ type Options struct {
 	// before its dot products (see the package documentation). Off, every product is plain
 	// float64.
 	ActQuant bool
+	// CacheK and CacheV round every key (after RoPE) and value to the K/V cache's element type
+	// before attention reads it, as Verity's store does: F16 or BF16 to nearest even (through
+	// float32), F32 to float32; the zero value is F32. Without RoundCache keys and values stay
+	// float64.
+	RoundCache     bool
+	CacheK, CacheV dtype.Type
 }
 
 // Model is a model decoded for the reference forward pass: every weight as float64. It does

@@ -131,6 +131,18 @@ type Stats struct {
 	Admission AdmissionStats `json:"admission"`
 	// Adapters are the LoRA adapters merged into the weights (Options.Adapters).
 	Adapters []Adapter `json:"adapters,omitempty"`
+	// KVCache is the K/V cache: its element types and size.
+	KVCache KVCacheStats `json:"kv_cache"`
+}
+
+// KVCacheStats describe the engine's K/V cache: its element types (f32, f16, bf16), its size
+// in bytes, and what the same cache would take as float32 (so SavedBytes = F32Bytes − Bytes).
+type KVCacheStats struct {
+	TypeK      string `json:"type_k"`
+	TypeV      string `json:"type_v"`
+	Bytes      int64  `json:"bytes"`
+	F32Bytes   int64  `json:"f32_bytes"`
+	SavedBytes int64  `json:"saved_bytes"`
 }
 
 type session struct {
@@ -859,6 +871,9 @@ func (sv *Service) Stats() Stats {
 	s.PrefixCache = prefix
 	s.Admission = adm
 	s.Adapters = sv.opt.Adapters
+	p := sv.e.Program()
+	n, f32 := sv.e.CacheBytes()
+	s.KVCache = KVCacheStats{TypeK: p.CacheK.String(), TypeV: p.CacheV.String(), Bytes: n, F32Bytes: f32, SavedBytes: f32 - n}
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,8 @@ import (
 	"verity/bench"
 	"verity/device"
 	"verity/device/backend"
+	"verity/device/dtype"
+	"verity/device/kernels"
 )
 
 // backendHelp describes the --backend values.
@@ -131,4 +134,52 @@ func checkThreads(cmd *cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// cacheFlags are the K/V cache type flags of every command that runs a model.
+type cacheFlags struct{ k, v string }
+
+// add registers --cache-type-k/-ctk and --cache-type-v/-ctv (llama.cpp's names) on cmd.
+func (c *cacheFlags) add(cmd *cobra.Command) {
+	const help = "element type of the %s cache: f32, f16 or bf16 (default: f16 on a cuda backend, f32 on cpu and ptxvm)"
+	cmd.Flags().StringVarP(&c.k, "cache-type-k", "", "", fmt.Sprintf(help, "K"))
+	cmd.Flags().StringVarP(&c.v, "cache-type-v", "", "", fmt.Sprintf(help, "V"))
+	// llama.cpp spells the short forms with one dash (-ctk f16); Go's flag parsing of cobra
+	// takes them as --ctk and -ctk alike through these aliases
+	cmd.Flags().StringVar(&c.k, "ctk", "", "short for --cache-type-k")
+	cmd.Flags().StringVar(&c.v, "ctv", "", "short for --cache-type-v")
+}
+
+// types returns the cache types for a model on backends bes: as given, or the default — f16
+// when a stage is a GPU (half the memory and the bytes attention reads), f32 on the CPU twin
+// and the interpreter (the float64 reference's agreement, and the goldens').
+func (c cacheFlags) types(bes []device.Backend) (k, v dtype.Type, err error) {
+	gpu := false
+	for _, b := range bes {
+		gpu = gpu || strings.HasPrefix(b.Name(), "cuda")
+	}
+	return c.typesFor(gpu)
+}
+
+// typesFor is types for a model on a GPU (gpu) or not.
+func (c cacheFlags) typesFor(gpu bool) (k, v dtype.Type, err error) {
+	def := dtype.F32
+	if gpu {
+		def = dtype.F16
+	}
+	parse := func(flag, s string) (dtype.Type, error) {
+		if s == "" {
+			return def, nil
+		}
+		t, err := dtype.Parse(s)
+		if err != nil || !kernels.CacheTypeOK(t) {
+			return 0, fmt.Errorf("--%s %s: want f32, f16 or bf16", flag, s)
+		}
+		return t, nil
+	}
+	if k, err = parse("cache-type-k", c.k); err != nil {
+		return 0, 0, err
+	}
+	v, err = parse("cache-type-v", c.v)
+	return k, v, err
 }

@@ -39,6 +39,7 @@ func newBenchCmd() *cobra.Command {
 	var proto protocolFlags
 	var peer string
 	var o bench.Options
+	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
 		Short: "Measure prefill, decode and draft-tree verify throughput against memory bandwidth",
@@ -104,7 +105,7 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			var rows []bench.Result
 			var probes []string
 			for _, threads := range threadList {
-				rs, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, prompts, decodes, o, &adapters)
+				rs, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, prompts, decodes, o, &adapters, cache)
 				if err != nil {
 					return err
 				}
@@ -157,6 +158,14 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			}
 			out := cmd.OutOrStdout()
 			for _, r := range rows {
+				if r.CacheK != "f32" || r.CacheV != "f32" {
+					fmt.Fprintf(out, "K/V cache of %s: %s K, %s V, %.1f MB (%.1f MB as f32, %.1f MB saved)\n", r.Model, r.CacheK, r.CacheV,
+						r.CacheMB, r.CacheF32MB, r.CacheF32MB-r.CacheMB)
+				} else {
+					fmt.Fprintf(out, "K/V cache of %s: f32 K and V, %.1f MB\n", r.Model, r.CacheMB)
+				}
+			}
+			for _, r := range rows {
 				var curve, ops, batch []string
 				for _, p := range r.Curve {
 					curve = append(curve, fmt.Sprintf("%d\t%.2f\t%.3f\t", p.Nodes, p.MS, p.MSPerNode))
@@ -207,6 +216,7 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	adapters.register(cmd)
 	proto.register(cmd)
+	cache.add(cmd)
 	cmd.Flags().IntSliceVar(&prompts, "prompt", []int{128}, "prefill tokens; a list sweeps")
 	cmd.Flags().IntSliceVar(&decodes, "decode", []int{32}, "decoded tokens (after the prompt); a list sweeps")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
@@ -236,7 +246,7 @@ func section(w io.Writer, title, header string, lines []string) error {
 }
 
 func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
-	prompts, decodes []int, o bench.Options, adapters *loraFlags) ([]bench.Result, float64, string, error) {
+	prompts, decodes []int, o bench.Options, adapters *loraFlags, cache cacheFlags) ([]bench.Result, float64, string, error) {
 	// Every model is found (or generated) before anything is measured or allocated.
 	paths, names := make([]string, len(models)), make([]string, len(models))
 	for i, m := range models {
@@ -263,11 +273,15 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 		if len(o.Batch) > 0 {
 			sessions = max(1, slices.Max(o.Batch))
 		}
+		kt, vt, err := cache.types(bes)
+		if err != nil {
+			return nil, 0, "", err
+		}
 		uses, lo, done, err := adapters.open(cmd)
 		if err != nil {
 			return nil, 0, "", err
 		}
-		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo})
+		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
 		done()
 		if err != nil {
 			return nil, 0, "", err

@@ -21,10 +21,11 @@ func newCheckCmd() *cobra.Command {
 	var threads, sms int
 	var megakernel, trace bool
 	var adapters loraFlags
+	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "check [FIXTURE ...]",
 		Short: "Check a backend bit for bit against the committed golden hashes",
-		Long: `Run each fixture's golden workload — prefill of a 40-token prompt, verification of an
+		Long: `Run each fixture's golden workload — prefill of an 80-token prompt, verification of an
 8-node draft tree after it, 16 greedy decode steps — on --backend and compare the SHA-256 of
 every logit bit and the greedy tokens with the hashes committed with this version of Verity.
 Every backend must reproduce them exactly: the CPU twins, the PTX interpreter and a GPU.
@@ -57,6 +58,19 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 					names = append(names, n)
 				}
 				sort.Strings(names)
+			}
+			if cache.k != "" || cache.v != "" { // only the goldens of these cache types
+				kt, vt, err := cache.typesFor(false)
+				if err != nil {
+					return err
+				}
+				var keep []string
+				for _, n := range names {
+					if gc, err := fixtures.ParseGoldenName(n); err == nil && gc.CacheK == kt && gc.CacheV == vt {
+						keep = append(keep, n)
+					}
+				}
+				names = keep
 			}
 			for _, n := range names {
 				if _, ok := goldens[n]; !ok {
@@ -132,6 +146,7 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cache.add(cmd)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
@@ -144,6 +159,11 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 // checkFixture computes fixture n's golden workload on bes: a catalogue model, or a merged
 // fixture's base with its adapter merged first (then the returned file is the base's).
 func checkFixture(n string, bes []device.Backend, layers []int, o fixtures.GoldenOptions, cmd *cobra.Command) ([]byte, fixtures.Golden, error) {
+	gc, err := fixtures.ParseGoldenName(n) // a golden with 16-bit K/V caches: fixture@k,v
+	if err != nil {
+		return nil, fixtures.Golden{}, err
+	}
+	n, o = gc.Fixture, gc.Options(o)
 	base := n
 	if strings.Contains(n, "+") {
 		m, err := fixtures.LookupMerged(n)

@@ -23,6 +23,7 @@ func newGenerateCmd() *cobra.Command {
 	var smp serve.Sampler
 	seed := newSeedValue(&smp.Seed)
 	var tmpl chatTemplateFlags
+	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "generate --model FILE|FIXTURE --prompt TEXT [-n TOKENS]",
 		Short: "Continue a text with the model, token by token, and print it as it comes",
@@ -95,11 +96,15 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			if draft < 0 || draft > 63 {
 				return fmt.Errorf("--draft %d: want 0 … 63", draft)
 			}
+			kt, vt, err := cache.types(bes)
+			if err != nil {
+				return err
+			}
 			uses, lo, done, err := adapters.open(cmd)
 			if err != nil {
 				return err
 			}
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: len(ids) + n + draft + 1, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo})
+			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: len(ids) + n + draft + 1, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
 			done()
 			if err != nil {
 				return err
@@ -176,6 +181,7 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 	cmd.Flags().BoolVar(&smp.JSON, "json", false, "JSON mode: only tokens that continue a JSON object, ending when it closes")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cache.add(cmd)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)

@@ -26,6 +26,7 @@ func newLogitsCmd() *cobra.Command {
 	var megakernel bool
 	var adapters loraFlags
 	var sms int
+	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "logits --model FILE (--tokens 1,2,3 | --prompt TEXT) --out LOGITS",
 		Short: "Write the logits of every position (or of every draft-tree node)",
@@ -75,11 +76,15 @@ that node.`,
 				return err
 			}
 			defer closeAll(bes)
+			kt, vt, err := cache.types(bes)
+			if err != nil {
+				return err
+			}
 			uses, lo, done, err := adapters.open(cmd)
 			if err != nil {
 				return err
 			}
-			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo})
+			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
 			done()
 			if err != nil {
 				return err
@@ -117,6 +122,7 @@ that node.`,
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cache.add(cmd)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)

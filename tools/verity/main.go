@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRoot().Execute(); err != nil {
+	root := newRoot()
+	root.SetArgs(llamaShortFlags(os.Args[1:]))
+	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "verity:", err)
 		os.Exit(1)
 	}
@@ -60,4 +63,19 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd(), newGenerateCmd(), newLoRACmd(), newKernelsCmd())
 	return root
+}
+
+// llamaShortFlags rewrites llama.cpp's single-dash spellings of the cache type flags (-ctk f16,
+// -ctv=bf16) as the long flags they stand for.
+func llamaShortFlags(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		for _, f := range []string{"-ctk", "-ctv"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				a = "-" + a
+			}
+		}
+		out[i] = a
+	}
+	return out
 }

@@ -22,6 +22,7 @@ func newScheduleCmd() *cobra.Command {
 	var modelName string
 	var sms, rows, context int
 	var bandwidth, syncUS float64
+	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "schedule [--model FILE|FIXTURE]",
 		Short: "Compile one step for the megakernel and report its schedule and a modelled time",
@@ -56,6 +57,13 @@ plan, not a measurement: verity bench --megakernel measures.`,
 			defer f.Close()
 			p, err := model.Build(f)
 			if err != nil {
+				return err
+			}
+			kt, vt, err := cache.typesFor(true) // a GPU's plan
+			if err != nil {
+				return err
+			}
+			if err := p.SetCacheTypes(kt, vt); err != nil {
 				return err
 			}
 			eo := engine.ExecOptions(p, engine.LoadOptions{MaxRows: rows, Context: context + rows, Sessions: 1})
@@ -115,6 +123,7 @@ plan, not a measurement: verity bench --megakernel measures.`,
 		},
 	}
 	cmd.Flags().StringVar(&modelName, "model", defaultBenchModel, "GGUF file or fixture name")
+	cache.add(cmd)
 	cmd.Flags().IntVar(&sms, "sms", 132, "SMs (an H200 has 132)")
 	cmd.Flags().IntVar(&rows, "rows", 8, "rows in the step: a tree's nodes, 1 for decoding")
 	cmd.Flags().IntVar(&context, "context", 2048, "positions of history each row attends to")

@@ -34,6 +34,7 @@ func newServeCmd() *cobra.Command {
 	var idle, evictAfter, queueWait, grace, readTimeout, writeTimeout, connIdle, requestTimeout time.Duration
 	var apiKeys, corsOrigins []string
 	var tmpl chatTemplateFlags
+	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "serve --model FILE|FIXTURE [--addr HOST:PORT]",
 		Short: "Serve speculative-decoding verification over HTTP",
@@ -107,11 +108,15 @@ sampler, whatever the drafts.`,
 				return err
 			}
 			defer closeAll(bes)
+			kt, vt, err := cache.types(bes)
+			if err != nil {
+				return err
+			}
 			uses, lo, done, err := adapters.open(cmd)
 			if err != nil {
 				return err
 			}
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache, Adapters: uses, LoRA: lo})
+			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
 			done()
 			if err != nil {
 				return err
@@ -165,6 +170,7 @@ sampler, whatever the drafts.`,
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	cmd.Flags().StringVar(&alias, "alias", "", "the model's id in the API (default: the file's or fixture's name)")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
+	cache.add(cmd)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
