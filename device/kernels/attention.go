@@ -327,7 +327,7 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 				}
 			}
 			for h := kvh * group; h < (kvh+1)*group; h++ {
-				mergeChunks(out[(r*nh+h)*hd:][:hd], part[(r*nh+h)*nc*pw:][:AttnChunks(len(ks))*pw])
+				mergeChunks(out[(r*nh+h)*hd:][:hd], part[(r*nh+h)*nc*pw:][:AttnChunks(len(ks))*pw], true)
 			}
 		}
 	})
@@ -411,24 +411,39 @@ func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale float3
 }
 
 // mergeChunks merges one head's chunk partials parts (AttnPartWords(len(out)) words each, in
-// chunk order) into its output, in AttentionArgs' order.
-func mergeChunks(out, parts []float32) {
+// chunk order) into its output, in AttentionArgs' order; with vec, the vector forms (where the
+// CPU has them) compute the weights and the weighted sums with the same operations.
+func mergeChunks(out, parts []float32, vec bool) {
 	pw := len(out) + 2
 	nc := len(parts) / pw
 	big := float32(math.Inf(-1))
 	for c := 0; c < nc; c++ {
 		big = num.Max32(big, parts[c*pw])
 	}
-	var sum float32
-	for d := range out {
-		out[d] = 0
+	var wbuf [64]float32
+	var obuf [64]int64
+	w, offs := wbuf[:0], obuf[:0]
+	if nc > len(wbuf) {
+		w, offs = make([]float32, 0, nc), make([]int64, 0, nc)
 	}
 	for c := 0; c < nc; c++ {
-		p := parts[c*pw:][:pw]
-		w := num.Exp32(p[0] - big)
-		sum = num.FMA32(p[1], w, sum)
+		w, offs = append(w, parts[c*pw]), append(offs, int64(c*pw+2))
+	}
+	for c := vectorExpShift(w, big, vec); c < nc; c++ { // w_c = Exp32(m_c − M)
+		w[c] = num.Exp32(w[c] - big)
+	}
+	var sum float32
+	for c := 0; c < nc; c++ {
+		sum = num.FMA32(parts[c*pw+1], w[c], sum)
+	}
+	if !vectorPV(out, w, parts, offs, vec) { // O[d] = fma(o_c[d], w_c, O[d]) from +0
 		for d := range out {
-			out[d] = num.FMA32(p[2+d], w, out[d])
+			out[d] = 0
+		}
+		for c, o := range offs {
+			for d := range out {
+				out[d] = num.FMA32(parts[o+int64(d)], w[c], out[d])
+			}
 		}
 	}
 	for d := range out {
@@ -448,5 +463,5 @@ func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float
 		p := parts[c*pw:][:pw]
 		p[0], p[1] = attendChunk(p[2:], q, kc, vc, co, e[:len(co)], scale, vec)
 	}
-	mergeChunks(out, parts)
+	mergeChunks(out, parts, vec)
 }

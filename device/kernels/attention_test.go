@@ -50,14 +50,14 @@ func TestMergeChunks(t *testing.T) {
 		one = append(one, float32(r.NormFloat64()))
 	}
 	out := make([]float32, hd)
-	kernels.MergeChunks(out, one)
+	kernels.MergeChunks(out, one, false)
 	for d := range out {
 		if want := one[2+d] / one[1]; out[d] != want {
 			t.Errorf("one chunk: out[%d] = %v, want %v", d, out[d], want)
 		}
 	}
 	two := append(append([]float32(nil), one...), one...)
-	kernels.MergeChunks(out, two)
+	kernels.MergeChunks(out, two, false)
 	for d := range out {
 		if want := (2 * one[2+d]) / (2 * one[1]); out[d] != want {
 			t.Errorf("two equal chunks: out[%d] = %v, want %v", d, out[d], want)
@@ -65,10 +65,37 @@ func TestMergeChunks(t *testing.T) {
 	}
 	// a chunk whose maximum is far below the other's weighs nothing
 	low := append([]float32{-200, 1}, one[2:]...)
-	kernels.MergeChunks(out, append(append([]float32(nil), one...), low...))
+	kernels.MergeChunks(out, append(append([]float32(nil), one...), low...), false)
 	for d := range out {
 		if want := one[2+d] / one[1]; out[d] != want {
 			t.Errorf("a negligible chunk: out[%d] = %v, want %v", d, out[d], want)
+		}
+	}
+}
+
+// The vector merge gives the portable Go's bits: random partials of 1 to 80 chunks, head sizes
+// the vector forms take (multiples of 32) and not.
+func TestMergeChunksVector(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, hd := range []int{8, 32, 64, 96} {
+		for trial := 0; trial < 40; trial++ {
+			nc := 1 + r.IntN(80)
+			parts := make([]float32, nc*(hd+2))
+			for c := 0; c < nc; c++ {
+				p := parts[c*(hd+2):]
+				p[0], p[1] = float32(r.NormFloat64()*5), float32(1+r.Float64()*60)
+				for d := 0; d < hd; d++ {
+					p[2+d] = float32(r.NormFloat64() * 10)
+				}
+			}
+			got, want := make([]float32, hd), make([]float32, hd)
+			kernels.MergeChunks(got, parts, true)
+			kernels.MergeChunks(want, parts, false)
+			for d := range got {
+				if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
+					t.Fatalf("hd %d, %d chunks: out[%d] vector %v, portable %v", hd, nc, d, got[d], want[d])
+				}
+			}
 		}
 	}
 }

@@ -44,7 +44,8 @@ func Widen16(dst []float32, src []uint16, bf, vector bool) {
 	}
 }
 
-// MergeChunks is the attention twin's merge of one head's chunk partials.
+// MergeChunks is the attention twin's merge of one head's chunk partials, with its vector
+// forms (where the CPU has them) or in portable Go.
 var MergeChunks = mergeChunks
 
 // ExpShift sets e[j] = num.Exp32(e[j] − m) with the attention twin's vector form where the
