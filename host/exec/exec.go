@@ -66,7 +66,7 @@ type Executor struct {
 	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
 	// the executor's allocations, which change only when the key lists grow (cleared then).
 	lowered map[[3]int][]Launch // by (rows, output rows, attention chunks)
-	scratch []int32 // the step's key lists and offsets, as written
+	scratch []int32             // the step's key lists and offsets, as written
 	// Attention's scratch: each chunk's partial results (grown to the step's need) and the
 	// per-row counters its kernel leaves at zero (kernels.AttentionArgs Part and Count).
 	attnPart, attnCount device.Ptr
