@@ -16,8 +16,8 @@ import (
 
 	"verity/device"
 	"verity/device/cpu"
-	"verity/device/dtype"
 	"verity/device/cuda"
+	"verity/device/dtype"
 	"verity/fixtures"
 	"verity/host/exec"
 	"verity/megakernel"
