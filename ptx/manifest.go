@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "b3dbec1e3c23ef9327c04f9e9f65422bfd59e6d97c1f707e996de4bc46eb14be",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "efbf89ad7e12ff2af33af2a3b1afd915c360a55bd6f31354d04d5de094265a79",
+	"src/attention.cu":         "29d12151baca7145cadbcb907829d98b802ce2504abe9989ed1a7bb7c798afef",
 	"src/elementwise.cu":       "804b8d72e66ac40b519043399780724aedd1c661867311fc16fcc3b7e0a63da2",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -34,11 +34,12 @@ var sources = map[string]string{
 	"src/megakernel.cu":        "b292b80adb408dd08aec95bbab138587ba2c33ff5e480d532dd6ee8b4f2dd380",
 	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
-	"src/rope.cu":              "2eaac768f12797e39e61092cdd0924a6e658e0491cbe15cf031e9a121e6aed5c",
+	"src/rope.cu":              "977d65db5319f5f94209ea6f463d7d83af3f05fe4314963ad210901f0f825e7e",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
+	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "ebd24cb59ae06e436b4253cff5e6fd29f3004b27f185c3a041590a7aa8e9eb00",
-	"src/megakernel_table.cuh": "aea8674b5e4be6176bc35c24f937385e81c598442108cfacf707c11306716714",
+	"src/megakernel_table.cuh": "a583c7a3a3b3a3df5bd378d21b4a0224251fc65754ac06fd3c9fd5b8bfb1fe57",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "6390fea1866bbe9e9b8a2f3427198a15d8269c960288314d5b76a5fbae8ad094",
 	"src/packed.cuh":           "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
@@ -48,16 +49,16 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "983ad53e75e6c50d22b3ead3558a8a12951b6ba59dc4fd15509927dfb4454a03",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "0dfc29f7c12174a9ce7448e8d6c90108746bb35d0757a4de7ef3ccf507384481",
+	"attention.ptx":   "8d180641d8b2913e56c322c691274b77564588c00e366ee7a05a38b5fe0367aa",
 	"elementwise.ptx": "0b976c6382683b32e55ccb2b39e2eb57a911b324aeb6a591ce5ccd0756800bf9",
 	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
 	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "7b6d95a17d957ffba04926fbbc86e37822c87ba278f85cc2ce94a2372893195a",
+	"megakernel.ptx":  "24a938db9e4cd9ddd9a11f04870d9a52ffbadf7eb987830729c8e8adae479182",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
-	"rope.ptx":        "f07797b186e0b364d8b688599929ecd703a47c42144be33a4050864fc4a538ba",
+	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
 	"routing.ptx":     "b799cf017a2af1ac9657403a2ca9325affec3ca4968ca6dd519d099cd8a18036",
 }
 
@@ -88,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "de2d9ec07cf8e92fa479b66a1150bf72d9d5f4b82321ef4f35fd9a19af4d5cf3",
+		sha256:  "a7c2aa03047a771ce54c494ac2fa17926e03b447126e381e5cf34cc1291d969e",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "3ad32d2d8064ee0eff844ab741a661cc5cb7b32b21b559575cd0967233ed2d56",
+		sha256:  "c3d14918a5ed705b58b1fb0bde4c8a3d637f99beeb726c44f368c5a81f19cc16",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "089336556b95cdd5a341ad57ca9ff137356dd2a5f42def5e94346f683da9a7a4",
+		sha256:  "0f7971da30cb326b6686562683ab568e0c6ce0bf573f0467f470b3fea61345f8",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -160,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "c38bb010ea1629a334bad36fcb6041af9644d12ce10258bf1b94f391addfa448",
+		sha256:  "9846bbe575a0efca41f803b268136772674c08627592f4b132fbb7a589efc592",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "330fccf6982d87719e18c151246d620353f84d4b7cee0e857bb37b9a9d155fd8",
+		sha256:  "b9224ab389c07ce8cc1a142fabc9df14db63f923cb4d93679413216d2b394e32",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -192,15 +193,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rmsnorm_f32"},
 	},
 	"rope.sm_37.cubin": {
-		sha256:  "6bb54e57862fd845dd85ca653cb886a91db173a45c27a1b8e24f36413436cb3f",
+		sha256:  "530b251284f5f83f4cd26dcdb24cccd9bc1325c412ea0f4d6d985f60983e2d3d",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_80.cubin": {
-		sha256:  "b34c66585c55e72ecedd556158b0e9a8751bd34ef8f52c46bd19ad176d235fe4",
+		sha256:  "ed0860ecd433ed2d0418d704abe4ebdb1e1de86b361a37b64aec2ee859232470",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_90.cubin": {
-		sha256:  "749e2300afc35c48bb1b536969be536c248af6606bc7bcee32a8defa8816a424",
+		sha256:  "c0948f652094c0ca65a5b58b0d139f190630c30ab052740316308e54d621c92f",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {
@@ -240,8 +241,8 @@ var entries = []Entry{
 	{Module: "act", Name: "swiglu_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "act", Name: "swiglu_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "argmax", Name: "argmax_f32", Params: []string{"u64", "u64", "u32", "u32"}},
-	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "f32"}},
-	{Module: "attention", Name: "kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32"}},
+	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32"}},
+	{Module: "attention", Name: "kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_bias_f32", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_f32", Params: []string{"u64", "u64", "u64", "u32"}},
 	{Module: "elementwise", Name: "gather_f32", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},
@@ -319,7 +320,7 @@ var entries = []Entry{
 	{Module: "moe", Name: "moe_gate_up_q8_0_q8_0", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "norm", Name: "rmsnorm_f32", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
 	{Module: "rope", Name: "rope_f32", Params: []string{"u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
-	{Module: "rope", Name: "rope_kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "rope", Name: "rope_kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "routing", Name: "moe_combine_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32"}},
 	{Module: "routing", Name: "moe_matvec_bf16_bf16", Params: []string{"u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "routing", Name: "moe_matvec_f16_f16", Params: []string{"u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32"}},
