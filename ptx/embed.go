@@ -15,7 +15,7 @@
 //     committed PTX itself assembled by ptxas 11.8 (PtxasFlags), every entry of it, ready to
 //     load. The driver's JIT is a newer ptxas and may schedule the same PTX differently, but
 //     every float operation in it is rounded as written, so both compute the same bits (a GPU
-//     test compares them). ptxas takes 13 to 25 s over the megakernel's PTX on this
+//     test compares them). ptxas takes 13 to 22 s of CPU over the megakernel's PTX on this
 //     repository's CI machine; the cubin loads without compiling anything.
 //   - <stem>.sm_37.cubin (CubinArchs) is the sources compiled with the same arithmetic flags
 //     (CubinFlags) for the K80 (compute capability 3.7), which cannot run compute_80 PTX. A
