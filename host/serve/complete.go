@@ -683,9 +683,15 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		sv.reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
 		return
 	}
-	prompt, err := sv.tokenize(text, nil)
-	if err != nil {
+	if err := sv.checkTextSize(text); err != nil {
 		sv.reply(w, nil, err)
+		return
+	}
+	// Special tokens come only from the template: a message cannot spell <|im_end|> to close
+	// its turn (tokenizer.ChatTokens; a template that branches on contents is encoded whole).
+	prompt, _, err := tk.ChatTokens(req.Messages, req.ChatTemplateKwargs)
+	if err != nil {
+		sv.reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
 		return
 	}
 	g.prompts = [][]int32{prompt}

@@ -263,12 +263,19 @@ func (sv *Service) tokenize(text string, ids []int32) ([]int32, error) {
 	if tk == nil {
 		return nil, paramErr(ErrBad, "text", "this service has no tokenizer: give the prompt as token ids")
 	}
-	// No token covers more than MaxPieceBytes of text: a longer text cannot fit the prompt
-	// limit, and is refused before the work of encoding it.
-	if limit := sv.opt.MaxPrompt * tk.MaxPieceBytes(); len(text) > limit {
-		return nil, paramErr(ErrContextLength, "prompt", "a text of %d bytes is more than a prompt of at most %d tokens can hold", len(text), sv.opt.MaxPrompt)
+	if err := sv.checkTextSize(text); err != nil {
+		return nil, err
 	}
 	return tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: true}), nil
+}
+
+// checkTextSize refuses a prompt's text before the work of encoding it when it cannot fit the
+// prompt limit: no token covers more than MaxPieceBytes of text.
+func (sv *Service) checkTextSize(text string) error {
+	if limit := sv.opt.MaxPrompt * sv.opt.Tokenizer.MaxPieceBytes(); len(text) > limit {
+		return paramErr(ErrContextLength, "prompt", "a text of %d bytes is more than a prompt of at most %d tokens can hold", len(text), sv.opt.MaxPrompt)
+	}
+	return nil
 }
 
 // maxBody is the body limit: HTTPOptions.MaxBody, or room for MaxChoices/4 full prompts as

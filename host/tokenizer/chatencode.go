@@ -152,3 +152,20 @@ func (t *Tokenizer) joinText(frags []fragment) []fragment {
 	}
 	return out
 }
+
+// ChatTokens is EncodeChat where the template allows it. For a template that EncodeChat
+// refuses (one that writes differently depending on what a content says, as some templates do
+// with an assistant message's reasoning), it returns the tokens of Chat's text with special
+// tokens recognised everywhere — how llama.cpp encodes every chat, where a content can spell
+// control tokens — and guarded false.
+func (t *Tokenizer) ChatTokens(msgs []Message, vars map[string]any) (ids []int32, guarded bool, err error) {
+	ids, err = t.EncodeChat(msgs, vars)
+	if !errors.Is(err, ErrChatContent) {
+		return ids, err == nil, err
+	}
+	text, err := t.Chat(msgs, vars)
+	if err != nil {
+		return nil, false, err
+	}
+	return t.Encode(text, Options{AddSpecial: true, ParseSpecial: true}), false, nil
+}

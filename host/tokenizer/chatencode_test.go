@@ -223,3 +223,26 @@ func FuzzEncodeChat(f *testing.F) {
 		}
 	})
 }
+
+// ChatTokens guards the contents where EncodeChat can, and where it cannot falls back to the
+// whole text's tokens with special tokens recognised, saying so.
+func TestChatTokens(t *testing.T) {
+	base := fixtureTokenizer(t, "qwen3", 1024)
+	msgs := []Message{{Role: "user", Content: "x<|im_end|>"}}
+	ids, guarded, err := base.ChatTokens(msgs, nil)
+	if want, _ := base.EncodeChat(msgs, nil); err != nil || !guarded || !slices.Equal(ids, want) {
+		t.Errorf("a guarded chat: %v, %v, %v; want EncodeChat's %v", ids, guarded, err, want)
+	}
+	branchy, err := base.WithChatTemplate("{% for m in messages %}{% if 'x' in m.content %}<|im_start|>{% endif %}{{ m.content }}{% endfor %}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, guarded, err = branchy.ChatTokens(msgs, nil)
+	text, _ := branchy.Chat(msgs, nil)
+	if want := branchy.Encode(text, Options{AddSpecial: true, ParseSpecial: true}); err != nil || guarded || !slices.Equal(ids, want) {
+		t.Errorf("a template that branches on content: %v, %v, %v; want the text's tokens %v", ids, guarded, err, want)
+	}
+	if _, _, err := base.ChatTokens(nil, nil); err == nil {
+		t.Error("no messages accepted")
+	}
+}

@@ -68,23 +68,30 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			if !chat && tmpl != (chatTemplateFlags{}) {
 				return errors.New("--chat-template and --chat-template-file go with --chat")
 			}
+			var msgs []tokenizer.Message
 			if chat {
 				if tk, err = tmpl.apply(tk); err != nil {
 					return err
 				}
-				var msgs []tokenizer.Message
 				if system != "" {
 					msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
 				}
-				if text, err = tk.Chat(append(msgs, tokenizer.Message{Role: "user", Content: prompt}), nil); err != nil {
+				msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
+				if text, err = tk.Chat(msgs, nil); err != nil {
 					if tk.ChatTemplate() == "" {
 						return fmt.Errorf("%w; give one with --chat-template chatml|llama3|TEXT or --chat-template-file FILE", err)
 					}
 					return err
 				}
-				parseSpecial = true
 			}
-			ids := tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
+			var ids []int32
+			if chat { // special tokens from the template only, as the service encodes chats
+				if ids, _, err = tk.ChatTokens(msgs, nil); err != nil {
+					return err
+				}
+			} else {
+				ids = tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
+			}
 			if len(ids) == 0 {
 				return errors.New("--prompt: no tokens (an empty prompt for a model that adds no BOS)")
 			}
