@@ -12,6 +12,7 @@ import (
 	"verity/device"
 	"verity/device/cpu"
 	"verity/device/cuda"
+	"verity/device/dtype"
 	"verity/device/ptxvm"
 )
 
@@ -83,4 +84,16 @@ func Names(bs []device.Backend) string {
 		names[i] = b.Name()
 	}
 	return strings.Join(names, " → ")
+}
+
+// DefaultCacheType is the K/V caches' element type when none is asked for: f16 when a stage
+// is a GPU (half the memory, and half the bytes attention reads), f32 on the CPU twin and the
+// interpreter (where the goldens and the float64 reference's agreement are kept).
+func DefaultCacheType(bes []device.Backend) dtype.Type {
+	for _, b := range bes {
+		if strings.HasPrefix(b.Name(), "cuda") {
+			return dtype.F16
+		}
+	}
+	return dtype.F32
 }

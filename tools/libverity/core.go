@@ -13,6 +13,7 @@ import (
 
 	"verity/device"
 	"verity/device/backend"
+	"verity/device/dtype"
 	"verity/device/kernels"
 	"verity/host/engine"
 	"verity/host/gguf"
@@ -252,9 +253,7 @@ func openModel(path string, o openOptions) (id uint64, err error) {
 		t    int
 	}{{"cache_type_k", o.cacheK}, {"cache_type_v", o.cacheV}} {
 		switch c.t {
-		case cacheDefault, cacheF32:
-		case cacheF16, cacheBF16:
-			return 0, fail(codeUnsupported, "%s %d: this build keeps its K/V caches in f32 only (VERITY_CACHE_F32 or VERITY_CACHE_DEFAULT)", c.name, c.t)
+		case cacheDefault, cacheF32, cacheF16, cacheBF16:
 		default:
 			return 0, fail(codeArgument, "%s %d: want a VERITY_CACHE_* value", c.name, c.t)
 		}
@@ -309,8 +308,19 @@ func openModel(path string, o openOptions) (id uint64, err error) {
 		}
 		uses = append(uses, lora.Use{Adapter: a, Scale: o.adapterScales[i]})
 	}
+	cacheType := func(c int) dtype.Type {
+		switch c {
+		case cacheF32:
+			return dtype.F32
+		case cacheF16:
+			return dtype.F16
+		case cacheBF16:
+			return dtype.BF16
+		}
+		return backend.DefaultCacheType(bes)
+	}
 	m, err := engine.FromFileSplit(f, bes, nil, engine.LoadOptions{MaxRows: o.maxRows, Context: o.context, Sessions: o.sessions,
-		PrefixCache: o.prefixCache, Megakernel: o.megakernel, Adapters: uses})
+		PrefixCache: o.prefixCache, Megakernel: o.megakernel, Adapters: uses, CacheK: cacheType(o.cacheK), CacheV: cacheType(o.cacheV)})
 	if err != nil {
 		return 0, wrap(codeModel, err)
 	}

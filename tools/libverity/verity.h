@@ -92,7 +92,7 @@ struct verity_open_options {
 	int32_t context;      // positions per session (0: the model's, at most 2048)
 	int32_t sessions;     // full-length sessions the K/V cache holds at once (0: 1)
 	int32_t max_rows;     // the step: the longest prefill chunk and largest tree (0: 64)
-	int32_t cache_type_k; // VERITY_CACHE_*; this build keeps K and V in f32
+	int32_t cache_type_k; // VERITY_CACHE_*; DEFAULT: f16 when a stage is a GPU, else f32
 	int32_t cache_type_v;
 	// Nonzero: closed sessions' cache entries stay until their room is needed, and a new
 	// session's first prompt that begins with the same tokens takes them.

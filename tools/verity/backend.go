@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -150,15 +149,10 @@ func (c *cacheFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.v, "ctv", "", "short for --cache-type-v")
 }
 
-// types returns the cache types for a model on backends bes: as given, or the default — f16
-// when a stage is a GPU (half the memory and the bytes attention reads), f32 on the CPU twin
-// and the interpreter (the float64 reference's agreement, and the goldens').
+// types returns the cache types for a model on backends bes: as given, or the default
+// (backend.DefaultCacheType).
 func (c cacheFlags) types(bes []device.Backend) (k, v dtype.Type, err error) {
-	gpu := false
-	for _, b := range bes {
-		gpu = gpu || strings.HasPrefix(b.Name(), "cuda")
-	}
-	return c.typesFor(gpu)
+	return c.typesWith(backend.DefaultCacheType(bes))
 }
 
 // typesFor is types for a model on a GPU (gpu) or not.
@@ -167,6 +161,11 @@ func (c cacheFlags) typesFor(gpu bool) (k, v dtype.Type, err error) {
 	if gpu {
 		def = dtype.F16
 	}
+	return c.typesWith(def)
+}
+
+// typesWith is types with def for the flags not given.
+func (c cacheFlags) typesWith(def dtype.Type) (k, v dtype.Type, err error) {
 	parse := func(flag, s string) (dtype.Type, error) {
 		if s == "" {
 			return def, nil

@@ -229,8 +229,20 @@ int main(int argc, char **argv) {
 	o.threads = -1;
 	EXPECT(VERITY_ERR_ARGUMENT, verity_open(model_path, &o, &m));
 	o.threads = 2;
-	o.cache_type_k = VERITY_CACHE_F16;
-	EXPECT(VERITY_ERR_UNSUPPORTED, verity_open(model_path, &o, &m));
+	o.cache_type_k = VERITY_CACHE_F16; // 16-bit caches: half the memory, and the model runs
+	o.cache_type_v = VERITY_CACHE_BF16;
+	EXPECT(VERITY_OK, verity_open(model_path, &o, &m));
+	{
+		int32_t ids[4];
+		size_t n = 0;
+		EXPECT(VERITY_OK, verity_tokenize(m, "Hello", 5, 0, ids, 4, &n));
+		verity_session s16 = 0;
+		EXPECT(VERITY_OK, verity_session_open(m, &s16));
+		EXPECT(VERITY_OK, verity_prefill(s16, ids, n, NULL, 0));
+		EXPECT(VERITY_OK, verity_session_close(s16));
+	}
+	EXPECT(VERITY_OK, verity_model_close(m));
+	o.cache_type_v = VERITY_CACHE_DEFAULT;
 	o.cache_type_k = 9;
 	EXPECT(VERITY_ERR_ARGUMENT, verity_open(model_path, &o, &m));
 	o.cache_type_k = VERITY_CACHE_F32;
