@@ -41,10 +41,10 @@ func (e *MemoryError) Error() string {
 			parts = append(parts, fmt.Sprintf("%s %s", machine.HumanBytes(p.Bytes), p.What))
 		}
 	}
-	s := fmt.Sprintf("engine: %v: a context of %d positions for %s needs %s of %s (%s), more than %s",
-		ErrMemory, e.Context, sessions(e.Sessions), machine.HumanBytes(e.Need), e.Where, strings.Join(parts, " + "), e.HaveWhat)
+	s := fmt.Sprintf("engine: %v: a context of %s for %s needs %s of %s (%s), more than %s",
+		ErrMemory, positions(e.Context), sessions(e.Sessions), machine.HumanBytes(e.Need), e.Where, strings.Join(parts, " + "), e.HaveWhat)
 	if e.MaxContext > 0 {
-		s += fmt.Sprintf("; a context of at most %d positions fits for %s", e.MaxContext, sessions(e.Sessions))
+		s += fmt.Sprintf("; a context of at most %s fits for %s", positions(e.MaxContext), sessions(e.Sessions))
 	} else {
 		s += fmt.Sprintf("; not even one position fits for %s", sessions(e.Sessions))
 	}
@@ -52,6 +52,14 @@ func (e *MemoryError) Error() string {
 }
 
 func (e *MemoryError) Unwrap() error { return ErrMemory }
+
+// positions is "1 position" or "n positions".
+func positions(n int) string {
+	if n == 1 {
+		return "1 position"
+	}
+	return fmt.Sprintf("%d positions", n)
+}
 
 // sessions is "1 session" or "n sessions".
 func sessions(n int) string {

@@ -350,6 +350,37 @@ func (m *Machine) Rate(key string, measure func() (float64, error)) (float64, er
 	return v, nil
 }
 
+// RateGroup returns the cached rates of group (keys "group/name"), measuring them all with
+// measure first if this build has none.
+func (m *Machine) RateGroup(group string, measure func() (map[string]float64, error)) (map[string]float64, error) {
+	prefix := group + "/"
+	m.mu.Lock()
+	out := map[string]float64{}
+	for k, v := range m.Rates {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			out[name] = v
+		}
+	}
+	m.mu.Unlock()
+	if len(out) > 0 {
+		return out, nil
+	}
+	vs, err := measure()
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Rates == nil {
+		m.Rates = map[string]float64{}
+	}
+	for k, v := range vs {
+		m.Rates[prefix+k] = v
+	}
+	m.save()
+	return vs, nil
+}
+
 // SetGPU records a device's measurement (replacing an earlier one of the same backend).
 func (m *Machine) SetGPU(g GPU) {
 	m.mu.Lock()

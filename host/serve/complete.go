@@ -320,6 +320,9 @@ type CompletionUsage struct {
 	CompletionTokens    int                 `json:"completion_tokens"`
 	TotalTokens         int                 `json:"total_tokens"`
 	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	// Truncated says that a chat's conversation did not fit the context and was fitted to it
+	// (the head and the latest turns kept, turns dropped from the middle); absent otherwise.
+	Truncated *Truncation `json:"truncated,omitempty"`
 }
 
 // PromptTokensDetails: CachedTokens counts the prompt positions taken from the prefix cache
@@ -607,6 +610,9 @@ type ChatCompletion struct {
 	SystemFingerprint string           `json:"system_fingerprint"`
 	Choices           []ChatChoice     `json:"choices"`
 	Usage             *CompletionUsage `json:"usage,omitempty"`
+	// Truncated (in the reply and every chunk) says that the conversation was fitted to the
+	// context: what was dropped from its middle.
+	Truncated *Truncation `json:"truncated,omitempty"`
 }
 
 // ChatChoice holds the assistant's message (or a streamed piece of it) and its token ids.
@@ -678,23 +684,32 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tk := sv.opt.Tokenizer
-	text, err := tk.Chat(req.Messages, req.ChatTemplateKwargs)
+	// a conversation longer than the context keeps its head and latest turns, with room
+	// for the answer: max_tokens, at most half the context
+	limit := sv.e.Context()
+	reserve := min(max(1, g.maxTokens), limit/2)
+	fit, err := FitChat(req.Messages, func(msgs []tokenizer.Message) ([]int32, error) {
+		text, err := tk.Chat(msgs, req.ChatTemplateKwargs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBad, err)
+		}
+		if err := sv.checkTextSize(text); err != nil {
+			return nil, err
+		}
+		// Special tokens come only from the template: a message cannot spell <|im_end|> to
+		// close its turn (tokenizer.ChatTokens; a template that branches on contents is
+		// encoded whole).
+		prompt, _, err := tk.ChatTokens(msgs, req.ChatTemplateKwargs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBad, err)
+		}
+		return prompt, nil
+	}, limit-reserve)
 	if err != nil {
-		sv.reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
-		return
-	}
-	if err := sv.checkTextSize(text); err != nil {
 		sv.reply(w, nil, err)
 		return
 	}
-	// Special tokens come only from the template: a message cannot spell <|im_end|> to close
-	// its turn (tokenizer.ChatTokens; a template that branches on contents is encoded whole).
-	prompt, _, err := tk.ChatTokens(req.Messages, req.ChatTemplateKwargs)
-	if err != nil {
-		sv.reply(w, nil, fmt.Errorf("%w: %v", ErrBad, err))
-		return
-	}
-	g.prompts = [][]int32{prompt}
+	g.prompts, g.truncated = [][]int32{fit.Tokens}, fit.Truncation()
 	respond(sv, w, r, g, func(i int, out release) ChatChoice {
 		m := &tokenizer.Message{Role: "assistant", Content: out.text}
 		ch := ChatChoice{Index: i, Tokens: out.toks, FinishReason: out.reason}
@@ -720,7 +735,7 @@ func (sv *Service) handleChat(w http.ResponseWriter, r *http.Request) {
 		return ch
 	}, func(c Completion, choices []ChatChoice) any {
 		cc := ChatCompletion{ID: "chatcmpl-" + c.ID[len("cmpl-"):], Object: "chat.completion", Created: c.Created, Model: c.Model,
-			SystemFingerprint: c.SystemFingerprint, Choices: choices, Usage: c.Usage}
+			SystemFingerprint: c.SystemFingerprint, Choices: choices, Usage: c.Usage, Truncated: g.truncated}
 		if req.Stream {
 			cc.Object = "chat.completion.chunk"
 		}

@@ -28,6 +28,7 @@ type generation struct {
 	stream, echo bool
 	includeUsage bool // streamed: a last chunk with the usage
 	stops        []string
+	truncated    *Truncation // a chat fitted to the context (FitChat); nil: whole
 }
 
 // release is a piece of one choice's output: text, the generated token ids it covers (one
@@ -67,7 +68,7 @@ func respond[C any](sv *Service, w http.ResponseWriter, r *http.Request, g gener
 	}
 	cached := make([]int, nc) // each choice's prompt positions from the prefix cache
 	usage := func(generated int) *CompletionUsage {
-		u := &CompletionUsage{PromptTokens: promptTokens, CompletionTokens: generated, TotalTokens: promptTokens + generated}
+		u := &CompletionUsage{PromptTokens: promptTokens, CompletionTokens: generated, TotalTokens: promptTokens + generated, Truncated: g.truncated}
 		for p := range g.prompts {
 			u.PromptTokensDetails.CachedTokens += cached[p*g.n]
 		}

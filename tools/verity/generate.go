@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"verity/host/engine"
+	"verity/host/gguf"
 	"verity/host/serve"
 	"verity/host/tokenizer"
 )
@@ -17,9 +21,9 @@ func newGenerateCmd() *cobra.Command {
 	var layers []int
 	var megakernel, parseSpecial, showPrompt, chat bool
 	var adapters loraFlags
-	var system string
+	var system, messages string
 	var stops []string
-	var sms, threads, n, draft int
+	var sms, threads, n, draft, ctx int
 	var smp serve.Sampler
 	seed := newSeedValue(&smp.Seed)
 	var tmpl chatTemplateFlags
@@ -38,7 +42,11 @@ lookup (the longest of the last 3, 2 or 1 tokens seen before, and what followed 
 pass, through the verify service's own verification, and emits every accepted token — the
 same text as without it, in fewer steps where the text repeats itself. With --chat the prompt is a user message (after --system, if given) in the
 model's chat template (its Jinja tokenizer.chat_template, else chatml or Llama 3's by its special
-tokens; --chat-template or --chat-template-file to use another). Timings go to standard error.`,
+tokens; --chat-template or --chat-template-file to use another), and --messages gives the conversation
+before it: one that does not fit the context, with room for -n tokens (at most half the context),
+keeps its system messages and latest turns and drops whole turns from the middle, saying so.
+-n past the context (--context, by default the plan's: verity plan) generates what fits, saying
+so. Timings go to standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if model == "" {
@@ -56,7 +64,7 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			if err := serve.CheckStops(stops); err != nil {
 				return fmt.Errorf("--stop: %w", err)
 			}
-			path, _, err := resolveModel(model, cmd)
+			path, name, err := resolveModel(model, cmd)
 			if err != nil {
 				return err
 			}
@@ -64,45 +72,20 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			if err != nil {
 				return err
 			}
-			text := prompt
-			if !chat && tmpl != (chatTemplateFlags{}) {
-				return errors.New("--chat-template and --chat-template-file go with --chat")
+			if !chat && (tmpl != (chatTemplateFlags{}) || messages != "") {
+				return errors.New("--chat-template, --chat-template-file and --messages go with --chat")
 			}
-			var msgs []tokenizer.Message
-			if chat {
-				if tk, err = tmpl.apply(tk); err != nil {
-					return err
-				}
-				if system != "" {
-					msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
-				}
-				msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
-				if text, err = tk.Chat(msgs, nil); err != nil {
-					if tk.ChatTemplate() == "" {
-						return fmt.Errorf("%w; give one with --chat-template chatml|llama3|TEXT or --chat-template-file FILE", err)
-					}
-					return err
-				}
+			if draft < 0 || draft > 63 {
+				return fmt.Errorf("--draft %d: want 0 … 63", draft)
 			}
-			var ids []int32
-			if chat { // special tokens from the template only, as the service encodes chats
-				if ids, _, err = tk.ChatTokens(msgs, nil); err != nil {
-					return err
-				}
-			} else {
-				ids = tk.Encode(text, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
-			}
-			if len(ids) == 0 {
-				return errors.New("--prompt: no tokens (an empty prompt for a model that adds no BOS)")
+			if ctx < 0 {
+				return fmt.Errorf("--context %d: want 0 (the plan's) or more positions", ctx)
 			}
 			bes, err := openBackends(backend, threads)
 			if err != nil {
 				return err
 			}
 			defer closeAll(bes)
-			if draft < 0 || draft > 63 {
-				return fmt.Errorf("--draft %d: want 0 … 63", draft)
-			}
 			kt, vt, err := cache.types(bes)
 			if err != nil {
 				return err
@@ -111,9 +94,46 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 			if err != nil {
 				return err
 			}
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: len(ids) + n + draft + 1, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
-			done()
+			defer done()
+			f, err := gguf.Open(path)
 			if err != nil {
+				return err
+			}
+			o, pl, err := planLoad(cmd, f, strings.TrimSuffix(name, ".gguf"), bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
+			if err != nil {
+				f.Close()
+				return err
+			}
+			limit := o.Context - draft - 1 // the positions a prompt and its tokens may take
+			var ids []int32
+			if chat {
+				if tk, err = tmpl.apply(tk); err != nil {
+					f.Close()
+					return err
+				}
+				if ids, err = chatPrompt(cmd, tk, system, prompt, messages, limit, n); err != nil {
+					f.Close()
+					return err
+				}
+			} else {
+				ids = tk.Encode(prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: parseSpecial})
+			}
+			if len(ids) == 0 {
+				f.Close()
+				return errors.New("--prompt: no tokens (an empty prompt for a model that adds no BOS)")
+			}
+			if len(ids) >= limit {
+				f.Close()
+				return fmt.Errorf("a prompt of %d tokens leaves no room to generate in a context of %d positions (%s); --context sets another", len(ids), o.Context, pl.ContextFrom)
+			}
+			if len(ids)+n > limit {
+				n = limit - len(ids)
+				fmt.Fprintf(cmd.ErrOrStderr(), "verity: the context of %d positions (%s) holds %d tokens after the %d-token prompt: generating at most %d\n", o.Context, pl.ContextFrom, n, len(ids), n)
+			}
+			o.Context = len(ids) + n + draft + 1 // what this generation needs, no more
+			m, err := loadPlanned(cmd, f, bes, layers, o)
+			if err != nil {
+				f.Close()
 				return err
 			}
 			reportMerge(cmd.ErrOrStderr(), m.LoRA)
@@ -179,6 +199,8 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 	cmd.Flags().BoolVar(&chat, "chat", false, "the prompt is a user message, in the model's chat template")
 	cmd.Flags().StringArrayVar(&stops, "stop", nil, "end the text before this string (repeatable)")
 	cmd.Flags().StringVar(&system, "system", "", "with --chat: a system message first")
+	cmd.Flags().StringVar(&messages, "messages", "", "with --chat: a JSON file of the conversation so far ([{\"role\", \"content\"}, …]; --prompt, if given, is the next user message); one longer than the context keeps its system messages and latest turns")
+	cmd.Flags().IntVar(&ctx, "context", 0, contextHelp)
 	tmpl.add(cmd)
 	cmd.Flags().IntVarP(&n, "tokens", "n", 128, "most tokens to generate")
 	cmd.Flags().Float64Var(&smp.Temperature, "temperature", 0, "0: greedy; else sample at this temperature")
@@ -194,4 +216,53 @@ tokens; --chat-template or --chat-template-file to use another). Timings go to s
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	adapters.register(cmd)
 	return cmd
+}
+
+// chatPrompt is generate --chat's prompt: the conversation of --messages (if given), the system
+// message and --prompt as the next user message, in the chat template, fitted to limit
+// positions with room for n tokens (at most half of them) kept for the answer.
+func chatPrompt(cmd *cobra.Command, tk *tokenizer.Tokenizer, system, prompt, messages string, limit, n int) ([]int32, error) {
+	var msgs []tokenizer.Message
+	if system != "" {
+		msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
+	}
+	if messages != "" {
+		b, err := os.ReadFile(messages)
+		if err != nil {
+			return nil, fmt.Errorf("--messages: %w", err)
+		}
+		var conv []tokenizer.Message
+		if err := json.Unmarshal(b, &conv); err != nil {
+			return nil, fmt.Errorf("--messages %s: want a JSON list of {\"role\", \"content\"}: %w", messages, err)
+		}
+		for i, m := range conv {
+			switch m.Role {
+			case "system", "user", "assistant":
+			case "developer":
+				conv[i].Role = "system"
+			default:
+				return nil, fmt.Errorf("--messages %s: message %d: role %q: want system, user or assistant", messages, i, m.Role)
+			}
+		}
+		msgs = append(msgs, conv...)
+	}
+	if prompt != "" || len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
+		msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
+	}
+	fit, err := serve.FitChat(msgs, func(ms []tokenizer.Message) ([]int32, error) {
+		// special tokens from the template only, as the service encodes chats
+		ids, _, err := tk.ChatTokens(ms, nil)
+		if err != nil && tk.ChatTemplate() == "" {
+			return nil, fmt.Errorf("%w; give one with --chat-template chatml|llama3|TEXT or --chat-template-file FILE", err)
+		}
+		return ids, err
+	}, limit-min(n, limit/2))
+	if err != nil {
+		return nil, err
+	}
+	if fit.Truncated() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "verity: the conversation (%d tokens) does not fit the context with room for the answer: kept the %d system message(s) and the latest turns, dropped %d turn(s) (%d messages) from the middle; %d prompt tokens\n",
+			fit.TokensBefore, fit.Head, fit.DroppedTurns, fit.DroppedMessages, len(fit.Tokens))
+	}
+	return fit.Tokens, nil
 }

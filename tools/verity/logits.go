@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -14,13 +15,14 @@ import (
 	"verity/device/kernels"
 	"verity/host/atomicfile"
 	"verity/host/engine"
+	"verity/host/gguf"
 	"verity/host/tokenizer"
 )
 
 func newLogitsCmd() *cobra.Command {
 	var modelPath, tokens, prompt, tree, out string
 	var parseSpecial bool
-	var threads int
+	var threads, ctx int
 	var backend string
 	var layers []int
 	var megakernel bool
@@ -84,9 +86,31 @@ that node.`,
 			if err != nil {
 				return err
 			}
-			m, err := engine.LoadSplit(modelPath, bes, layers, engine.LoadOptions{MaxRows: rows, Context: need, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
-			done()
+			defer done()
+			if ctx < 0 {
+				return fmt.Errorf("--context %d: want 0 (the plan's) or more positions", ctx)
+			}
+			f, err := gguf.Open(modelPath)
 			if err != nil {
+				return err
+			}
+			o, pl, err := planLoad(cmd, f, strings.TrimSuffix(filepath.Base(modelPath), ".gguf"), bes, layers, engine.LoadOptions{MaxRows: rows, Context: ctx, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
+			if err != nil {
+				f.Close()
+				return err
+			}
+			positions := len(toks)
+			if t != nil {
+				positions += len(t.Tokens)
+			}
+			if positions > o.Context {
+				f.Close()
+				return fmt.Errorf("%d positions (tokens and tree nodes) are more than the context of %d (%s); --context %d computes them", positions, o.Context, pl.ContextFrom, positions)
+			}
+			o.Context = need // what these logits need, no more
+			m, err := loadPlanned(cmd, f, bes, layers, o)
+			if err != nil {
+				f.Close()
 				return err
 			}
 			reportMerge(cmd.ErrOrStderr(), m.LoRA)
@@ -121,6 +145,7 @@ that node.`,
 	cmd.Flags().StringVar(&tree, "verify-tree", "", "draft tree as tok:parent,tok:parent,...")
 	cmd.Flags().StringVar(&out, "out", "", "output file")
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	cmd.Flags().IntVar(&ctx, "context", 0, contextHelp)
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cache.add(cmd)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)

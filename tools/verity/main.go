@@ -61,7 +61,7 @@ func newRoot() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd(), newGenerateCmd(), newLoRACmd(), newKernelsCmd())
+	root.AddCommand(newInfoCmd(), newInspectCmd(), newQuantizeCmd(), newLogitsCmd(), newFixtureCmd(), newBenchCmd(), newCompareCmd(), newScheduleCmd(), newCheckCmd(), newServeCmd(), newTokenizeCmd(), newDriftCmd(), newGenerateCmd(), newLoRACmd(), newKernelsCmd(), newPlanCmd())
 	return root
 }
 

@@ -116,7 +116,7 @@ sampler, whatever the drafts.`,
 			if err != nil {
 				return err
 			}
-			m, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
+			m, pl, err := openModel(cmd, path, name, bes, layers, engine.LoadOptions{MaxRows: maxRows, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, PrefixCache: prefixCache, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
 			done()
 			if err != nil {
 				return err
@@ -151,8 +151,8 @@ sampler, whatever the drafts.`,
 			}
 			srv := &http.Server{Handler: sv.Handler(), ReadHeaderTimeout: min(10*time.Second, readTimeout), ReadTimeout: readTimeout,
 				IdleTimeout: connIdle, ErrorLog: slogErrorLog(logger)}
-			fmt.Fprintf(cmd.OutOrStdout(), "verity: serving %s as %q on http://%s (%s, context %d, %d sessions)\n",
-				model, alias, ln.Addr(), m.Engine.Executor().Name(), m.Engine.Context(), sessions)
+			fmt.Fprintf(cmd.OutOrStdout(), "verity: serving %s as %q on http://%s (%s, context %d (%s), %d sessions)\n",
+				model, alias, ln.Addr(), m.Engine.Executor().Name(), m.Engine.Context(), pl.ContextFrom, sessions)
 			stop, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
 			served := make(chan error, 1)
@@ -176,7 +176,7 @@ sampler, whatever the drafts.`,
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
 	adapters.register(cmd)
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
-	cmd.Flags().IntVar(&ctx, "context", 2048, "positions per session")
+	cmd.Flags().IntVar(&ctx, "context", 0, contextHelp)
 	cmd.Flags().IntVar(&sessions, "sessions", 4, "sessions the cache holds at full length")
 	cmd.Flags().IntVar(&maxRows, "step", 64, "rows per step: prefill chunk, and the largest draft tree + 1")
 	cmd.Flags().IntVar(&maxNodes, "max-nodes", 0, "draft nodes per verify request (0: step − 1)")

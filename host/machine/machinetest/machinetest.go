@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package machinetest runs test processes under a memory limit: a child memory cgroup (the v1
 // memory controller or v2's memory.max, whichever the machine has and lets this process write)
 // that a test creates, starts a command in, and removes.
