@@ -16,9 +16,14 @@ import (
 
 // Options choose what to measure.
 type Options struct {
-	Prompt    int // prefill tokens (default 128)
-	Decode    int // decoded tokens (default 32)
-	Trees     int // 8-node tree verifications (default 8)
+	// A repetition prefills Depth tokens untimed, then Prompt tokens timed (0: none), decodes
+	// Decode tokens timed after them (0: none) and verifies Trees trees of TreeNodes nodes
+	// after those (llama-bench's tests: pp Prompt @ Depth, tg Decode @ Depth+Prompt, pg
+	// Prompt+Decode @ Depth, and the tree verify, see Tests).
+	Depth     int
+	Prompt    int
+	Decode    int
+	Trees     int // tree verifications per repetition (default 8)
 	TreeNodes int // nodes per tree (default 8)
 	// Widths, if set, adds the verify cost curve: the median time of a tree of each width
 	// (node count), measured Trees times each, so that a drafter can size its trees.
@@ -78,6 +83,20 @@ type Result struct {
 	Repetitions    int       `json:"repetitions"`
 	Prompt         int       `json:"prompt_tokens"`
 	Decoded        int       `json:"decoded_tokens"`
+	Depth          int       `json:"depth_tokens,omitempty"` // untimed context before the prompt
+	// Each repetition's wall time: the whole prefill, the whole decode, one tree (the mean of
+	// the repetition's Trees verifications), in nanoseconds.
+	PrefillNS []int64 `json:"prefill_ns_samples,omitempty"`
+	DecodeNS  []int64 `json:"decode_ns_samples,omitempty"`
+	VerifyNS  []int64 `json:"verify_ns_samples,omitempty"`
+	// The cost model's bytes of the whole prefill (in steps of the engine's rows) and of one
+	// tree's step.
+	PrefillBytes float64 `json:"prefill_bytes,omitempty"`
+	VerifyBytes  float64 `json:"verify_bytes,omitempty"`
+	// Megakernel: every step ran as one megakernel launch.
+	Megakernel bool `json:"megakernel,omitempty"`
+	// StepRows is the engine's rows per step: the prefill's chunk (llama.cpp's n_ubatch).
+	StepRows int `json:"step_rows,omitempty"`
 	// Bytes moved per decoded token (weights + KV cache + activations, from the cost model)
 	// at the mean decode context, the achieved rate and its fraction of the probe.
 	BytesPerToken float64 `json:"bytes_per_token"`
@@ -98,12 +117,6 @@ type Result struct {
 // Run measures prefill, decode and verify on engine e (which must have room for the prompt,
 // the decoded tokens and one tree).
 func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error) {
-	if o.Prompt == 0 {
-		o.Prompt = 128
-	}
-	if o.Decode == 0 {
-		o.Decode = 32
-	}
 	if o.Trees == 0 {
 		o.Trees = 8
 	}
@@ -113,25 +126,31 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	p := e.Program()
 	c := p.Config
 	kvBytes, kvF32 := e.CacheBytes()
-	if o.Prompt+o.Decode+o.TreeNodes > e.Context() {
-		return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, o.TreeNodes, e.Context())
+	if o.Depth < 0 || o.Prompt < 0 || o.Decode < 0 {
+		return Result{}, fmt.Errorf("bench: depth %d, prompt %d, decode %d: want counts of 0 or more", o.Depth, o.Prompt, o.Decode)
+	}
+	before := o.Depth + o.Prompt // the context the decode starts at
+	if before+o.Decode+o.TreeNodes > e.Context() {
+		return Result{}, fmt.Errorf("bench: %d depth + %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Depth, o.Prompt, o.Decode, o.TreeNodes, e.Context())
 	}
 	for _, w := range append([]int{o.TreeNodes}, o.Widths...) {
 		if w < 1 || w > e.MaxRows() {
 			return Result{}, fmt.Errorf("bench: tree of %d nodes: want 1 … the step size %d", w, e.MaxRows())
 		}
-		if o.Prompt+o.Decode+w > e.Context() {
-			return Result{}, fmt.Errorf("bench: %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Prompt, o.Decode, w, e.Context())
+		if before+o.Decode+w > e.Context() {
+			return Result{}, fmt.Errorf("bench: %d depth + %d prompt + %d decode + %d tree tokens exceed the context of %d", o.Depth, o.Prompt, o.Decode, w, e.Context())
 		}
 	}
-	if o.Ops < 0 || o.Prompt+o.Ops > e.Context() {
-		return Result{}, fmt.Errorf("bench: a profile of %d decode steps after %d prompt tokens: the context holds %d", o.Ops, o.Prompt, e.Context())
+	// the extras run after a prompt of the depth and the prompt's tokens (at least one)
+	extra := max(1, before)
+	if o.Ops < 0 || extra+o.Ops > e.Context() {
+		return Result{}, fmt.Errorf("bench: a profile of %d decode steps after %d prompt tokens: the context holds %d", o.Ops, extra, e.Context())
 	}
 	// speculation and batches are measured last: their settings are checked first
 	if len(o.Spec) > 0 {
-		if o.Prompt+o.Decode+len(o.Spec)+1 > e.Context() || o.Decode < 2 || len(o.Spec)+1 > e.MaxRows() {
+		if extra+o.Decode+len(o.Spec)+1 > e.Context() || o.Decode < 2 || len(o.Spec)+1 > e.MaxRows() {
 			return Result{}, fmt.Errorf("bench: speculation of %d tokens after %d, with drafts of %d: want ≥ 2 tokens, drafts of at most %d, and room in the context of %d",
-				o.Decode, o.Prompt, len(o.Spec), e.MaxRows()-1, e.Context())
+				o.Decode, extra, len(o.Spec), e.MaxRows()-1, e.Context())
 		}
 		for _, p := range o.Spec {
 			if !(p >= 0 && p <= 1) {
@@ -155,7 +174,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	res := Result{Model: name, Arch: c.Arch, Backend: e.Executor().Name(), TreeNodes: o.TreeNodes,
 		WeightMB: float64(p.WeightBytes()) / 1e6, CacheK: p.CacheK.String(), CacheV: p.CacheV.String(),
 		CacheMB: float64(kvBytes) / 1e6, CacheF32MB: float64(kvF32) / 1e6, ProbeGBs: probe / 1e9, Repetitions: o.Repetitions,
-		Prompt: o.Prompt, Decoded: o.Decode, Host: Host(e.Executor().Name())}
+		Prompt: o.Prompt, Decoded: o.Decode, Depth: o.Depth, StepRows: e.MaxRows(), Host: Host(e.Executor().Name())}
 
 	if !o.NoWarmup {
 		if err := warmup(e, tok, o); err != nil {
@@ -164,35 +183,51 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	}
 	var all []float64 // every decoded token's time, ms
 	for rep := 0; rep < o.Repetitions; rep++ {
-		prompt := tokens(o.Prompt, tok)
 		s := e.NewSession()
-		start := time.Now()
-		if _, err := s.Prefill(prompt, false); err != nil {
-			s.Close()
-			return res, err
-		}
-		res.PrefillSamples = append(res.PrefillSamples, float64(o.Prompt)/time.Since(start).Seconds())
-
-		start = time.Now()
-		for i := 0; i < o.Decode; i++ {
-			t0 := time.Now()
-			if _, err := s.Decode(tok()); err != nil {
+		if o.Depth > 0 {
+			if _, err := s.Prefill(tokens(o.Depth, tok), false); err != nil {
 				s.Close()
 				return res, err
 			}
-			all = append(all, 1e3*time.Since(t0).Seconds())
 		}
-		res.DecodeSamples = append(res.DecodeSamples, float64(o.Decode)/time.Since(start).Seconds())
+		if o.Prompt > 0 {
+			prompt := tokens(o.Prompt, tok)
+			start := time.Now()
+			if _, err := s.Prefill(prompt, false); err != nil {
+				s.Close()
+				return res, err
+			}
+			d := time.Since(start)
+			res.PrefillNS = append(res.PrefillNS, d.Nanoseconds())
+			res.PrefillSamples = append(res.PrefillSamples, float64(o.Prompt)/d.Seconds())
+		}
+
+		if o.Decode > 0 {
+			start := time.Now()
+			for i := 0; i < o.Decode; i++ {
+				t0 := time.Now()
+				if _, err := s.Decode(tok()); err != nil {
+					s.Close()
+					return res, err
+				}
+				all = append(all, 1e3*time.Since(t0).Seconds())
+			}
+			d := time.Since(start)
+			res.DecodeNS = append(res.DecodeNS, d.Nanoseconds())
+			res.DecodeSamples = append(res.DecodeSamples, float64(o.Decode)/d.Seconds())
+		}
 
 		tree := draftTree(o.TreeNodes, tok)
-		start = time.Now()
+		start := time.Now()
 		for i := 0; i < o.Trees; i++ {
 			if _, err := s.Verify(tree); err != nil {
 				s.Close()
 				return res, err
 			}
 		}
-		res.VerifySamples = append(res.VerifySamples, 1e3*time.Since(start).Seconds()/float64(o.Trees))
+		d := time.Since(start)
+		res.VerifyNS = append(res.VerifyNS, d.Nanoseconds()/int64(o.Trees))
+		res.VerifySamples = append(res.VerifySamples, 1e3*d.Seconds()/float64(o.Trees))
 		if rep < o.Repetitions-1 {
 			s.Close()
 			continue
@@ -216,12 +251,12 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	}
 	if o.Ops > 0 {
 		var err error
-		if res.Ops, err = ProfileOps(e, o.Prompt, o.Ops, tok); err != nil {
+		if res.Ops, err = ProfileOps(e, extra, o.Ops, tok); err != nil {
 			return res, fmt.Errorf("bench: op profile: %w", err)
 		}
 	}
 	if len(o.Spec) > 0 {
-		prompt := tokens(o.Prompt, tok)
+		prompt := tokens(extra, tok)
 		st, err := Speculate(e, prompt, o.Decode, o.Spec, o.Seed)
 		if err != nil {
 			return res, err
@@ -231,7 +266,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	for _, n := range o.Batch {
 		prompts := make([][]int32, n)
 		for i := range prompts {
-			prompts[i] = tokens(o.Prompt, tok)
+			prompts[i] = tokens(extra, tok)
 		}
 		bt, err := DecodeBatch(e, prompts, o.Decode, meanOf(res.DecodeSamples))
 		if err != nil {
@@ -243,12 +278,19 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 	res.DecodeTPS, res.DecodeTPSSD = meanSD(res.DecodeSamples)
 	res.VerifyMS, res.VerifySD = meanSD(res.VerifySamples)
 	res.VerifyTPS = float64(o.TreeNodes) / (res.VerifyMS / 1e3)
-	sort.Float64s(all)
-	res.DecodeMS = stat.Quantile(0.5, stat.Empirical, all, nil)
+	if len(all) > 0 {
+		sort.Float64s(all)
+		res.DecodeMS = stat.Quantile(0.5, stat.Empirical, all, nil)
+	}
 	if len(all) > 1 {
 		res.DecodeSD = math.Sqrt(stat.Variance(all, nil))
 	}
-	meanCtx := o.Prompt + o.Decode/2
+	for at := 0; at < o.Prompt; at += e.MaxRows() { // the prefill's steps, each row attending to the keys up to itself
+		rows := min(e.MaxRows(), o.Prompt-at)
+		res.PrefillBytes += float64(StepBytes(p, rows, o.Depth+at+(rows+1)/2))
+	}
+	res.VerifyBytes = float64(StepBytes(p, o.TreeNodes, before+o.Decode+(o.TreeNodes+1)/2))
+	meanCtx := before + o.Decode/2
 	res.BytesPerToken = float64(StepBytes(p, 1, meanCtx))
 	res.DecodeGBs = res.BytesPerToken * res.DecodeTPS / 1e9
 	if probe > 0 {
@@ -262,7 +304,7 @@ func Run(e *engine.Engine, name string, probe float64, o Options) (Result, error
 func warmup(e *engine.Engine, tok func() int32, o Options) error {
 	s := e.NewSession()
 	defer s.Close()
-	prompt := tokens(min(o.Prompt, e.MaxRows()), tok)
+	prompt := tokens(max(1, min(o.Depth+o.Prompt, e.MaxRows())), tok)
 	if _, err := s.Prefill(prompt, false); err != nil {
 		return err
 	}
@@ -298,8 +340,12 @@ func meanOf(x []float64) float64 {
 	return m
 }
 
-// meanSD returns the mean and the sample standard deviation (0 for one sample).
+// meanSD returns the mean and the sample standard deviation (0 for one sample; both 0 for
+// none).
 func meanSD(x []float64) (float64, float64) {
+	if len(x) == 0 {
+		return 0, 0
+	}
 	if len(x) < 2 {
 		return stat.Mean(x, nil), 0
 	}

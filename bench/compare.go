@@ -5,20 +5,21 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// Comparison is one metric of one benchmark row measured twice (a base and a new run).
+// Comparison is one test of one benchmark row measured twice (a base and a new run).
 type Comparison struct {
 	Model, Backend string
-	Metric         string  // "prefill tok/s", "decode tok/s" or "verify ms/tree"
+	Metric         string  // the test and its unit: "pp128 t/s", "tg32 @ d128 t/s", "tv8 @ d160 t/s"
 	Base, New      float64 // means
 	BaseSD, NewSD  float64
 	Change         float64 // relative change of the mean, new/base − 1
-	Better         bool    // the change is an improvement (more tokens per second, fewer ms)
+	Better         bool    // the change is an improvement (more tokens or tree nodes per second)
 	// P is the two-sided p-value of Welch's t-test on the repetitions' samples (NaN with
 	// fewer than two samples on a side): how likely a difference this large is by chance.
 	P float64
@@ -30,15 +31,15 @@ func (c Comparison) Significant(alpha, minChange float64) bool {
 	return c.P < alpha && math.Abs(c.Change) >= minChange
 }
 
-// Compare matches the rows of new with those of base measured on the same model, backend
-// and workload, and compares their prefill, decode and verify measurements.
-func Compare(base, new []Result) []Comparison {
-	key := func(r Result) string {
-		return fmt.Sprintf("%s|%s|%d|%d|%d", r.Model, r.Backend, r.Prompt, r.Decoded, r.TreeNodes)
+// Compare matches the tests of new with those of base run on the same model, backend, thread
+// count and settings, and compares their rates (t/s: tokens, for tv tree nodes, per second).
+func Compare(base, new []Test) []Comparison {
+	key := func(t Test) string {
+		return fmt.Sprintf("%s|%s|%s|%d|%s|%s|%s|%t", t.Model, t.Backends, t.Backend, t.NThreads, t.Name(), t.TypeK, t.TypeV, t.Megakernel)
 	}
-	old := map[string]Result{}
-	for _, r := range base {
-		old[key(r)] = r
+	old := map[string]Test{}
+	for _, t := range base {
+		old[key(t)] = t
 	}
 	var out []Comparison
 	for _, n := range new {
@@ -46,25 +47,17 @@ func Compare(base, new []Result) []Comparison {
 		if !ok {
 			continue
 		}
-		for _, m := range []struct {
-			name         string
-			base, new    float64
-			bsd, nsd     float64
-			bs, ns       []float64
-			higherBetter bool
-		}{
-			{"prefill tok/s", b.PrefillTPS, n.PrefillTPS, b.PrefillSD, n.PrefillSD, b.PrefillSamples, n.PrefillSamples, true},
-			{"decode tok/s", b.DecodeTPS, n.DecodeTPS, b.DecodeTPSSD, n.DecodeTPSSD, b.DecodeSamples, n.DecodeSamples, true},
-			{"verify ms/tree", b.VerifyMS, n.VerifyMS, b.VerifySD, n.VerifySD, b.VerifySamples, n.VerifySamples, false},
-		} {
-			c := Comparison{Model: n.Model, Backend: n.Backend, Metric: m.name, Base: m.base, New: m.new,
-				BaseSD: m.bsd, NewSD: m.nsd, P: welch(m.bs, m.ns)}
-			if m.base != 0 {
-				c.Change = m.new/m.base - 1
-			}
-			c.Better = (c.Change > 0) == m.higherBetter
-			out = append(out, c)
+		backend := n.Backend
+		if backend == "" {
+			backend = n.Backends
 		}
+		c := Comparison{Model: n.Model, Backend: backend, Metric: n.Name() + " t/s", Base: b.AvgTS, New: n.AvgTS,
+			BaseSD: b.StddevTS, NewSD: n.StddevTS, P: welch(b.SamplesTS, n.SamplesTS)}
+		if b.AvgTS != 0 {
+			c.Change = n.AvgTS/b.AvgTS - 1
+		}
+		c.Better = c.Change > 0
+		out = append(out, c)
 	}
 	return out
 }
@@ -89,29 +82,92 @@ func welch(a, b []float64) float64 {
 	return 2 * distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.CDF(-math.Abs(t))
 }
 
-// ReadResults reads benchmark rows written by verity bench --format json (an array) or
-// --format jsonl (one row per line).
-func ReadResults(r io.Reader) ([]Result, error) {
+// ReadTests reads benchmark rows: llama-bench's and verity bench's -o json (an array) or
+// jsonl (one row per line), and the result records of verity bench --json-out and of earlier
+// versions' --format json and jsonl (each record's pp, tg and tv tests). A llama-bench row's
+// model is its file's base name.
+func ReadTests(r io.Reader) ([]Test, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
 	text := strings.TrimSpace(string(data))
+	var raws []json.RawMessage
 	if strings.HasPrefix(text, "[") {
-		var rows []Result
-		if err := json.Unmarshal([]byte(text), &rows); err != nil {
+		if err := json.Unmarshal([]byte(text), &raws); err != nil {
 			return nil, fmt.Errorf("bench: results: %w", err)
 		}
-		return rows, nil
-	}
-	var rows []Result
-	dec := json.NewDecoder(strings.NewReader(text))
-	for dec.More() {
-		var row Result
-		if err := dec.Decode(&row); err != nil {
-			return nil, fmt.Errorf("bench: results, row %d: %w", len(rows)+1, err)
+	} else {
+		dec := json.NewDecoder(strings.NewReader(text))
+		for dec.More() {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, fmt.Errorf("bench: results, row %d: %w", len(raws)+1, err)
+			}
+			raws = append(raws, raw)
 		}
-		rows = append(rows, row)
 	}
-	return rows, nil
+	var out []Test
+	for i, raw := range raws {
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			return nil, fmt.Errorf("bench: results, row %d: %w", i+1, err)
+		}
+		if _, ok := keys["n_prompt"]; ok {
+			var t Test
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return nil, fmt.Errorf("bench: results, row %d: %w", i+1, err)
+			}
+			if t.Model == "" {
+				t.Model = filepath.Base(t.ModelFilename)
+			}
+			if t.Kind == "" {
+				t.Kind = map[bool]string{true: "pp", false: "tg"}[t.NGen == 0]
+				if t.NPrompt > 0 && t.NGen > 0 {
+					t.Kind = "pg"
+				}
+			}
+			out = append(out, t)
+			continue
+		}
+		if _, ok := keys["prefill_tok_s"]; !ok {
+			return nil, fmt.Errorf("bench: results, row %d: neither a test row (n_prompt) nor a result record (prefill_tok_s)", i+1)
+		}
+		var res Result
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("bench: results, row %d: %w", i+1, err)
+		}
+		for _, t := range Tests(res.withTimes(), TestOptions{Model: ModelInfo{Filename: res.Model}}) {
+			t.CPUInfo = res.Host.CPU // the record's machine, not this one
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// withTimes fills in the nanosecond samples of a record written before it carried them, from
+// its rates.
+func (r Result) withTimes() Result {
+	ns := func(xs []float64, f func(float64) float64) []int64 {
+		out := make([]int64, 0, len(xs))
+		for _, x := range xs {
+			if x > 0 {
+				out = append(out, int64(f(x)))
+			}
+		}
+		return out
+	}
+	if len(r.PrefillNS) == 0 && r.Prompt > 0 {
+		r.PrefillNS = ns(r.PrefillSamples, func(tps float64) float64 { return 1e9 * float64(r.Prompt) / tps })
+	}
+	if len(r.DecodeNS) == 0 && r.Decoded > 0 {
+		r.DecodeNS = ns(r.DecodeSamples, func(tps float64) float64 { return 1e9 * float64(r.Decoded) / tps })
+	}
+	if len(r.VerifyNS) == 0 {
+		r.VerifyNS = ns(r.VerifySamples, func(ms float64) float64 { return 1e6 * ms })
+	}
+	if r.TreeNodes == 0 {
+		r.TreeNodes = 8
+	}
+	return r
 }

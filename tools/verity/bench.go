@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -30,7 +28,9 @@ func newBenchCmd() *cobra.Command {
 	var asJSON bool
 	var jsonOut string
 	var format string
-	var threadList, prompts, decodes []int
+	var threadList, prompts, decodes, depths []int
+	var pgs []string
+	var progress bool
 	var backend string
 	var layers []int
 	var megakernel bool
@@ -43,14 +43,29 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench [--model FILE|FIXTURE ...]",
 		Short: "Measure prefill, decode and draft-tree verify throughput against memory bandwidth",
-		Long: `Measure prefill, decode and 8-node tree verification, with the bytes each decoded
-token moves and the fraction of the measured memory bandwidth that decoding reaches: host
-memory copies for the CPU backends, device-to-device copies on a GPU (--backend cuda). Without
---model, the ` + defaultBenchModel + ` fixture is generated (once, cached) and measured. --model
-takes a GGUF path or a fixture name (see verity fixture). --threads, --prompt and --decode take
-lists (e.g. --prompt 128,512,2048 --threads 1,2): every combination is one row, and decoding
-after a long prompt measures decode at that depth. --format sql writes CREATE TABLE and INSERT
-statements (pipe them into sqlite3) for a result store that verity compare's rows come from.
+		Long: `Measure prefill, decode and tree verification as llama.cpp's llama-bench measures
+prefill and decode, with the bytes each token moves and the fraction of the measured memory
+bandwidth that reaches (host memory copies for the CPU backends, device-to-device copies on a
+GPU, --backend cuda). Without --model, the ` + defaultBenchModel + ` fixture is generated
+(once, cached) and measured; --model takes a GGUF path or a fixture name (see verity fixture).
+
+Each run prefills --depth tokens untimed, then times a prompt of --prompt tokens (the pp test),
+--decode tokens decoded one by one after it (tg, at the depth of the prompt's end) and
+--trees verifications of a --tree-nodes draft tree after those (Verity's tv test: tree nodes
+per second); --pg P,N adds a pg test (the prompt and the decode timed together). --threads,
+--prompt, --decode and --depth take lists (--prompt 128,2048 --threads 1,2): every combination
+is a run; 0 leaves a test out (-p 0 -n 128: decoding from an empty context, llama-bench's tg128).
+
+llama-bench's flags are the same flags: -m, -p, -n, -pg, -d, -r, -t, -o, -ctk, -ctv, --progress
+(and --n-prompt, --n-gen, --n-depth, --output). -o md, csv, json, jsonl and sql write one row per
+test in llama-bench's layout with llama-bench's fields (settings Verity does not have hold
+llama-bench's defaults) and Verity's own after them — the test, model, backend, megakernel, bytes
+per token, GB/s, the probe's GB/s, the percentage of it reached, the build and the command
+line — so that llama.cpp's scripts/compare-llama-bench.py and verity compare read them beside
+llama-bench's; -o sql | sqlite3 FILE keeps a result store (llama-bench's llama_bench table, and
+verity_tests for Verity's columns). The default table is a summary; --json-out FILE also writes
+each run's whole record (every sample, the extra measurements below, the provenance).
+
 --peer llama-bench (or a path to one) measures llama.cpp's llama-bench on the same file,
 interleaved with Verity (-r rounds of one run each), and prints both with the ratios.`,
 		Args: cobra.NoArgs,
@@ -64,10 +79,8 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			if asJSON {
 				format = "json"
 			}
-			switch format {
-			case "table", "md", "csv", "json", "jsonl", "sql":
-			default:
-				return fmt.Errorf("--format %q: want table, md, csv, json, jsonl or sql", format)
+			if format != "table" && !slices.Contains(bench.TestFormats, format) {
+				return fmt.Errorf("--format %q: want table, %s", format, strings.Join(bench.TestFormats, ", "))
 			}
 			if len(threadList) == 0 {
 				threadList = []int{0}
@@ -75,15 +88,19 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			for _, l := range []struct {
 				name string
 				v    []int
-			}{{"--threads", threadList}, {"--prompt", prompts}, {"--decode", decodes}} {
+			}{{"--threads", threadList}, {"--prompt", prompts}, {"--decode", decodes}, {"--depth", depths}} {
 				if len(l.v) == 0 {
 					return fmt.Errorf("%s: no value", l.name)
 				}
 				for _, x := range l.v {
-					if x < 0 || (x == 0 && l.name != "--threads") {
-						return fmt.Errorf("%s %d: want a positive count", l.name, x)
+					if x < 0 {
+						return fmt.Errorf("%s %d: want a count of 0 or more", l.name, x)
 					}
 				}
+			}
+			runs, err := benchRuns(depths, prompts, decodes, pgs)
+			if err != nil {
+				return err
 			}
 			for _, c := range []struct {
 				name string
@@ -100,64 +117,47 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 				if len(adapters.specs) > 0 {
 					return fmt.Errorf("--peer compares the files as they are: no --lora")
 				}
+				if slices.Contains(prompts, 0) || slices.Contains(decodes, 0) || slices.Max(depths) > 0 || len(pgs) > 0 {
+					return fmt.Errorf("--peer runs llama-bench's pp and tg tests from an empty context: positive --prompt and --decode, no --depth or --pg")
+				}
 				return benchPeer(cmd, peer, models, backend, threadList, prompts, decodes, format, o)
 			}
 			var rows []bench.Result
+			var tests []bench.Test
 			var probes []string
 			for _, threads := range threadList {
-				rs, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, prompts, decodes, o, &adapters, cache)
+				rs, ts, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, runs, o, &adapters, cache, progress)
 				if err != nil {
 					return err
 				}
-				rows = append(rows, rs...)
+				rows, tests = append(rows, rs...), append(tests, ts...)
 				probes = append(probes, fmt.Sprintf("%.2f GB/s (%s)", p/1e9, what))
 			}
 			probe := strings.Join(probes, ", ")
+			if len(probes) > 1 {
+				probe = "\n  " + strings.Join(probes, "\n  ")
+			}
 			if jsonOut != "" {
 				if err := writeJSONFile(jsonOut, rows); err != nil {
 					return err
 				}
 			}
 			w := cmd.OutOrStdout()
-			switch format {
-			case "json":
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
-			case "jsonl":
-				enc := json.NewEncoder(w)
-				for _, r := range rows {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
-			case "csv":
-				return writeCSV(w, rows)
-			case "sql":
-				return writeSQL(w, rows)
-			case "md":
-				fmt.Fprintln(w, "| model | backend | threads | prompt | decode | weights MB | prefill tok/s | decode tok/s | verify ms/tree | MB/tok | GB/s | of probe |")
-				fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-				for _, r := range rows {
-					fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.1f | %.1f ± %.1f | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.2f | %.0f%% |\n", r.Model, r.Backend, r.Threads, r.Prompt, r.Decoded, r.WeightMB,
-						r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.VerifyMS, r.VerifySD, r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
-				}
-				_, err := fmt.Fprintf(w, "\n%d repetitions (mean ± sd); memory bandwidth probe %s\n", o.Repetitions, probe)
-				return err
+			note := fmt.Sprintf("t/s: mean ± sd of %d repetitions (tv: tree nodes per second); MB/tok and GB/s: the Program's cost model\nfloor %%: GB/s as a percentage of the memory bandwidth probe, %s", o.Repetitions, probe)
+			if format != "table" {
+				return bench.WriteTests(w, format, tests, note)
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "model\tbackend\tthreads\tprompt\tdecode\tweights MB\tprefill tok/s\tdecode tok/s\tmedian ms/tok (sd)\tverify ms/tree\tnodes/s\tMB/tok\tGB/s\tof probe\t")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.1f ± %.1f\t%.2f ± %.2f\t%.1f (%.1f)\t%.1f ± %.1f\t%.1f\t%.1f\t%.2f\t%.0f%%\t\n", r.Model, r.Backend, r.Threads, r.Prompt, r.Decoded, r.WeightMB,
-					r.PrefillTPS, r.PrefillSD, r.DecodeTPS, r.DecodeTPSSD, r.DecodeMS, r.DecodeSD, r.VerifyMS, r.VerifySD, r.VerifyTPS,
-					r.BytesPerToken/1e6, r.DecodeGBs, 100*r.Fraction)
-			}
-			if err := tw.Flush(); err != nil {
+			if err := writeTestTable(w, tests); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			said := map[string]bool{} // once per model and thread count, not per run
 			for _, r := range rows {
+				k := fmt.Sprint(r.Model, r.Threads)
+				if said[k] {
+					continue
+				}
+				said[k] = true
 				if r.CacheK != "f32" || r.CacheV != "f32" {
 					fmt.Fprintf(out, "K/V cache of %s: %s K, %s V, %.1f MB (%.1f MB as f32, %.1f MB saved)\n", r.Model, r.CacheK, r.CacheV,
 						r.CacheMB, r.CacheF32MB, r.CacheF32MB-r.CacheMB)
@@ -199,17 +199,17 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 						r.Model, r.Threads, sp.Tokens, r.Prompt, sp.Rates, sp.TPS, sp.PlainTPS, sp.Speedup, sp.Rounds, sp.MeanAccepted, float64(sp.Drafted)/float64(sp.Rounds))
 				}
 			}
-			_, err := fmt.Fprintf(out, "tok/s and ms/tree: mean ± sd of %d repetitions' rates; ms/tok: the median of every decoded token's time (sd of those times); memory bandwidth probe: %s; MB/tok and GB/s from the Program's cost model\n", o.Repetitions, probe)
+			_, err = fmt.Fprintln(out, note)
 			return err
 		},
 	}
-	cmd.Flags().StringSliceVar(&models, "model", nil, "GGUF file or fixture name (repeatable)")
+	cmd.Flags().StringSliceVarP(&models, "model", "m", nil, "GGUF file or fixture name (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (--format json)")
-	cmd.Flags().StringVar(&jsonOut, "json-out", "", "also write the rows as JSON (--format json's) to this file")
-	cmd.Flags().StringVar(&format, "format", "table", "output: table, md, csv, json, jsonl or sql (json and jsonl hold every sample and the provenance)")
+	cmd.Flags().StringVar(&jsonOut, "json-out", "", "also write each run's whole record as JSON to this file (every sample, the extra measurements, the provenance)")
+	cmd.Flags().StringVarP(&format, "format", "o", "table", "output: table, or one row per test in llama-bench's md, csv, json, jsonl or sql (--output)")
 	cmd.Flags().IntVarP(&o.Repetitions, "repetitions", "r", 3, "measure prefill, decode and verify this many times (mean ± sd)")
 	cmd.Flags().BoolVar(&o.NoWarmup, "no-warmup", false, "skip the untimed warm-up pass")
-	cmd.Flags().IntSliceVar(&threadList, "threads", []int{0}, "CPU threads (0: all); a list sweeps")
+	cmd.Flags().IntSliceVarP(&threadList, "threads", "t", []int{0}, "CPU threads (0: all); a list sweeps")
 	cmd.Flags().StringVar(&backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntSliceVar(&layers, "layers", nil, layersHelp)
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
@@ -217,8 +217,9 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 	adapters.register(cmd)
 	proto.register(cmd)
 	cache.add(cmd)
-	cmd.Flags().IntSliceVar(&prompts, "prompt", []int{128}, "prefill tokens; a list sweeps")
-	cmd.Flags().IntSliceVar(&decodes, "decode", []int{32}, "decoded tokens (after the prompt); a list sweeps")
+	cmd.Flags().IntSliceVarP(&prompts, "prompt", "p", []int{128}, "prefill tokens (0: none); a list sweeps (--n-prompt)")
+	cmd.Flags().IntSliceVarP(&decodes, "decode", "n", []int{32}, "decoded tokens after the prompt (0: none); a list sweeps (--n-gen)")
+	addLlamaBenchFlags(cmd, &depths, &pgs, &progress)
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
 	cmd.Flags().IntVar(&o.Ops, "ops", 0, "also profile decoding this many tokens op by op: time, bytes and GB/s per kind of op")
@@ -246,66 +247,76 @@ func section(w io.Writer, title, header string, lines []string) error {
 }
 
 func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
-	prompts, decodes []int, o bench.Options, adapters *loraFlags, cache cacheFlags) ([]bench.Result, float64, string, error) {
+	runs []benchRun, o bench.Options, adapters *loraFlags, cache cacheFlags, progress bool) ([]bench.Result, []bench.Test, float64, string, error) {
 	// Every model is found (or generated) before anything is measured or allocated.
 	paths, names := make([]string, len(models)), make([]string, len(models))
 	for i, m := range models {
 		var err error
 		if paths[i], names[i], err = resolveModel(m, cmd); err != nil {
-			return nil, 0, "", err
+			return nil, nil, 0, "", err
 		}
 	}
 	bes, err := openBackends(backend, threads)
 	if err != nil {
-		return nil, 0, "", err
+		return nil, nil, 0, "", err
 	}
 	defer closeAll(bes)
 	be := bes[0] // the bandwidth of the first stage's memory
 	probe, probeWhat, err := probeBandwidth(be, threads)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("bandwidth probe: %w", err)
+		return nil, nil, 0, "", fmt.Errorf("bandwidth probe: %w", err)
 	}
 	var rows []bench.Result
+	var tests []bench.Test
 	for i := range models {
 		path, name := paths[i], names[i]
-		ctx := max(256, slices.Max(prompts)+max(slices.Max(decodes), o.Ops)+64)
+		need := 0
+		for _, r := range runs {
+			need = max(need, r.depth+r.prompt+max(r.decode, o.Ops))
+		}
+		ctx := max(256, need+64)
 		sessions := 1
 		if len(o.Batch) > 0 {
 			sessions = max(1, slices.Max(o.Batch))
 		}
 		kt, vt, err := cache.types(bes)
 		if err != nil {
-			return nil, 0, "", err
+			return nil, nil, 0, "", err
+		}
+		to, err := testOptions(path, bes)
+		if err != nil {
+			return nil, nil, 0, "", err
 		}
 		uses, lo, done, err := adapters.open(cmd)
 		if err != nil {
-			return nil, 0, "", err
+			return nil, nil, 0, "", err
 		}
 		mdl, err := engine.LoadSplit(path, bes, layers, engine.LoadOptions{MaxRows: 64, Context: ctx, Sessions: sessions, Megakernel: megakernel, MegakernelSMs: sms, Adapters: uses, LoRA: lo, CacheK: kt, CacheV: vt})
 		done()
 		if err != nil {
-			return nil, 0, "", err
+			return nil, nil, 0, "", err
 		}
 		reportMerge(cmd.ErrOrStderr(), mdl.LoRA)
 		name += adapters.names()
-		for _, p := range prompts {
-			for _, d := range decodes {
-				o.Prompt, o.Decode = p, d
-				r, err := bench.Run(mdl.Engine, name, probe, o)
-				if err != nil {
-					mdl.Close()
-					return nil, 0, "", err
-				}
-				if c, ok := be.(*cpu.Backend); ok {
-					r.Threads = c.Workers()
-				}
-				r.Host.Command = strings.Join(os.Args, " ")
-				rows = append(rows, r)
+		for _, run := range runs {
+			o.Depth, o.Prompt, o.Decode = run.depth, run.prompt, run.decode
+			r, err := bench.Run(mdl.Engine, name, probe, o)
+			if err != nil {
+				mdl.Close()
+				return nil, nil, 0, "", err
 			}
+			if c, ok := be.(*cpu.Backend); ok {
+				r.Threads = c.Workers()
+			}
+			r.Megakernel = megakernel
+			r.Host.Command = strings.Join(os.Args, " ")
+			rows = append(rows, r)
+			to.PG = run.pg
+			tests = append(tests, bench.Tests(r, to)...)
 		}
 		mdl.Close()
 	}
-	return rows, probe, probeWhat, nil
+	return rows, tests, probe, probeWhat, nil
 }
 
 // resolveModel maps a file or a fixture name (verity fixture lists them; generated on first
@@ -323,81 +334,6 @@ func resolveModel(m string, cmd *cobra.Command) (string, string, error) {
 	}
 	path, err := generateFixture(s, "", cmd)
 	return path, m, err
-}
-
-// resultColumns are the flat columns of a result row (csv and sql): name, SQL type, value.
-func resultColumns(r bench.Result) [][3]string {
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
-	i := strconv.Itoa
-	return [][3]string{
-		{"model", "TEXT", r.Model}, {"arch", "TEXT", r.Arch}, {"backend", "TEXT", r.Backend}, {"threads", "INTEGER", i(r.Threads)},
-		{"weight_mb", "REAL", f(r.WeightMB)}, {"prompt_tokens", "INTEGER", i(r.Prompt)}, {"decoded_tokens", "INTEGER", i(r.Decoded)},
-		{"repetitions", "INTEGER", i(r.Repetitions)}, {"prefill_tok_s", "REAL", f(r.PrefillTPS)}, {"prefill_tok_s_stddev", "REAL", f(r.PrefillSD)},
-		{"decode_tok_s", "REAL", f(r.DecodeTPS)}, {"decode_tok_s_stddev", "REAL", f(r.DecodeTPSSD)}, {"decode_ms_per_tok", "REAL", f(r.DecodeMS)},
-		{"decode_ms_stddev", "REAL", f(r.DecodeSD)}, {"verify_ms_per_tree", "REAL", f(r.VerifyMS)}, {"verify_ms_stddev", "REAL", f(r.VerifySD)},
-		{"tree_nodes", "INTEGER", i(r.TreeNodes)}, {"bytes_per_token", "REAL", f(r.BytesPerToken)}, {"decode_gb_s", "REAL", f(r.DecodeGBs)},
-		{"probe_gb_s", "REAL", f(r.ProbeGBs)}, {"bandwidth_fraction", "REAL", f(r.Fraction)},
-		{"verity", "TEXT", r.Host.Verity}, {"go", "TEXT", r.Host.Go}, {"os", "TEXT", r.Host.OS}, {"cpu", "TEXT", r.Host.CPU},
-		{"device", "TEXT", r.Host.Device}, {"twin", "TEXT", r.Host.Twin}, {"time", "TEXT", r.Host.Time},
-		{"prefill_tok_s_samples", "TEXT", samples(r.PrefillSamples)}, {"decode_tok_s_samples", "TEXT", samples(r.DecodeSamples)},
-		{"verify_ms_samples", "TEXT", samples(r.VerifySamples)}, {"command", "TEXT", r.Host.Command},
-	}
-}
-
-// samples joins a row's per-repetition values with spaces.
-func samples(xs []float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = strconv.FormatFloat(x, 'g', 6, 64)
-	}
-	return strings.Join(parts, " ")
-}
-
-// writeCSV writes one row per result with its provenance.
-func writeCSV(w io.Writer, rows []bench.Result) error {
-	cw := csv.NewWriter(w)
-	var head []string
-	for _, c := range resultColumns(bench.Result{}) {
-		head = append(head, c[0])
-	}
-	cw.Write(head)
-	for _, r := range rows {
-		var rec []string
-		for _, c := range resultColumns(r) {
-			rec = append(rec, c[2])
-		}
-		cw.Write(rec)
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-// writeSQL writes a CREATE TABLE (if it does not exist) and one INSERT per result, for sqlite3.
-func writeSQL(w io.Writer, rows []bench.Result) error {
-	var defs, names []string
-	for _, c := range resultColumns(bench.Result{}) {
-		defs = append(defs, "  "+c[0]+" "+c[1])
-		names = append(names, c[0])
-	}
-	if _, err := fmt.Fprintf(w, "CREATE TABLE IF NOT EXISTS verity_bench (\n%s\n);\n", strings.Join(defs, ",\n")); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		var vals []string
-		for _, c := range resultColumns(r) {
-			v := c[2]
-			if c[1] == "TEXT" {
-				v = "'" + strings.ReplaceAll(v, "'", "''") + "'"
-			} else if v == "NaN" || strings.HasSuffix(v, "Inf") {
-				v = "NULL"
-			}
-			vals = append(vals, v)
-		}
-		if _, err := fmt.Fprintf(w, "INSERT INTO verity_bench (%s) VALUES (%s);\n", strings.Join(names, ", "), strings.Join(vals, ", ")); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // benchPeer measures each model against llama-bench, interleaved, at every thread count and

@@ -16,21 +16,22 @@ func newCompareCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare BASE NEW",
 		Short: "Compare two benchmark result files: changes, and whether they are more than noise",
-		Long: `Compare the rows of two result files written by verity bench --format json or jsonl
-(say, before and after a change, or two machines) measured on the same model, backend and
-workload: prefill and decode tokens per second and verify time per tree, the relative change of
-each mean, and the p-value of Welch's t-test over the repetitions' samples. A change is called
+		Long: `Compare the tests of two result files written by verity bench -o json or jsonl (or
+--json-out, or llama-bench -o json or jsonl) — say, before and after a change, or two machines —
+run on the same model, backend, thread count and settings: each test's rate (t/s: tokens per
+second; tree nodes per second for tv), the relative change of each mean, and the p-value of
+Welch's t-test over the repetitions' samples. A change is called
 significant when p < --alpha and it is at least --min-change. With --fail-slower P, the exit
 status is 1 if any significant change is a slowdown of more than P percent.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rows [2][]bench.Result
+			var rows [2][]bench.Test
 			for i, path := range args {
 				f, err := os.Open(path)
 				if err != nil {
 					return err
 				}
-				rows[i], err = bench.ReadResults(f)
+				rows[i], err = bench.ReadTests(f)
 				f.Close()
 				if err != nil {
 					return fmt.Errorf("%s: %w", path, err)
@@ -38,10 +39,10 @@ status is 1 if any significant change is a slowdown of more than P percent.`,
 			}
 			cs := bench.Compare(rows[0], rows[1])
 			if len(cs) == 0 {
-				return fmt.Errorf("no row of %s matches a row of %s (same model, backend, prompt, decode and tree size)", args[1], args[0])
+				return fmt.Errorf("no test of %s matches a test of %s (same model, backend, threads, test and cache types)", args[1], args[0])
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "model\tbackend\tmetric\tbase\tnew\tchange\tp\tverdict")
+			fmt.Fprintln(tw, "model\tbackend\ttest\tbase\tnew\tchange\tp\tverdict")
 			slower := 0
 			for _, c := range cs {
 				verdict := "same"

@@ -63,7 +63,7 @@ func TestLoRA(t *testing.T) {
 		t.Errorf("generate --lora: %v\n%s", err, out)
 	}
 	if out, err := run(t, "bench", "--model", "tiny-llama-q8_0", "--lora", adapter, "--lora-merge-type", "f16", "--prompt", "8", "--decode", "2",
-		"-r", "1", "--trees", "1", "--no-warmup", "--format", "csv"); err != nil || !strings.Contains(out, "tiny-llama-q8_0+a,") {
+		"-r", "1", "--trees", "1", "--no-warmup", "--format", "csv"); err != nil || !strings.Contains(out, `"tiny-llama-q8_0+a",`) {
 		t.Errorf("bench --lora: %v\n%s", err, out)
 	}
 	if out, err := run(t, "check", "--lora", adapter+":0", "tiny-llama-q8_0", "tiny-llama-f32+lora-r8"); err != nil || !strings.Contains(out, "all 2 fixtures bit-identical") {

@@ -65,12 +65,12 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// llamaShortFlags rewrites llama.cpp's single-dash spellings of the cache type flags (-ctk f16,
-// -ctv=bf16) as the long flags they stand for.
+// llamaShortFlags rewrites llama.cpp's single-dash spellings of several letters — the cache
+// type flags (-ctk f16, -ctv=bf16) and llama-bench's -pg — as the long flags they stand for.
 func llamaShortFlags(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		for _, f := range []string{"-ctk", "-ctv"} {
+		for _, f := range []string{"-ctk", "-ctv", "-pg"} {
 			if a == f || strings.HasPrefix(a, f+"=") {
 				a = "-" + a
 			}

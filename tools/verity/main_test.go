@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,7 +26,7 @@ func run(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
-	root.SetArgs(args)
+	root.SetArgs(llamaShortFlags(args))
 	err := root.Execute()
 	return out.String(), err
 }
@@ -306,39 +307,14 @@ func TestDrift(t *testing.T) {
 	}
 }
 
-// bench sweeps every combination of --threads, --prompt and --decode, one row each, in every
-// format.
+// bench sweeps every combination of --threads, --prompt, --decode and --depth, one run each,
+// with one row per test in every format; llama-bench's flags are its flags.
 func TestBenchSweep(t *testing.T) {
 	path := tinyModel(t, "tiny-llama-f32")
 	args := []string{"bench", "--model", path, "--prompt", "8,16", "--decode", "2", "--threads", "1,2", "-r", "1", "--trees", "1", "--no-warmup"}
 	out, err := run(t, append(args, "--format", "csv")...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 5 || !strings.HasPrefix(lines[0], "model,arch,backend,threads,") {
-		t.Fatalf("csv: %q", out)
-	}
-	for i, want := range []string{",1,", ",1,", ",2,", ",2,"} {
-		if !strings.Contains(lines[i+1], want) {
-			t.Errorf("row %d: %q lacks threads %s", i, lines[i+1], want)
-		}
-	}
-	sql, err := run(t, append(args, "--format", "sql")...)
-	if err != nil || !strings.HasPrefix(sql, "CREATE TABLE IF NOT EXISTS verity_bench (") || strings.Count(sql, "INSERT INTO verity_bench") != 4 {
-		t.Errorf("sql: %q, %v", sql, err)
-	}
-	if _, err := run(t, append(args, "--format", "xml")...); err == nil {
-		t.Error("--format xml accepted")
-	}
-	// --json-out writes the rows as JSON beside the table
-	jsonPath := filepath.Join(t.TempDir(), "rows.json")
-	if table, err := run(t, append(args, "--json-out", jsonPath)...); err != nil || !strings.Contains(table, "verify ms/tree") {
-		t.Errorf("table with --json-out: %q, %v", table, err)
-	}
-	var saved []map[string]any
-	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &saved) != nil || len(saved) != 4 || saved[0]["verify_ms_per_tree"] == nil {
-		t.Errorf("--json-out file: %d rows, %v", len(saved), err)
 	}
 	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil {
@@ -348,16 +324,66 @@ func TestBenchSweep(t *testing.T) {
 	for i, h := range rows[0] {
 		col[h] = i
 	}
-	for _, c := range []string{"prefill_tok_s_samples", "decode_tok_s_samples", "verify_ms_samples", "command"} {
+	if len(rows) != 1+4*3 || rows[0][0] != "build_commit" {
+		t.Fatalf("csv: %d rows: %q", len(rows), out)
+	}
+	for i, want := range []string{"1", "1", "1", "1", "1", "1", "2", "2", "2", "2", "2", "2"} {
+		if got := rows[i+1][col["n_threads"]]; got != want {
+			t.Errorf("row %d: threads %s, want %s", i, got, want)
+		}
+	}
+	for _, c := range []string{"samples_ns", "samples_ts", "test", "floor_pct", "command", "verity", "avg_ts"} {
 		if _, ok := col[c]; !ok {
 			t.Fatalf("csv has no %s column: %v", c, rows[0])
 		}
 	}
-	if rows[1][col["prefill_tok_s_samples"]] == "" || rows[1][col["prefill_tok_s_samples"]] != rows[1][col["prefill_tok_s"]] {
-		t.Errorf("one repetition's sample %q is not the mean %q", rows[1][col["prefill_tok_s_samples"]], rows[1][col["prefill_tok_s"]])
+	if r := rows[1]; r[col["test"]] != "pp" || r[col["n_prompt"]] != "8" || r[col["samples_ts"]] == "" || !strings.HasPrefix(r[col["avg_ts"]], strings.SplitN(r[col["samples_ts"]], ".", 2)[0]) {
+		t.Errorf("one repetition's sample %q is not the mean %q (row %v)", r[col["samples_ts"]], r[col["avg_ts"]], r)
+	}
+	if r := rows[2]; r[col["test"]] != "tg" || r[col["n_gen"]] != "2" || r[col["n_depth"]] != "8" {
+		t.Errorf("decode row: %v", r)
+	}
+	sql, err := run(t, append(args, "--format", "sql")...)
+	if err != nil || !strings.HasPrefix(sql, "CREATE TABLE IF NOT EXISTS llama_bench (") || strings.Count(sql, "INSERT INTO llama_bench") != 12 || strings.Count(sql, "INSERT INTO verity_tests") != 12 {
+		t.Errorf("sql: %q, %v", sql, err)
+	}
+	if _, err := run(t, append(args, "--format", "xml")...); err == nil {
+		t.Error("--format xml accepted")
+	}
+	// --json-out writes each run's whole record beside the table, which fits 120 columns
+	jsonPath := filepath.Join(t.TempDir(), "rows.json")
+	table, err := run(t, append(args, "--json-out", jsonPath)...)
+	if err != nil || !strings.Contains(table, "tv8 @ d10") {
+		t.Errorf("table with --json-out: %q, %v", table, err)
+	}
+	for _, line := range strings.Split(table, "\n") {
+		if n := utf8.RuneCountInString(line); n > 120 {
+			t.Errorf("a line of %d columns: %q", n, line)
+		}
+	}
+	var saved []map[string]any
+	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &saved) != nil || len(saved) != 4 || saved[0]["verify_ms_per_tree"] == nil {
+		t.Errorf("--json-out file: %d rows, %v", len(saved), err)
+	}
+	// llama-bench's spelling: -m -p -n -pg -d -r -t -o and the long names
+	js, err := run(t, "bench", "-m", path, "-p", "8", "-n", "0", "-pg", "8,2", "-d", "0,4", "-r", "2", "-t", "1", "-o", "json", "--trees", "1", "--no-warmup")
+	var tests []map[string]any
+	if err != nil || json.Unmarshal([]byte(js), &tests) != nil {
+		t.Fatalf("llama-bench flags: %v\n%s", err, js)
+	}
+	var names []string
+	for _, x := range tests {
+		names = append(names, fmt.Sprintf("%v %v+%v@%v", x["test"], x["n_prompt"], x["n_gen"], x["n_depth"]))
+	}
+	want := []string{"pp 8+0@0", "tv 8+0@8", "pp 8+0@0", "tg 0+2@8", "pg 8+2@0", "tv 8+0@10", "pp 8+0@4", "tv 8+0@12", "pp 8+0@4", "tg 0+2@12", "pg 8+2@4", "tv 8+0@14"}
+	if !slices.Equal(names, want) || len(tests[0]["samples_ns"].([]any)) != 2 {
+		t.Errorf("tests %v, want %v", names, want)
+	}
+	if _, err := run(t, "bench", "-m", path, "--n-prompt", "8", "--n-gen", "1", "--n-depth", "2", "--output", "jsonl", "-r", "1", "--trees", "1", "--no-warmup"); err != nil {
+		t.Errorf("llama-bench's long flag names: %v", err)
 	}
 	for _, bad := range [][]string{
-		{"--prompt", "0"}, {"-r", "0"}, {"--trees", "0"}, {"--tree-nodes", "0"}, {"--ops", "-1"},
+		{"--prompt", "-1"}, {"-r", "0"}, {"--trees", "0"}, {"--tree-nodes", "0"}, {"--ops", "-1"}, {"-d", "-1"}, {"-pg", "8"}, {"-pg", "0,4"},
 		{"--threads", "-1"}, {"--threads", "100000"}, {"--model", "/no/such/file.gguf"},
 	} {
 		if _, err := run(t, append([]string{"bench", "--model", path, "--no-warmup"}, bad...)...); err == nil {
