@@ -31,6 +31,7 @@ func newBenchCmd() *cobra.Command {
 	var threadList, prompts, decodes, depths []int
 	var pgs []string
 	var progress bool
+	var plotPath string
 	var backend string
 	var layers []int
 	var megakernel bool
@@ -102,6 +103,11 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			if err != nil {
 				return err
 			}
+			if plotPath != "" {
+				if _, err := plotFormat(plotPath); err != nil {
+					return err
+				}
+			}
 			for _, c := range []struct {
 				name string
 				v    int
@@ -139,6 +145,11 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			}
 			if jsonOut != "" {
 				if err := writeJSONFile(jsonOut, rows); err != nil {
+					return err
+				}
+			}
+			if plotPath != "" {
+				if err := sweepPlot(plotPath, rows, tests); err != nil {
 					return err
 				}
 			}
@@ -220,6 +231,7 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 	cmd.Flags().IntSliceVarP(&prompts, "prompt", "p", []int{128}, "prefill tokens (0: none); a list sweeps (--n-prompt)")
 	cmd.Flags().IntSliceVarP(&decodes, "decode", "n", []int{32}, "decoded tokens after the prompt (0: none); a list sweeps (--n-gen)")
 	addLlamaBenchFlags(cmd, &depths, &pgs, &progress)
+	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": t/s against what the run swept (prompt, depth, threads, --widths, --batch)")
 	cmd.Flags().IntVar(&o.Trees, "trees", 8, "tree verifications")
 	cmd.Flags().IntVar(&o.TreeNodes, "tree-nodes", 8, "nodes per tree")
 	cmd.Flags().IntVar(&o.Ops, "ops", 0, "also profile decoding this many tokens op by op: time, bytes and GB/s per kind of op")

@@ -13,6 +13,7 @@ import (
 
 func newCompareCmd() *cobra.Command {
 	var alpha, minChange, failSlower float64
+	var plotPath string
 	cmd := &cobra.Command{
 		Use:   "compare BASE NEW",
 		Short: "Compare two benchmark result files: changes, and whether they are more than noise",
@@ -65,6 +66,11 @@ status is 1 if any significant change is a slowdown of more than P percent.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if plotPath != "" {
+				if err := comparePlot(plotPath, cs, alpha, minChange); err != nil {
+					return err
+				}
+			}
 			if slower > 0 {
 				return fmt.Errorf("%d significant slowdowns of more than %g %%", slower, failSlower)
 			}
@@ -73,6 +79,7 @@ status is 1 if any significant change is a slowdown of more than P percent.`,
 	}
 	cmd.Flags().Float64Var(&alpha, "alpha", 0.05, "significance level of the t-test")
 	cmd.Flags().Float64Var(&minChange, "min-change", 0.02, "smallest relative change worth reporting as a change")
+	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": base and new bars of each test, with their noise")
 	cmd.Flags().Float64Var(&failSlower, "fail-slower", 0, "exit with status 1 on a significant slowdown of more than this many percent (0: never)")
 	return cmd
 }

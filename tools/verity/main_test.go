@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -701,5 +702,41 @@ func TestServeLimits(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "{") {
 			t.Errorf("serve %s %s: %v, want %q", c.flag, c.value, err, c.want)
 		}
+	}
+}
+
+// --plot draws bench's sweep and compare's bars as PNG or SVG files, and refuses other names
+// before measuring anything.
+func TestPlots(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-f32")
+	dir := t.TempDir()
+	args := []string{"bench", "-m", path, "-p", "8,16", "-n", "2", "-r", "2", "-t", "1", "--trees", "1", "--no-warmup", "--widths", "1,4"}
+	rows := filepath.Join(dir, "rows.json")
+	out, err := run(t, append(args, "-o", "json", "--plot", filepath.Join(dir, "sweep.png"))...)
+	if err != nil || os.WriteFile(rows, []byte(out), 0o644) != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, append(args, "--plot", filepath.Join(dir, "sweep.svg"))...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "compare", rows, rows, "--plot", filepath.Join(dir, "compare.png")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sweep.png", "compare.png"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 300 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sweep.svg")); err != nil || !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("t/s against the prompt length")) {
+		t.Errorf("sweep.svg: %v", err)
+	}
+	if _, err := run(t, append(args, "--plot", filepath.Join(dir, "sweep.gif"))...); err == nil || !strings.Contains(err.Error(), ".svg or .png") {
+		t.Errorf("--plot sweep.gif: %v", err)
 	}
 }
