@@ -39,6 +39,15 @@ type Card struct {
 	// LaunchUS is the gap one kernel launch adds between dependent kernels in a stream,
 	// reported beside a prediction, never in it.
 	LaunchUS float64
+
+	// FP32PerSM is the float32 fused multiply-adds an SM completes per cycle: the compute
+	// ceiling of a roofline (2 flops each, at ClockGHz, on every SM).
+	FP32PerSM int
+}
+
+// PeakFlops is the card's float32 peak in flops per second (FMA counted as two).
+func (c Card) PeakFlops() float64 {
+	return 2 * float64(c.FP32PerSM) * float64(c.SMs) * c.ClockGHz * 1e9
 }
 
 // Cards are the cards the model knows, by name.
@@ -64,21 +73,24 @@ type Card struct {
 //     cycle (NVIDIA's Greg Smith on the Volta L1, forums.developer.nvidia.com/t/49571), the
 //     data stage reads 32 banks of 4 bytes a cycle, and an SM issues one memory instruction
 //     a cycle (32 load/store units).
+//   - FP32 lanes: the CUDA C Programming Guide's arithmetic instruction throughput table (32-bit
+//     floating-point add, multiply, multiply-add: 128 results per clock per SM on 9.0, 64 on
+//     8.0, 192 on 3.7).
 //   - Launch gap: ~1.3 µs per kernel even with CUDA graphs on an H100 (Hazy Research, "Look
 //     Ma, No Bubbles!"); 2 µs for a stream of eager launches (to calibrate).
 var Cards = map[string]Card{
 	"H200": {Name: "H200", Arch: 90, SMs: 132, ClockGHz: 1.98, BandwidthGBs: 4300, DatasheetGBs: 4800, L2Bytes: 50 << 20,
 		MaxWarpsPerSM: 64, MaxBlocksPerSM: 32, RegistersPerSM: 65536, SharedPerSM: 228 << 10, SharedReserved: 1 << 10, Schedulers: 4,
-		DRAMLatency: 800, L2Latency: 260, SharedLatency: 30, ShuffleLatency: 25, ConstLatency: 12, SyncLatency: 20, LaunchUS: 2},
+		DRAMLatency: 800, L2Latency: 260, SharedLatency: 30, ShuffleLatency: 25, ConstLatency: 12, SyncLatency: 20, LaunchUS: 2, FP32PerSM: 128},
 	"H100": {Name: "H100", Arch: 90, SMs: 132, ClockGHz: 1.98, BandwidthGBs: 2950, DatasheetGBs: 3350, L2Bytes: 50 << 20,
 		MaxWarpsPerSM: 64, MaxBlocksPerSM: 32, RegistersPerSM: 65536, SharedPerSM: 228 << 10, SharedReserved: 1 << 10, Schedulers: 4,
-		DRAMLatency: 800, L2Latency: 260, SharedLatency: 30, ShuffleLatency: 25, ConstLatency: 12, SyncLatency: 20, LaunchUS: 2},
+		DRAMLatency: 800, L2Latency: 260, SharedLatency: 30, ShuffleLatency: 25, ConstLatency: 12, SyncLatency: 20, LaunchUS: 2, FP32PerSM: 128},
 	"A100": {Name: "A100", Arch: 80, SMs: 108, ClockGHz: 1.41, BandwidthGBs: 1790, DatasheetGBs: 2039, L2Bytes: 40 << 20,
 		MaxWarpsPerSM: 64, MaxBlocksPerSM: 32, RegistersPerSM: 65536, SharedPerSM: 164 << 10, SharedReserved: 1 << 10, Schedulers: 4,
-		DRAMLatency: 650, L2Latency: 200, SharedLatency: 30, ShuffleLatency: 25, ConstLatency: 12, SyncLatency: 20, LaunchUS: 2},
+		DRAMLatency: 650, L2Latency: 200, SharedLatency: 30, ShuffleLatency: 25, ConstLatency: 12, SyncLatency: 20, LaunchUS: 2, FP32PerSM: 64},
 	"K80": {Name: "K80", Arch: 37, SMs: 13, ClockGHz: 0.875, BandwidthGBs: 170, DatasheetGBs: 240, L2Bytes: 1536 << 10,
 		MaxWarpsPerSM: 64, MaxBlocksPerSM: 16, RegistersPerSM: 131072, SharedPerSM: 112 << 10, Schedulers: 4,
-		DRAMLatency: 400, L2Latency: 230, SharedLatency: 30, ShuffleLatency: 30, ConstLatency: 12, SyncLatency: 20, LaunchUS: 5},
+		DRAMLatency: 400, L2Latency: 230, SharedLatency: 30, ShuffleLatency: 30, ConstLatency: 12, SyncLatency: 20, LaunchUS: 5, FP32PerSM: 192},
 }
 
 // DefaultCard is the card the targets are set on.

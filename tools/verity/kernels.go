@@ -24,6 +24,7 @@ type kernelRow struct {
 func newKernelsCmd() *cobra.Command {
 	var sm, card, match string
 	var asJSON bool
+	var plotPath string
 	cmd := &cobra.Command{
 		Use:   "kernels [--sm 90 | --card NAME] [--json] [--match TEXT]",
 		Short: "Print the static performance model of every kernel at the real model sizes",
@@ -73,6 +74,11 @@ constants are in device/perf/cards.go. --sm 90 is the H200, --sm 80 the A100; --
 					rows = append(rows, r)
 				}
 			}
+			if plotPath != "" {
+				if err := kernelsPlot(plotPath, c, rows); err != nil {
+					return err
+				}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -106,6 +112,7 @@ constants are in device/perf/cards.go. --sm 90 is the H200, --sm 80 the A100; --
 	cmd.Flags().StringVar(&sm, "sm", "90", "the SM architecture: 90 (H200) or 80 (A100)")
 	cmd.Flags().StringVar(&card, "card", "", "the card by name (H200, H100, A100); overrides --sm")
 	cmd.Flags().StringVar(&match, "match", "", "only kernels or cases whose name contains this")
+	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": each case's predicted time against its bytes, over the bandwidth floor")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: the card, the facts' tools and every prediction")
 	return cmd
 }

@@ -18,6 +18,10 @@ import (
 	"verity/device"
 	"verity/device/cuda"
 	"verity/fixtures"
+	"verity/host/engine"
+	"verity/host/exec"
+	"verity/host/gguf"
+	"verity/host/model"
 )
 
 // run executes the CLI in-process.
@@ -738,5 +742,42 @@ func TestPlots(t *testing.T) {
 	}
 	if _, err := run(t, append(args, "--plot", filepath.Join(dir, "sweep.gif"))...); err == nil || !strings.Contains(err.Error(), ".svg or .png") {
 		t.Errorf("--plot sweep.gif: %v", err)
+	}
+}
+
+// The rooflines: every kernel case (verity kernels --plot) and every launch of a step
+// (verity schedule --plot), drawn from the static model without a GPU.
+func TestRooflines(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := run(t, "kernels", "--plot", filepath.Join(dir, "kernels.png")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(tinyModel(t, "tiny-llama-q8_0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := model.Build(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := exec.New(&planner{}, p, engine.ExecOptions(p, engine.LoadOptions{MaxRows: 8, Context: 136, Sessions: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	if err := scheduleRoofline(filepath.Join(dir, "step.png"), "tiny-llama-q8_0", ex, 8, 128); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kernels.png", "step.png"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() < 10000 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if os.Getenv("VERITY_PLOTS") != "" { // keep them to look at
+		for _, name := range []string{"kernels.png", "step.png"} {
+			b, _ := os.ReadFile(filepath.Join(dir, name))
+			os.WriteFile(filepath.Join(os.Getenv("VERITY_PLOTS"), name), b, 0o644)
+		}
 	}
 }
