@@ -36,6 +36,9 @@ type Backend struct {
 	next    device.Ptr
 	workers int
 	pool    *pool
+
+	execOnce sync.Once
+	exec     *device.Exec
 }
 
 // New returns a CPU backend using the given number of worker goroutines (0: GOMAXPROCS).
@@ -156,9 +159,11 @@ func (b *Backend) Read(dst []byte, src device.Ptr) error {
 	return nil
 }
 
-// Exec returns the twin execution context of this backend.
+// Exec returns the twin execution context of this backend (one value, made once: twins only
+// read it).
 func (b *Backend) Exec() *device.Exec {
-	return &device.Exec{Mem: b, Workers: b.workers, For: b.pool.For}
+	b.execOnce.Do(func() { b.exec = &device.Exec{Mem: b, Workers: b.workers, For: b.pool.For} })
+	return b.exec
 }
 
 func (b *Backend) Launch(k device.Spec, args any) error {

@@ -15,10 +15,12 @@ import (
 // barrier of well under a microsecond, and an idle pool costs nothing. While it spins or runs
 // a worker stays on its OS thread (runtime.LockOSThread); a parked one holds none.
 //
-// A call splits [0, n) into pieces of fixed size (at most piecesPerWorker per worker, so that a
-// worker slowed by another process on its core leaves its share to the others) and every
-// participant claims pieces in turn until none is left. Which worker runs a piece does not
-// matter: twins give the same bits for any partition.
+// A call splits [0, n) into pieces of fixed size, piecesPerWorker per worker, and gives each
+// worker its own contiguous run of them — the same run for the same call shape every time, so
+// that a small model's weights stay in the caches of the core that read them last step — and
+// a worker that finishes its run takes pieces from the others' (so that one slowed by another
+// process on its core leaves the rest of its share to them). Which worker runs a piece does
+// not matter: twins give the same bits for any partition.
 type pool struct {
 	workers  int
 	mu       sync.Mutex // one call at a time; a concurrent caller runs its loop alone
@@ -35,8 +37,8 @@ type pool struct {
 type job struct {
 	n, pieces int
 	body      func(lo, hi int)
-	next      atomic.Int64 // the next piece to claim
-	left      atomic.Int64 // pieces not finished
+	next      []atomic.Int64 // per worker: how many pieces of its run have been claimed
+	left      atomic.Int64   // pieces not finished
 }
 
 // sleeper is a worker's parking place.
@@ -57,7 +59,7 @@ func newPool(workers int) *pool {
 		s := &sleeper{wake: make(chan struct{}, 1)}
 		p.sleepers = append(p.sleepers, s)
 		p.wg.Add(1)
-		go p.work(s)
+		go p.work(i, s)
 	}
 	return p
 }
@@ -67,16 +69,22 @@ func (j *job) piece(i int) (int, int) {
 	return int(int64(i) * int64(j.n) / int64(j.pieces)), int(int64(i+1) * int64(j.n) / int64(j.pieces))
 }
 
-// run claims and runs pieces of j until none is left.
-func (j *job) run() {
-	for {
-		i := int(j.next.Add(1) - 1)
-		if i >= j.pieces {
-			return
+// run is worker w's part of j: the pieces of its own run in order, then whatever is left of
+// the others' runs.
+func (j *job) run(w int) {
+	workers := len(j.next)
+	for k := 0; k < workers; k++ {
+		v := (w + k) % workers
+		first, end := v*j.pieces/workers, (v+1)*j.pieces/workers
+		for {
+			i := first + int(j.next[v].Add(1)-1)
+			if i >= end {
+				break
+			}
+			lo, hi := j.piece(i)
+			j.body(lo, hi)
+			j.left.Add(-1)
 		}
-		lo, hi := j.piece(i)
-		j.body(lo, hi)
-		j.left.Add(-1)
 	}
 }
 
@@ -91,7 +99,7 @@ func (p *pool) For(n int, body func(lo, hi int)) {
 		return
 	}
 	defer p.mu.Unlock()
-	j := &job{n: n, pieces: min(n, p.workers*piecesPerWorker), body: body}
+	j := &job{n: n, pieces: min(n, p.workers*piecesPerWorker), body: body, next: make([]atomic.Int64, p.workers)}
 	j.left.Store(int64(j.pieces))
 	p.cur.Store(j)
 	p.seq.Add(1)
@@ -100,7 +108,7 @@ func (p *pool) For(n int, body func(lo, hi int)) {
 			s.wake <- struct{}{}
 		}
 	}
-	j.run()
+	j.run(0)
 	// wait for the pieces the workers claimed: spin, then yield
 	for spins := 0; j.left.Load() > 0; spins++ {
 		if spins > 1000 || !p.spin {
@@ -109,8 +117,8 @@ func (p *pool) For(n int, body func(lo, hi int)) {
 	}
 }
 
-// work is a worker's loop: wait for the next call, help run it.
-func (p *pool) work(s *sleeper) {
+// work is worker w's loop: wait for the next call, help run it.
+func (p *pool) work(w int, s *sleeper) {
 	defer p.wg.Done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -122,7 +130,7 @@ func (p *pool) work(s *sleeper) {
 		}
 		seen = seq
 		if j := p.cur.Load(); j != nil {
-			j.run()
+			j.run(w)
 		}
 	}
 }

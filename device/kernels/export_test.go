@@ -129,10 +129,7 @@ func SetTilePrefetch(on bool) { tilePrefetch = on }
 // RMSScale is the rmsnorm scale 1/sqrt(mean(x²) + eps), with its vector form (where the CPU
 // has it) or in portable Go.
 func RMSScale(x []float32, eps float32, vector bool) float32 {
-	if vector {
-		return rmsScale(x, eps)
-	}
-	return rmsScaleFrom(x, eps, func([]float32, *[32]float32) int { return 0 })
+	return rmsScaleFrom(x, eps, vector)
 }
 
 // Q8KBlock converts 256 values into a q8_K block with the vector form (where the CPU has it)

@@ -61,13 +61,17 @@ func rmsnormRow(y, x, w []float32, eps float32) {
 }
 
 // rmsScale returns 1/sqrt(mean(x²) + eps) in the contract's order.
-func rmsScale(x []float32, eps float32) float32 { return rmsScaleFrom(x, eps, vectorSumSquares) }
+func rmsScale(x []float32, eps float32) float32 { return rmsScaleFrom(x, eps, true) }
 
-// rmsScaleFrom is rmsScale with the lanes' first values folded by first (which returns how
-// many it folded: rmsScale's vector form, or none).
-func rmsScaleFrom(x []float32, eps float32, first func([]float32, *[32]float32) int) float32 {
+// rmsScaleFrom is rmsScale with its vector form (vector, where the CPU has it) or in portable
+// Go.
+func rmsScaleFrom(x []float32, eps float32, vector bool) float32 {
 	var acc [32]float32
-	for i := first(x, &acc); i < len(x); i++ {
+	i := 0
+	if vector {
+		i = vectorSumSquares(x, &acc)
+	}
+	for ; i < len(x); i++ {
 		acc[i&31] = num.FMA32(x[i], x[i], acc[i&31])
 	}
 	mean := laneSum(&acc) / float32(len(x))
