@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"verity/device/dtype"
-	"verity/device/num"
 	"verity/repack"
 )
 
@@ -95,8 +94,7 @@ func DeltaRule(o, s, q, k, v []float32, e, b float32, vector bool) bool {
 var SiLUApply = siluOp.apply
 
 // TileDots runs t's tile form on the 16 packed rows at w (a whole tile) and n activation rows
-// xs[c·xb:], and reports whether there is one: out[c][r] is row r's product with column c,
-// each through the canonical NaN as the matvec stores it.
+// xs[c·xb:], and reports whether there is one: out[c][r] is row r's product with column c.
 func TileDots(t dtype.Type, l *repack.Layout, w, xs []byte, xb, n int) (out [tileCols][tileRows]float32, ok bool) {
 	tf := vectorTile[t]
 	if tf == nil {
@@ -104,12 +102,7 @@ func TileDots(t dtype.Type, l *repack.Layout, w, xs []byte, xb, n int) (out [til
 	}
 	var s tileScratch
 	tf(l, w, xs, nil, xb, n, &s)
-	for c := range out {
-		for r, v := range s.out[c] {
-			out[c][r] = num.Canon(v)
-		}
-	}
-	return out, true
+	return s.out, true
 }
 
 // TileRows is the number of rows a tile form computes together, TileCols the most columns.

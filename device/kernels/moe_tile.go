@@ -46,7 +46,7 @@ func groupSlots(ids []int32, xb int, xrow func(s int) []byte) []expertGroup {
 }
 
 // expertTileDots sets dots[s][0:tileRows] to rows r … r+tileRows−1 of expert g.expert (w the
-// whole 3-D tensor) times every slot s of g, through the canonical NaN (PackedDot's bits).
+// whole 3-D tensor) times every slot s of g (PackedDot's bits).
 func expertTileDots(tf tileFunc, l *repack.Layout, w []byte, g *expertGroup, xb, r int, s *tileScratch, dots [][tileRows]float32) {
 	off := int64(g.expert)*l.ExpertStride + int64(r)*l.RowStride
 	tile := w[off : off+tileRows*l.RowStride]
@@ -54,10 +54,7 @@ func expertTileDots(tf tileFunc, l *repack.Layout, w []byte, g *expertGroup, xb,
 		m := min(tileCols, len(g.slots)-c0)
 		tf(l, tile, g.x[c0*xb:], nil, xb, m, s)
 		for c := 0; c < m; c++ {
-			d := &dots[g.slots[c0+c]]
-			for i, v := range s.out[c] {
-				d[i] = num.Canon(v)
-			}
+			dots[g.slots[c0+c]] = s.out[c]
 		}
 	}
 }

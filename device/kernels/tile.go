@@ -23,6 +23,10 @@ const tileCols = 16
 
 var tilePrefetch = true
 
+// tileResident is the size up to which a matrix is taken to stay in the caches from one step
+// to the next (a core's L2 holds it), so that asking for its next tile only costs instructions.
+const tileResident = 256 << 10
+
 // tileScratch is a tile form's working memory: the lane accumulators of every column
 // ([column][lane][row]) and the folded results ([column][row]).
 type tileScratch struct {
@@ -35,9 +39,9 @@ type tileScratch struct {
 var tileScratches = sync.Pool{New: func() any { return new(tileScratch) }}
 
 // tileFunc computes the tileRows packed rows at w (w[r·RowStride:] is row r; w holds the whole
-// tile) times the n ≤ tileCols activation rows xs[c·xb:], into s.out[c][r] (before the
-// canonical NaN), and asks the caches for next (the bytes it reads after this tile, if any)
-// as it goes.
+// tile) times the n ≤ tileCols activation rows xs[c·xb:], into s.out[c][r] (a NaN the
+// canonical one: PackedDot's bits), and asks the caches for next (the bytes it reads after
+// this tile, if any) as it goes.
 type tileFunc = func(l *repack.Layout, w, xs, next []byte, xb, n int, s *tileScratch)
 
 // matvecTiles computes rows [lo, hi) of a matvec — lo a multiple of tileRows — with the tile
@@ -52,7 +56,7 @@ func matvecTiles(tf tileFunc, f *Format, l *repack.Layout, w, xs []byte, xb, n, 
 		tile := w[r*stride : (r+tileRows)*stride]
 		next := w[(r+tileRows)*stride:]
 		next = next[:min(len(next), tileRows*stride)]
-		if !tilePrefetch {
+		if !tilePrefetch || len(w) <= tileResident {
 			next = nil
 		}
 		for c0 := 0; c0 < n; c0 += tileCols {
@@ -61,11 +65,12 @@ func matvecTiles(tf tileFunc, f *Format, l *repack.Layout, w, xs []byte, xb, n, 
 			next = nil // prefetched by the first pass
 			for c := 0; c < m; c++ {
 				out := y[(c0+c)*rows+r : (c0+c)*rows+r+tileRows]
+				if !acc {
+					copy(out, s.out[c][:])
+					continue
+				}
 				for i, v := range s.out[c] {
-					if acc {
-						v = out[i] + num.Canon(v)
-					}
-					out[i] = num.Canon(v)
+					out[i] = num.Canon(out[i] + v)
 				}
 			}
 		}

@@ -96,11 +96,14 @@ done:
 	VMOVDQU32    64(BX), Z31          \
 	MOVQ         acc+24(FP), DI       \
 	MOVQ         56(BX), CX           \
-	SHLQ         $5, CX               \
+	SHLQ         $3, CX               \
 	VPXORD       Z0, Z0, Z0           \
 tilezero:                            \
 	VMOVUPS      Z0, (DI)             \
-	ADDQ         $64, DI              \
+	VMOVUPS      Z0, 64(DI)           \
+	VMOVUPS      Z0, 128(DI)          \
+	VMOVUPS      Z0, 192(DI)          \
+	ADDQ         $256, DI             \
 	DECQ         CX                   \
 	JNZ          tilezero
 
@@ -133,8 +136,11 @@ tilezero:                            \
 	VPDPBUSD.BCST (32+32*s)(DI), Z7, Z24
 
 // The fold: for each of the ncols columns, num.WarpTotal of the 32 lanes of every row (lanes
-// l and l+16, then +8, +4, +2, +1), written to out[16c:].
+// l and l+16, then +8, +4, +2, +1), a NaN made the canonical one, written to out[16c:].
+// Clobbers Z30.
 #define TILE_FOLD(label) \
+	MOVL         $0x7fffffff, AX      \
+	VPBROADCASTD AX, Z30              \
 	MOVQ acc+24(FP), DX                \
 	MOVQ out+32(FP), DI                \
 	MOVQ 56(BX), CX                    \
@@ -186,6 +192,8 @@ label:                                 \
 	VADDPS  Z2, Z0, Z0                 \
 	VADDPS  Z3, Z1, Z1                 \
 	VADDPS  Z1, Z0, Z0                 \
+	VCMPPS  $3, Z0, Z0, K2             \
+	VMOVDQA32 Z30, K2, Z0              \
 	VMOVUPS Z0, (DI)                   \
 	ADDQ    $2048, DX                  \
 	ADDQ    $64, DI                    \

@@ -218,3 +218,46 @@ func BenchmarkMatVecStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatVecSmall: a small model's decode matvecs (256 columns, 256 and 768 rows), 12
+// different matrices in turn (1.5 MB in all: beyond a core's L2, within the L3), one thread,
+// with and without the prefetch setting (which matrices this small skip); it reports the
+// median and fastest launch.
+func BenchmarkMatVecSmall(b *testing.B) {
+	r := rand.New(rand.NewPCG(45, 46))
+	be := cpu.New(1)
+	defer be.Close()
+	f, _ := kernels.Lookup(dtype.Q4_K)
+	const cols = 256
+	var args []kernels.MatVecArgs
+	x := make([]byte, f.Act.RowBytes(cols))
+	kernels.ConvertRow(f.Act, x, randF32(r, cols, 1))
+	xp := upload(b, be, x)
+	yp, _ := be.Alloc(4 * 768)
+	for i := 0; i < 12; i++ {
+		rows := []int{256, 768}[i%2]
+		l, _ := repack.NewLayout(dtype.Q4_K, []int64{cols, int64(rows)})
+		w := make([]byte, l.Size())
+		for j := range w {
+			w[j] = byte(r.Uint32())
+		}
+		for row := 0; row < rows; row++ {
+			for j := int64(0); j < l.Blocks*l.F16Fields; j++ {
+				binary.LittleEndian.PutUint16(w[int64(row)*l.RowStride+l.F16Off+2*j:], uint16(r.IntN(0x3800)))
+			}
+		}
+		args = append(args, kernels.MatVecArgs{W: upload(b, be, w), X: xp, Y: yp, Rows: int32(rows), Cols: cols, N: 1})
+	}
+	k, _ := kernels.MatVec(dtype.Q4_K)
+	for _, pf := range []bool{false, true} {
+		b.Run(fmt.Sprintf("prefetch=%v", pf), func(b *testing.B) {
+			kernels.SetTilePrefetch(pf)
+			defer kernels.SetTilePrefetch(true)
+			i := 0
+			timeCalls(b, func() error {
+				i++
+				return device.Launch(be, k, args[i%len(args)])
+			})
+		})
+	}
+}
