@@ -132,3 +132,7 @@ func Q8KBlock(dst []byte, x []float32, vector bool) {
 		q8KBlock(dst, x)
 	}
 }
+
+// RMSNormRow is the rmsnorm of one row, with its vector forms (where the CPU has them) or in
+// portable Go.
+func RMSNormRow(y, x, w []float32, eps float32, vector bool) { rmsnormRowFrom(y, x, w, eps, vector) }

@@ -53,10 +53,18 @@ var RMSNorm = device.Register(&device.Kernel[RMSNormArgs]{
 	},
 })
 
-func rmsnormRow(y, x, w []float32, eps float32) {
-	s := rmsScale(x, eps)
-	for i, v := range x {
-		y[i] = num.Canon(float32(v*s) * w[i])
+func rmsnormRow(y, x, w []float32, eps float32) { rmsnormRowFrom(y, x, w, eps, true) }
+
+// rmsnormRowFrom is rmsnormRow with its vector forms (vector, where the CPU has them) or in
+// portable Go.
+func rmsnormRowFrom(y, x, w []float32, eps float32, vector bool) {
+	s := rmsScaleFrom(x, eps, vector)
+	i := 0
+	if vector {
+		i = vectorScaleMul(y, x, w, s)
+	}
+	for ; i < len(x); i++ {
+		y[i] = num.Canon(float32(x[i]*s) * w[i])
 	}
 }
 

@@ -28,3 +28,17 @@ func vectorQ8KBlock(dst []byte, x []float32) bool {
 	q8KBlockAVX2(&dst[0], &x[0])
 	return true
 }
+
+//go:noescape
+func scaleMulAVX2(y, x, w *float32, n int, s float32)
+
+// vectorScaleMul sets y[i] = Canon(float32(x[i]·s)·w[i]) for the first values, 8 at a time,
+// and returns how many it set (0 without the vector forms).
+func vectorScaleMul(y, x, w []float32, s float32) int {
+	n := min(len(y), len(x), len(w)) &^ 7
+	if !vectorCPU || n == 0 {
+		return 0
+	}
+	scaleMulAVX2(&y[0], &x[0], &w[0], n, s)
+	return n
+}

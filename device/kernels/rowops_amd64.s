@@ -174,3 +174,31 @@ q8kquant:
 	JLT        q8kquant
 	VZEROUPPER
 	RET
+
+// func scaleMulAVX2(y, x, w *float32, n int, s float32)
+// y[i] = Canon(float32(x[i]·s)·w[i]) for i < n, n a multiple of 8: rmsnormRow's products,
+// each rounded, a NaN made the canonical one.
+TEXT ·scaleMulAVX2(SB), NOSPLIT, $0-36
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS s+32(FP), Y15
+	VBROADCASTSS q8kc<>+4(SB), Y14 // canonical NaN
+	XORQ         AX, AX
+	TESTQ        CX, CX
+	JZ           smdone
+
+smloop:
+	VMULPS    (SI)(AX*4), Y15, Y0
+	VMULPS    (DX)(AX*4), Y0, Y0
+	VCMPPS    $3, Y0, Y0, Y1
+	VBLENDVPS Y1, Y14, Y0, Y0
+	VMOVUPS   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	CMPQ      AX, CX
+	JLT       smloop
+
+smdone:
+	VZEROUPPER
+	RET

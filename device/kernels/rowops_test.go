@@ -28,6 +28,24 @@ func TestRMSScaleMatchesPortable(t *testing.T) {
 	}
 }
 
+// rmsnorm's row with its vector forms gives the portable Go bits, weights and values by
+// floatRow's modes.
+func TestRMSNormRowMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(57, 58))
+	for trial := 0; trial < 3000; trial++ {
+		n := 1 + r.IntN(300)
+		x, w := floatValues(r, n, trial%4), floatValues(r, n, (trial/4)%4)
+		got, want := make([]float32, n), make([]float32, n)
+		kernels.RMSNormRow(got, x, w, 1e-5, true)
+		kernels.RMSNormRow(want, x, w, 1e-5, false)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("trial %d (%d values): value %d is %v (%#08x), portable %v (%#08x)", trial, n, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+}
+
 // The q8_K conversion's vector form gives the portable Go bytes: values by floatRow's modes,
 // ties for the largest magnitude of either sign, all-zero and all-NaN blocks, an infinite
 // largest value.
