@@ -28,9 +28,11 @@ var tilePrefetch = true
 const tileResident = 256 << 10
 
 // tileScratch is a tile form's working memory: the lane accumulators of every column
-// ([column][lane][row]) and the folded results ([column][row]).
+// ([column][lane][row]), the rows' fp16 scales of a group of super-blocks, and the folded
+// results ([column][row]).
 type tileScratch struct {
 	acc [tileCols * 32 * tileRows]float32
+	f16 [2][8][tileRows]uint16 // fp16 scale fields of 8 super-blocks, transposed (right after acc: tile_amd64.s)
 	out [tileCols][tileRows]float32
 }
 

@@ -57,12 +57,41 @@
 	LEAQ (R10)(D*1), AX    \
 	ROWS16(0, AX, X11, Z11)
 
-// dst = the fp16 at byte AX + offs[r] of every row r, as float32 (exact); clobbers K1.
-#define GATHER_F16(dst, Ydst) \
-	KXNORW     K1, K1, K1             \
-	VPGATHERDD (AX)(Z31*1), K1, dst   \
-	VPMOVDW    dst, Ydst              \
-	VCVTPH2PS  Ydst, dst
+// Every 8 super-blocks (R13 a multiple of 8): fp16 field f (0: d, 1: dmin) of the next 8
+// super-blocks of the 16 rows, transposed into the scratch after the accumulators: 32 bytes
+// (16 rows) per super-block at acc + 32768 + 256f + 32j for super-block R13 + j. The rows'
+// 16 bytes of fields are at their plane pointers + f·f16b + 2·R13 − plane − 128·R13 (for the
+// last group they may run on into the next section of the row: unused). Clobbers R14, AX,
+// Z0 … Z3, Z8 … Z15.
+#define F16_GROUP(f) \
+	MOVQ        32(BX), R14            \
+	IMULQ       $f, R14                \
+	SUBQ        8(BX), R14             \
+	IMUL3Q      $126, R13, AX          \
+	SUBQ        AX, R14                \
+	LOAD16D(R14)                       \
+	TRANSPOSE(Z8, Z9, Z10, Z11, Z0, Z1, Z2, Z3) \
+	MOVQ        acc+24(FP), AX         \
+	VPMOVDW     Z0, (32768+256*f)(AX)  \
+	VPMOVDW     Z1, (32768+256*f+64)(AX) \
+	VPMOVDW     Z2, (32768+256*f+128)(AX) \
+	VPMOVDW     Z3, (32768+256*f+192)(AX) \
+	VPSRLD      $16, Z0, Z0            \
+	VPSRLD      $16, Z1, Z1            \
+	VPSRLD      $16, Z2, Z2            \
+	VPSRLD      $16, Z3, Z3            \
+	VPMOVDW     Z0, (32768+256*f+32)(AX) \
+	VPMOVDW     Z1, (32768+256*f+96)(AX) \
+	VPMOVDW     Z2, (32768+256*f+160)(AX) \
+	VPMOVDW     Z3, (32768+256*f+224)(AX)
+
+// dst = fp16 field f of super-block R13 of the 16 rows (F16_GROUP's), as float32 (exact).
+#define F16_FIELD(f, dst) \
+	MOVQ      R13, AX                  \
+	ANDQ      $7, AX                   \
+	SHLQ      $5, AX                   \
+	ADDQ      acc+24(FP), AX           \
+	VCVTPH2PS (32768+256*f)(AX), dst
 
 // Prefetch the next pfn lines from pf (the next tile, spread over the super-blocks of this
 // one: streaming rows without it runs at half the rate or less). Clobbers AX, CX.
@@ -346,11 +375,13 @@ TEXT ·q4KTile16(SB), NOSPLIT, $32-40
 
 q4ktblock:
 	// d and dmin of super-block i = R13 for the 16 rows
-	MOVQ w+0(FP), AX
-	LEAQ (AX)(R13*2), AX
-	GATHER_F16(Z20, Y20)
-	ADDQ 32(BX), AX
-	GATHER_F16(Z21, Y21)
+	TESTQ $7, R13
+	JNZ   q4ktf16
+	F16_GROUP(0)
+	F16_GROUP(1)
+q4ktf16:
+	F16_FIELD(0, Z20)
+	F16_FIELD(1, Z21)
 	TILE_PREFETCH(q4ktpf, q4ktpfdone)
 
 	// the scale bytes: row pointer + scale − plane − 112·i
@@ -402,11 +433,13 @@ TEXT ·q5KTile16(SB), NOSPLIT, $40-40
 
 q5ktblock:
 	// d and dmin of super-block i = R13 for the 16 rows
-	MOVQ w+0(FP), AX
-	LEAQ (AX)(R13*2), AX
-	GATHER_F16(Z20, Y20)
-	ADDQ 32(BX), AX
-	GATHER_F16(Z21, Y21)
+	TESTQ $7, R13
+	JNZ   q5ktf16
+	F16_GROUP(0)
+	F16_GROUP(1)
+q5ktf16:
+	F16_FIELD(0, Z20)
+	F16_FIELD(1, Z21)
 	TILE_PREFETCH(q5ktpf, q5ktpfdone)
 
 	// the scale bytes: row pointer + scale − plane − 112·i
@@ -522,8 +555,9 @@ GLOBL tileQ6<>(SB), RODATA|NOPTR, $384
 
 // The 16 rows' 8 high-plane bytes of q6_K unit s: H0 = Z8 and H1 = Z9, their dwords 0 and 1
 // (values 4h… at bits 0-1, 8+4h… at 2-3, 16+4h… at 4-5, 24+4h… at 6-7 of dword h). Row
-// a's 16-byte piece holding the unit is at R_a + R14 + 16s: the unit is its low half, or its
-// high half where upper-24(SP) is set (the 8 bytes are then shifted down). Clobbers Z10 … Z14.
+// a's 16-byte piece holding the unit is at R_a + R14 + 16s: the unit is its low half (dwords
+// 0, 1), or its high half (dwords 2, 3) for the rows where K2 is set (every row, for a
+// super-block whose units are high halves; none otherwise). Clobbers Z10 … Z15.
 #define Q6K_HIGH(s, label) \
 	LEAQ (SI)(R14*1), AX               \
 	ROWS16(16*s, AX, X8, Z8)           \
@@ -533,17 +567,16 @@ GLOBL tileQ6<>(SB), RODATA|NOPTR, $384
 	ROWS16(16*s, AX, X10, Z10)         \
 	LEAQ (R10)(R14*1), AX              \
 	ROWS16(16*s, AX, X11, Z11)         \
-	CMPB upper-24(SP), $0              \
-	JEQ  label                         \
-	VPSRLDQ $8, Z8, Z8                 \
-	VPSRLDQ $8, Z9, Z9                 \
-	VPSRLDQ $8, Z10, Z10               \
-	VPSRLDQ $8, Z11, Z11               \
-label:                                 \
 	VPUNPCKLDQ  Z9, Z8, Z12            \
 	VPUNPCKLDQ  Z11, Z10, Z14          \
+	VPUNPCKHDQ  Z9, Z8, Z13            \
+	VPUNPCKHDQ  Z11, Z10, Z15          \
 	VPUNPCKLQDQ Z14, Z12, Z8           \
-	VPUNPCKHQDQ Z14, Z12, Z9
+	VPUNPCKHQDQ Z14, Z12, Z9           \
+	VPUNPCKLQDQ Z15, Z13, Z10          \
+	VPUNPCKHQDQ Z15, Z13, Z11          \
+	VMOVDQA32   Z10, K2, Z8            \
+	VMOVDQA32   Z11, K2, Z9
 
 // The unit's 6-bit quants: Z0 … Z3 (the transposed low plane) and H0, H1 (Z8, Z9) give
 // W_k = (L_k & 0x0f) | bits 4-5 from H_(k mod 2) at shift 2⌊k/2⌋ (values 4k…) and
@@ -636,9 +669,11 @@ TEXT ·q6KTile16(SB), NOSPLIT, $32-40
 
 q6ktblock:
 	// d of super-block i = R13 for the 16 rows
-	MOVQ w+0(FP), AX
-	LEAQ (AX)(R13*2), AX
-	GATHER_F16(Z20, Y20)
+	TESTQ $7, R13
+	JNZ   q6ktf16
+	F16_GROUP(0)
+q6ktf16:
+	F16_FIELD(0, Z20)
 	TILE_PREFETCH(q6ktpf, q6ktpfdone)
 
 	// the scale bytes: row pointer + scale − plane − 112·i
@@ -667,7 +702,8 @@ q6ktblock:
 	MOVQ R13, AX
 	SHRQ $2, AX
 	ANDQ $1, AX
-	MOVB AX, upper-24(SP)
+	NEGQ AX
+	KMOVW AX, K2 // every row where the units are high halves
 
 	// lanes 8(i mod 4) … +7
 	MOVQ R13, AX
