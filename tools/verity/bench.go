@@ -131,14 +131,17 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 			var rows []bench.Result
 			var tests []bench.Test
 			var probes []string
+			prog := newJobProgress(cmd.ErrOrStderr(), len(threadList)*len(models)*len(runs), "bench", true, progress)
+			defer prog.Finish()
 			for _, threads := range threadList {
-				rs, ts, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, runs, o, &adapters, cache, progress)
+				rs, ts, p, what, err := benchThreads(cmd, models, backend, threads, layers, megakernel, sms, runs, o, &adapters, cache, prog)
 				if err != nil {
 					return err
 				}
 				rows, tests = append(rows, rs...), append(tests, ts...)
 				probes = append(probes, fmt.Sprintf("%.2f GB/s (%s)", p/1e9, what))
 			}
+			prog.Finish()
 			probe := strings.Join(probes, ", ")
 			if len(probes) > 1 {
 				probe = "\n  " + strings.Join(probes, "\n  ")
@@ -259,7 +262,7 @@ func section(w io.Writer, title, header string, lines []string) error {
 }
 
 func benchThreads(cmd *cobra.Command, models []string, backend string, threads int, layers []int, megakernel bool, sms int,
-	runs []benchRun, o bench.Options, adapters *loraFlags, cache cacheFlags, progress bool) ([]bench.Result, []bench.Test, float64, string, error) {
+	runs []benchRun, o bench.Options, adapters *loraFlags, cache cacheFlags, prog *jobProgress) ([]bench.Result, []bench.Test, float64, string, error) {
 	// Every model is found (or generated) before anything is measured or allocated.
 	paths, names := make([]string, len(models)), make([]string, len(models))
 	for i, m := range models {
@@ -312,7 +315,9 @@ func benchThreads(cmd *cobra.Command, models []string, backend string, threads i
 		name += adapters.names()
 		for _, run := range runs {
 			o.Depth, o.Prompt, o.Decode = run.depth, run.prompt, run.decode
+			prog.Start(fmt.Sprintf("%s, %s, depth %d, prompt %d, decode %d", name, backendsName(bes), run.depth, run.prompt, run.decode))
 			r, err := bench.Run(mdl.Engine, name, probe, o)
+			prog.Done()
 			if err != nil {
 				mdl.Close()
 				return nil, nil, 0, "", err

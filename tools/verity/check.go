@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -19,7 +21,7 @@ func newCheckCmd() *cobra.Command {
 	var backend string
 	var layers []int
 	var threads, sms int
-	var megakernel, trace bool
+	var megakernel, trace, asJSON bool
 	var adapters loraFlags
 	var cache cacheFlags
 	cmd := &cobra.Command{
@@ -86,24 +88,31 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 			if megakernel {
 				mode = " (megakernel)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s%s\n", backendsName(bes), mode)
+			rows := checkRows{w: cmd.OutOrStdout(), json: asJSON, backend: backendsName(bes), megakernel: megakernel}
+			if !asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "backend: %s%s\n", backendsName(bes), mode)
+			}
 			// One row per fixture as soon as it is done (a ptxvm run takes minutes); a fixture
 			// that cannot run is a row too, and the others still run.
 			width := len("fixture")
 			for _, n := range names {
 				width = max(width, len(n))
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%-*s  %-7s  %-7s  %-7s  %s\n", width, "fixture", "prefill", "verify", "greedy", "seconds")
+			rows.width = width
+			rows.header()
 			failed := 0
 			var differ []string
 			files := map[string][]byte{}
+			prog := newJobProgress(cmd.ErrOrStderr(), len(names), "check", false, false)
+			defer prog.Finish()
 			for _, n := range names {
+				prog.Start(n)
 				start := time.Now()
 				file, g, err := checkFixture(n, bes, layers, fixtures.GoldenOptions{Megakernel: megakernel, SMs: sms, Adapters: uses, LoRA: lo}, cmd)
 				if err != nil {
 					failed++
-					fmt.Fprintf(out, "%-*s  error: %v\n", width, n, err)
+					prog.Above(func() { rows.row(checkRow{Fixture: n, Error: err.Error(), Seconds: time.Since(start).Seconds()}) })
+					prog.Done()
 					continue
 				}
 				bad := map[string]bool{}
@@ -121,13 +130,28 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 					}
 					return "ok"
 				}
-				fmt.Fprintf(out, "%-*s  %-7s  %-7s  %-7s  %.1f\n", width, n, mark("prefill"), mark("verify"), mark("greedy"), time.Since(start).Seconds())
+				prog.Above(func() {
+					rows.row(checkRow{Fixture: n, Prefill: mark("prefill"), Verify: mark("verify"), Greedy: mark("greedy"), Seconds: time.Since(start).Seconds()})
+				})
+				prog.Done()
 			}
+			prog.Finish()
 			if trace {
 				twin := cpu.New(threads)
 				defer twin.Close()
 				for _, n := range differ {
 					d, err := fixtures.FirstDifference(files[n], []device.Backend{twin}, bes)
+					if asJSON {
+						tr := checkTrace{Fixture: n}
+						switch {
+						case err != nil:
+							tr.Error = err.Error()
+						case d != nil:
+							tr.FirstDifference = d.String()
+						}
+						rows.emit(tr)
+						continue
+					}
 					switch {
 					case err != nil:
 						fmt.Fprintf(cmd.OutOrStdout(), "\n%s: tracing failed: %v\n", n, err)
@@ -141,6 +165,9 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 			if failed > 0 {
 				return fmt.Errorf("%d of %d fixtures differ from their goldens or could not run on %s", failed, len(names), backendsName(bes))
 			}
+			if asJSON {
+				return nil
+			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "all %d fixtures bit-identical to their goldens\n", len(names))
 			return err
 		},
@@ -151,6 +178,7 @@ adapters into every fixture checked: at scale 0 each golden must still hold.`,
 	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	cmd.Flags().BoolVar(&megakernel, "megakernel", false, megakernelHelp)
 	cmd.Flags().IntVar(&sms, "sms", 0, smsHelp)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per fixture as it finishes (JSON lines: fixture, backend, megakernel, prefill, verify, greedy, seconds, error), and one per traced fixture")
 	cmd.Flags().BoolVar(&trace, "trace", false, "for each fixture that differs, find the first op whose output differs from the CPU twins' (a merged fixture's base, without adapters)")
 	adapters.register(cmd)
 	return cmd
@@ -200,4 +228,57 @@ func sortedKeys(m map[string]fixtures.Golden) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkRow is one fixture's line of verity check: each part of its golden workload "ok" or
+// "DIFFERS", or the error that kept it from running.
+type checkRow struct {
+	Fixture    string  `json:"fixture"`
+	Backend    string  `json:"backend"`
+	Megakernel bool    `json:"megakernel"`
+	Prefill    string  `json:"prefill,omitempty"`
+	Verify     string  `json:"verify,omitempty"`
+	Greedy     string  `json:"greedy,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// checkTrace is --trace's finding for a fixture that differs: the first op whose output
+// differs from the twins', or why tracing failed (neither: every op's output was the same).
+type checkTrace struct {
+	Fixture         string `json:"fixture"`
+	FirstDifference string `json:"first_difference,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// checkRows writes check's rows as a table or as JSON lines, each as soon as it is known.
+type checkRows struct {
+	w          io.Writer
+	json       bool
+	backend    string
+	megakernel bool
+	width      int
+}
+
+func (c checkRows) header() {
+	if !c.json {
+		fmt.Fprintf(c.w, "%-*s  %-7s  %-7s  %-7s  %s\n", c.width, "fixture", "prefill", "verify", "greedy", "seconds")
+	}
+}
+
+func (c checkRows) row(r checkRow) {
+	r.Backend, r.Megakernel = c.backend, c.megakernel
+	switch {
+	case c.json:
+		c.emit(r)
+	case r.Error != "":
+		fmt.Fprintf(c.w, "%-*s  error: %s\n", c.width, r.Fixture, r.Error)
+	default:
+		fmt.Fprintf(c.w, "%-*s  %-7s  %-7s  %-7s  %.1f\n", c.width, r.Fixture, r.Prefill, r.Verify, r.Greedy, r.Seconds)
+	}
+}
+
+func (c checkRows) emit(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(c.w, "%s\n", b)
 }

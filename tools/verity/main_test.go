@@ -159,6 +159,19 @@ func TestCheck(t *testing.T) {
 	if _, err := run(t, "check", "no-such-fixture"); err == nil || !strings.Contains(err.Error(), "no golden") {
 		t.Errorf("unknown fixture: err = %v", err)
 	}
+	// --json: one object per fixture, as it finishes
+	out, err := run(t, "check", "--json", "tiny-llama-q8_0", "tiny-qwen3-q8_0")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 {
+		t.Fatalf("check --json: %v\n%s", err, out)
+	}
+	for i, want := range []string{"tiny-llama-q8_0", "tiny-qwen3-q8_0"} {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &row); err != nil || row["fixture"] != want || row["prefill"] != "ok" || row["greedy"] != "ok" ||
+			!strings.HasPrefix(row["backend"].(string), "cpu") || row["seconds"].(float64) <= 0 {
+			t.Errorf("row %d: %v %v", i, row, err)
+		}
+	}
 }
 
 // The weak-memory interpreter is a backend like the others.
