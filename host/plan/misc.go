@@ -26,13 +26,55 @@ type miscTimes struct {
 	attnA    map[int]float64           // attention's fixed cost per row class
 	attnB    float64                   // attention's cost per key (all heads of a layer)
 	copyRate float64                   // host copy bandwidth, bytes/s (kinds not measured)
+	// step is a step's own cost beyond its ops' (the engine's and the executor's work around
+	// them: slot tables, inputs, the logits), by row class
+	step map[int]float64
 }
+
+// stepCost is a step's own cost for rows rows.
+func (mt *miscTimes) stepCost(rows int) float64 { return mt.step[rowClass(rows)] }
 
 type opTime struct{ secs, bytesPerRow float64 }
 
-// synthShape is the synthetic model's shape for a target Program: its attention heads, and
-// its most common matrix type.
-func synthShape(p *model.Program) (heads, kvHeads, headDim int, t dtype.Type) {
+// shape is the synthetic model's shape for a target Program: its attention heads, its most
+// common matrix type, and for a mixture of experts the experts (at most 16), how many a token
+// uses and their feed-forward width (narrowed to keep the experts under 32 MB).
+type shape struct {
+	heads, kvHeads, headDim int
+	t                       dtype.Type
+	experts, used, ff       int
+}
+
+func (s shape) String() string {
+	k := fmt.Sprintf("%s h%d/%d d%d", s.t, s.heads, s.kvHeads, s.headDim)
+	if s.experts > 0 {
+		k += fmt.Sprintf(" moe%d/%d ff%d", s.experts, s.used, s.ff)
+	}
+	return k
+}
+
+func synthShape(p *model.Program) shape {
+	heads, kvHeads, headDim, t := synthAttention(p)
+	s := shape{heads: heads, kvHeads: kvHeads, headDim: headDim, t: t}
+	for _, op := range p.Ops {
+		if op.Kind == model.OpMoEGateUp && op.Experts > 0 {
+			s.experts, s.used, s.ff = min(16, op.Experts), min(op.Used, 16), op.Rows
+			break
+		}
+	}
+	if s.experts > 0 {
+		s.used = min(s.used, s.experts)
+		bpp := float64(t.BlockBytes()) / float64(t.BlockSize())
+		for s.ff > 256 && float64(s.experts)*3*float64(heads*headDim)*float64(s.ff)*bpp > 32<<20 {
+			s.ff /= 2
+		}
+		s.ff = max(256, s.ff/256*256)
+	}
+	return s
+}
+
+// synthAttention is the target's attention shape and most common matrix type.
+func synthAttention(p *model.Program) (heads, kvHeads, headDim int, t dtype.Type) {
 	heads, kvHeads, headDim = 8, 2, 32
 	for _, op := range p.Ops {
 		if op.Kind == model.OpAttention {
@@ -55,14 +97,14 @@ func synthShape(p *model.Program) (heads, kvHeads, headDim int, t dtype.Type) {
 
 // measureMisc measures (or takes from m's cache) the synthetic model's op times.
 func measureMisc(m *machine.Machine, threads int, p *model.Program) (*miscTimes, error) {
-	h, kv, hd, t := synthShape(p)
-	group := fmt.Sprintf("misc %s h%d/%d d%d t%d", t, h, kv, hd, threads)
-	vs, err := m.RateGroup(group, func() (map[string]float64, error) { return profileSynthetic(threads, h, kv, hd, t) })
+	sh := synthShape(p)
+	group := fmt.Sprintf("misc %s t%d", sh, threads)
+	vs, err := m.RateGroup(group, func() (map[string]float64, error) { return profileSynthetic(threads, sh) })
 	if err != nil {
 		return nil, err
 	}
 	mt := &miscTimes{launch: vs["launch"], kinds: map[string]map[int]opTime{}, attnA: map[int]float64{}, attnB: vs["attention b"],
-		copyRate: m.CopyBandwidth(threads)}
+		copyRate: m.CopyBandwidth(threads), step: map[int]float64{}}
 	for k, v := range vs {
 		var kind string
 		var class int
@@ -76,6 +118,9 @@ func measureMisc(m *machine.Machine, threads int, p *model.Program) (*miscTimes,
 		}
 		if n, _ := fmt.Sscanf(k, "attention a %d", &class); n == 1 {
 			mt.attnA[class] = v
+		}
+		if n, _ := fmt.Sscanf(k, "step %d", &class); n == 1 {
+			mt.step[class] = v
 		}
 	}
 	return mt, nil
@@ -93,10 +138,14 @@ func kindOf(op *model.Op, p *model.Program) string {
 // chunk), 8 (a tree) and 1 (decoding, at two depths), and returns per kind and row class the
 // median op time and bytes per row, the cheapest op's time, and attention's cost per key and
 // fixed cost per row class.
-func profileSynthetic(threads, heads, kvHeads, headDim int, t dtype.Type) (map[string]float64, error) {
-	spec := fixtures.Spec{Name: "plan-probe", Arch: "llama", NLayer: 1, NEmbd: heads * headDim, NFF: 256, NHead: heads,
-		NHeadKV: kvHeads, HeadDim: headDim, NVocab: 512, NCtx: 1024, RopeBase: 10000, Eps: 1e-5, Seed: 5,
+func profileSynthetic(threads int, sh shape) (map[string]float64, error) {
+	t := sh.t
+	spec := fixtures.Spec{Name: "plan-probe", Arch: "llama", NLayer: 1, NEmbd: sh.heads * sh.headDim, NFF: 256, NHead: sh.heads,
+		NHeadKV: sh.kvHeads, HeadDim: sh.headDim, NVocab: 512, NCtx: 1024, RopeBase: 10000, Eps: 1e-5, Seed: 5,
 		FileType: fixtures.FileF32, Types: fixtures.Pure(t, 1)}
+	if sh.experts > 0 { // Mixtral-style: the target's experts, as many used
+		spec.Experts, spec.ExpertsUsed, spec.NFF = sh.experts, sh.used, sh.ff
+	}
 	if ft, err := fixtures.FileTypeOf(t); err == nil {
 		spec.FileType = ft
 	}
@@ -128,7 +177,9 @@ func profileSynthetic(threads, heads, kvHeads, headDim int, t dtype.Type) (map[s
 	round := 0
 	var samples []sample
 	class := 0
+	var opsTime float64 // every op's time in the current step, matrices' too
 	ex.SetProfile(func(op *model.Op, d time.Duration) {
+		opsTime += d.Seconds()
 		if class == 0 || op.Kind == model.OpMatVec {
 			return
 		}
@@ -145,12 +196,21 @@ func profileSynthetic(threads, heads, kvHeads, headDim int, t dtype.Type) (map[s
 	}
 	s := mdl.NewSession()
 	defer func() { s.Close() }()
-	var attn [][4]float64 // class, keys, seconds, round
+	var attn [][4]float64                   // class, keys, seconds, round
+	steps := map[string]map[int][]float64{} // class → round → a step's time less its ops'
 	run := func(c int, f func() error) error {
-		class = c
+		class, opsTime = c, 0
 		start := len(samples)
+		t0 := time.Now()
 		err := f()
+		wall := time.Since(t0).Seconds()
 		class = 0
+		ops := opsTime
+		k := fmt.Sprint(c)
+		if steps[k] == nil {
+			steps[k] = map[int][]float64{}
+		}
+		steps[k][round] = append(steps[k][round], max(0, wall-ops))
 		for _, x := range samples[start:] {
 			if x.kind == "attention" {
 				attn = append(attn, [4]float64{float64(c), 0, x.secs, float64(round)})
@@ -213,6 +273,9 @@ func profileSynthetic(threads, heads, kvHeads, headDim int, t dtype.Type) (map[s
 		out["bytes "+k] = bytesOf[k]
 	}
 	out["launch"] = launch
+	for k, rounds := range steps {
+		out["step "+k] = leastMedian(rounds)
+	}
 	// attention: a + b·keys per row class, b from the one-row steps at two depths
 	shallow, deep := map[int][]float64{}, map[int][]float64{}
 	var ks, kd []float64

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -96,7 +97,8 @@ type step struct {
 type twinCost struct {
 	m       *machine.Machine
 	threads int
-	dram    bool // the model's matrices do not fit the caches: time them from host memory
+	dram    bool  // the model's matrices do not fit the caches: time them from host memory
+	set     int64 // the bytes of the matrices a step reads (in device layout): the working set
 	misc    *miscTimes
 	p       *model.Program
 }
@@ -111,13 +113,16 @@ func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Predic
 	snap := m.Snapshot()
 	var matrixBytes int64
 	for _, name := range matrixNames(p) {
-		matrixBytes += int64(len(p.Tensors[name].Data))
+		t := p.Tensors[name]
+		if l, err := repack.NewLayout(t.Type, t.Dims); err == nil {
+			matrixBytes += l.Size()
+		}
 	}
 	llc := snap.CPU.L3Bytes + int64(snap.CPU.PhysicalCores)*snap.CPU.L2Bytes
 	if llc <= 0 {
 		llc = 32 << 20
 	}
-	tc := &twinCost{m: m, threads: threads, dram: matrixBytes > llc/2, p: p}
+	tc := &twinCost{m: m, threads: threads, dram: matrixBytes > llc/2, set: matrixBytes, p: p}
 	var err error
 	if tc.misc, err = measureMisc(m, threads, p); err != nil {
 		return nil, err
@@ -127,8 +132,9 @@ func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Predic
 	if tc.dram {
 		where = "from host memory (the matrices are larger than the caches)"
 	}
-	pr.How = append(pr.How, fmt.Sprintf("every matrix shape of the Program timed on the twin's kernels with %d threads, %s, at 1, %d and %d rows", threads, where, w.TreeNodes, lp.Options.MaxRows),
-		fmt.Sprintf("the other ops, and a launch (%.1f µs), timed in a step of a small synthetic model with the same attention shape", tc.misc.launch*1e6))
+	pr.How = append(pr.How, fmt.Sprintf("every matrix shape of the Program timed on the twin's kernels with %d threads among copies as large as the model's %s of matrices (%s), at 1, %d and %d rows",
+		threads, machine.HumanBytes(matrixBytes), where, w.TreeNodes, lp.Options.MaxRows),
+		fmt.Sprintf("the other ops, and the step's own cost beyond its ops (%.0f µs a decode step), timed in steps of a small synthetic model with the same attention shape", tc.misc.step[1]*1e6))
 	depth := w.Prompt + w.Decode/2
 	dec, err := tc.stepTime(step{rows: 1, keys: depth + 1, outs: 1})
 	if err != nil {
@@ -242,7 +248,7 @@ func (tc *twinCost) stepTime(s step) (float64, error) {
 		}
 		t += d
 	}
-	return t, nil
+	return t + tc.misc.stepCost(s.rows), nil
 }
 
 // outHead reports whether op i is part of the output head (after the last layer's ops), which
@@ -263,6 +269,10 @@ func (tc *twinCost) opTime(op *model.Op, rows, keys int) (float64, error) {
 		t := tc.p.Tensors[op.Weight]
 		return tc.matvec(t.Type, op.Rows, op.Cols, rows)
 	case model.OpMoEMatVec, model.OpMoEGateUp, model.OpMoEDown:
+		if _, ok := tc.misc.kinds[op.Kind.String()]; ok {
+			// timed in the synthetic model's experts, scaled by the bytes a row reads
+			return tc.misc.other(op, rows), nil
+		}
 		// each slot is a row of one of the Used experts it was routed to; an expert read by
 		// several slots is read once for all of them
 		t := tc.p.Tensors[op.Weight]
@@ -312,8 +322,9 @@ func (tc *twinCost) matvec(t dtype.Type, rows, cols, n int) (float64, error) {
 	if limit := int(int64(32<<20) / max(1, rowBytes)); timed > limit {
 		timed = max(64, limit/64*64)
 	}
-	key := fmt.Sprintf("matvec %s %dx%d n%d t%d %s", t, timed, cols, c, tc.threads, map[bool]string{true: "memory", false: "cache"}[tc.dram])
-	s, err := tc.m.Rate(key, func() (float64, error) { return timeMatVec(tc.m, tc.threads, t, timed, cols, c, tc.dram) })
+	set := int64(1) << min(40, bits.Len64(uint64(max(1, tc.set-1)))) // the working set, to a power of two
+	key := fmt.Sprintf("matvec %s %dx%d n%d t%d set%d", t, timed, cols, c, tc.threads, set>>20)
+	s, err := tc.m.Rate(key, func() (float64, error) { return timeMatVec(tc.m, tc.threads, t, timed, cols, c, set) })
 	if err != nil {
 		return 0, err
 	}
@@ -334,10 +345,11 @@ func (tc *twinCost) matvec(t dtype.Type, rows, cols, n int) (float64, error) {
 }
 
 // timeMatVec times the twin's matvec of a rows × cols matrix of type t on n activation rows
-// with threads workers: the median of repeated launches, from enough copies of the matrix to
-// overflow the caches when dram is set. The matrix is one quantised row of random values,
-// repeated (the kernels' time does not depend on the values).
-func timeMatVec(m *machine.Machine, threads int, t dtype.Type, rows, cols, n int, dram bool) (float64, error) {
+// with threads workers: the fastest of repeated launches, round robin over enough copies of the
+// matrix to fill set bytes (at most 256 MiB, and an eighth of the memory budget), so that each
+// launch finds its matrix where the model's would be — in a cache, or in memory. The matrix is
+// one quantised row of random values, repeated (the kernels' time does not depend on them).
+func timeMatVec(m *machine.Machine, threads int, t dtype.Type, rows, cols, n int, set int64) (float64, error) {
 	f, err := kernels.Lookup(t)
 	if err != nil {
 		return 0, err
@@ -363,14 +375,12 @@ func timeMatVec(m *machine.Machine, threads int, t dtype.Type, rows, cols, n int
 		return 0, err
 	}
 	data = nil
-	copies := 1
-	if dram {
-		llc := m.CPU.L3Bytes + int64(m.CPU.PhysicalCores)*m.CPU.L2Bytes
-		copies = int(min(64, max(1, (4*llc)/int64(len(pk.Data))+1)))
-		if b := m.Budget() / 8; b > 0 {
-			copies = int(max(1, min(int64(copies), b/int64(len(pk.Data)))))
-		}
+	size := int64(len(pk.Data))
+	set = min(set, 256<<20)
+	if b := m.Budget() / 8; b > 0 {
+		set = min(set, b)
 	}
+	copies := int(min(256, max(1, (set+size-1)/size)))
 	b := cpu.New(threads)
 	defer b.Close()
 	ws := make([]device.Ptr, copies)
@@ -406,22 +416,21 @@ func timeMatVec(m *machine.Machine, threads int, t dtype.Type, rows, cols, n int
 			return 0, err
 		}
 	}
-	// three rounds of launches: each round's median, and the least of them (the machine may
-	// be busy with other work in one of them)
+	// five rounds of launches, apart: the fastest launch counts (the machine may be busy with
+	// other work; a launch it does not disturb shows the kernel's own time)
 	best := -1.0
-	for round := 0; round < 3; round++ {
-		var ts []float64
-		budget := time.Now().Add(60 * time.Millisecond)
-		for i := 0; len(ts) < 5 || len(ts) < 100 && time.Now().Before(budget); i++ {
+	for round := 0; round < 5; round++ {
+		budget := time.Now().Add(40 * time.Millisecond)
+		for i := 0; i < 3 || i < 50 && time.Now().Before(budget); i++ {
 			start := time.Now()
 			if err := launch(i); err != nil {
 				return 0, err
 			}
-			ts = append(ts, time.Since(start).Seconds())
+			if d := time.Since(start).Seconds(); best < 0 || d < best {
+				best = d
+			}
 		}
-		if m := median(ts); best < 0 || m < best {
-			best = m
-		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	return best, nil
 }
