@@ -134,7 +134,8 @@ func TestVerifyEqualsDecode(t *testing.T) {
 	for _, name := range testModels {
 		t.Run("model="+name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
-			m := load(t, name, 2, 16, 96)
+			// The verify session and one reference session at a time, each up to 58+16 positions.
+			m := loadWith(t, name, 2, engine.LoadOptions{MaxRows: 16, Context: 96, Sessions: 2})
 			nv := m.Program().Config.NVocab
 			short, long := randTokens(r, 13, nv), randTokens(r, 58, nv)
 			shapes := treeShapes(r)
