@@ -782,6 +782,9 @@ func TestRooflines(t *testing.T) {
 	if err := scheduleRoofline(filepath.Join(dir, "step.png"), "tiny-llama-q8_0", ex, 8, 128); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := run(t, "schedule", "--model", "tiny-llama-q8_0", "--context", "64", "--plot", filepath.Join(dir, "schedule.svg")); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"kernels.png", "step.png"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() < 10000 {
 			t.Errorf("%s: %v", name, err)

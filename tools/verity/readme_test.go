@@ -216,7 +216,7 @@ func TestREADMEExamples(t *testing.T) {
 					args[i] += ":" + scale
 				}
 			} else if !strings.Contains(a, "/") && (strings.HasSuffix(a, ".gguf") || strings.HasSuffix(a, ".f32") || strings.HasSuffix(a, ".json") ||
-				strings.HasSuffix(a, ".pprof") || strings.HasSuffix(a, ".db")) {
+				strings.HasSuffix(a, ".pprof") || strings.HasSuffix(a, ".db") || strings.HasSuffix(a, ".svg") || strings.HasSuffix(a, ".png")) {
 				args[i] = tmp(a) // an output file
 			}
 		}

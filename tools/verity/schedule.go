@@ -22,6 +22,7 @@ func newScheduleCmd() *cobra.Command {
 	var modelName string
 	var sms, rows, context int
 	var bandwidth, syncUS float64
+	var plotPath string
 	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "schedule [--model FILE|FIXTURE]",
@@ -72,6 +73,11 @@ plan, not a measurement: verity bench --megakernel measures.`,
 				return err
 			}
 			defer ex.Close()
+			if plotPath != "" {
+				if err := scheduleRoofline(plotPath, name, ex, rows, context); err != nil {
+					return err
+				}
+			}
 			cfg := megakernel.Config{SMs: sms}
 			s, err := ex.Schedule(rows, rows, rows*(context+1), cfg)
 			if err != nil {
@@ -129,6 +135,7 @@ plan, not a measurement: verity bench --megakernel measures.`,
 	cmd.Flags().IntVar(&context, "context", 2048, "positions of history each row attends to")
 	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 4300, "memory bandwidth in GB/s (an H200's measured copy rate is about 4300)")
 	cmd.Flags().Float64Var(&syncUS, "sync-us", 1, "µs per level: a dependency wait across SMs")
+	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": the step's launches on the card's roofline (flops and bytes against its bandwidth and compute)")
 	return cmd
 }
 
