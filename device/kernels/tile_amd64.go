@@ -18,7 +18,6 @@ var tileCPU = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpu
 // tileArgs is the tile forms' description of a tile (offsets read by tile_amd64.s).
 type tileArgs struct {
 	stride, plane, plane2, scale, f16b, blocks, xstride, ncols int64
-	offs                                                       [tileRows]int32
 	pf, pfn                                                    uintptr
 }
 
@@ -71,9 +70,6 @@ func newTileArgs(l *repack.Layout, w, xs, next []byte, xb, n int) tileArgs {
 	if len(next) > 0 {
 		a.pf = uintptr(unsafe.Pointer(&next[0]))
 		a.pfn = uintptr((len(next)+63)/64+int(l.Blocks)-1) / uintptr(l.Blocks)
-	}
-	for r := range a.offs {
-		a.offs[r] = int32(int64(r) * l.RowStride)
 	}
 	return a
 }

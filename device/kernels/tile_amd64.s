@@ -13,8 +13,8 @@
 //
 // tileArgs (tile_amd64.go), at BX:
 //	0 stride, 8 plane, 16 plane2, 24 scale, 32 f16b (bytes from a block's first fp16 field
-//	to its second), 40 blocks, 48 xstride, 56 ncols, 64 offs [16]int32 (row r at r·stride),
-//	128 pf (the next bytes to prefetch; 0: none), 136 pfn (64-byte lines per super-block)
+//	to its second), 40 blocks, 48 xstride, 56 ncols, 64 pf (the next bytes to prefetch; 0:
+//	none), 72 pfn (64-byte lines per super-block)
 //
 // Registers: SI, R8, R9, R10 rows 0…3 of the current super-block's plane; rows 4j+a are
 // j·4·stride further on (R11 = 4·stride, R12 = 12·stride); Z30 0x0f bytes, Z31 the row offsets.
@@ -96,19 +96,31 @@
 // Prefetch the next pfn lines from pf (the next tile, spread over the super-blocks of this
 // one: streaming rows without it runs at half the rate or less). Clobbers AX, CX.
 #define TILE_PREFETCH(label, done) \
-	MOVQ        128(BX), AX \
+	MOVQ        64(BX), AX  \
 	TESTQ       AX, AX      \
 	JZ          done        \
-	MOVQ        136(BX), CX \
+	MOVQ        72(BX), CX  \
 label:                      \
 	PREFETCHT0  (AX)        \
 	ADDQ        $64, AX     \
 	DECQ        CX          \
 	JNZ         label       \
-	MOVQ        AX, 128(BX) \
+	MOVQ        AX, 64(BX)  \
 done:
 
-// The tile prologue: row pointers, strides, constants; zeroes the ncols columns of acc.
+// 0 … 15, the rows of a tile (times the stride: their offsets).
+DATA tileIota<>+0(SB)/8, $0x0000000100000000
+DATA tileIota<>+8(SB)/8, $0x0000000300000002
+DATA tileIota<>+16(SB)/8, $0x0000000500000004
+DATA tileIota<>+24(SB)/8, $0x0000000700000006
+DATA tileIota<>+32(SB)/8, $0x0000000900000008
+DATA tileIota<>+40(SB)/8, $0x0000000b0000000a
+DATA tileIota<>+48(SB)/8, $0x0000000d0000000c
+DATA tileIota<>+56(SB)/8, $0x0000000f0000000e
+GLOBL tileIota<>(SB), RODATA|NOPTR, $64
+
+// The tile prologue: row pointers, strides, the rows' offsets (Z31), constants; zeroes the
+// ncols columns of acc.
 #define TILE_SETUP \
 	MOVQ         a+16(FP), BX         \
 	MOVQ         0(BX), R11           \
@@ -122,7 +134,9 @@ done:
 	SHLQ         $2, R11              \
 	MOVL         $0x0f0f0f0f, AX      \
 	VPBROADCASTD AX, Z30              \
-	VMOVDQU32    64(BX), Z31          \
+	MOVQ         0(BX), AX            \
+	VPBROADCASTD AX, Z31              \
+	VPMULLD      tileIota<>(SB), Z31, Z31 \
 	MOVQ         acc+24(FP), DI       \
 	MOVQ         56(BX), CX           \
 	SHLQ         $3, CX               \
