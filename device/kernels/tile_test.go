@@ -263,40 +263,42 @@ func BenchmarkMatVecSmall(b *testing.B) {
 	}
 }
 
-// BenchmarkTileCompute: the tile forms on a matrix that stays in a core's L2 (128 rows of 2048
-// values), 1 and 8 columns, one thread: their arithmetic rate, which the fastest launch shows
-// even on a busy machine.
+// BenchmarkTileCompute: the tile forms on matrices that stay in a core's L2 (128 rows of 2048
+// values; 256 of 256, a small model's), 1 and 8 columns, one thread: their arithmetic rate,
+// which the fastest launch shows even on a busy machine.
 func BenchmarkTileCompute(b *testing.B) {
 	r := rand.New(rand.NewPCG(47, 48))
 	be := cpu.New(1)
 	defer be.Close()
 	for _, wt := range []dtype.Type{dtype.Q4_K, dtype.Q5_K, dtype.Q6_K} {
 		f, _ := kernels.Lookup(wt)
-		const rows, cols = 128, 2048
-		l, _ := repack.NewLayout(wt, []int64{cols, rows})
-		w := make([]byte, l.Size())
-		for i := range w {
-			w[i] = byte(r.Uint32())
-		}
-		for row := 0; row < rows; row++ {
-			for i := int64(0); i < l.Blocks*l.F16Fields; i++ {
-				binary.LittleEndian.PutUint16(w[int64(row)*l.RowStride+l.F16Off+2*i:], uint16(r.IntN(0x3800)))
+		for _, shape := range [][2]int{{128, 2048}, {256, 256}} {
+			rows, cols := shape[0], shape[1]
+			l, _ := repack.NewLayout(wt, []int64{int64(cols), int64(rows)})
+			w := make([]byte, l.Size())
+			for i := range w {
+				w[i] = byte(r.Uint32())
 			}
-		}
-		wp := upload(b, be, w)
-		for _, n := range []int{1, 8} {
-			x := make([]byte, n*f.Act.RowBytes(cols))
-			for c := 0; c < n; c++ {
-				kernels.ConvertRow(f.Act, x[c*f.Act.RowBytes(cols):], randF32(r, cols, 1))
+			for row := 0; row < rows; row++ {
+				for i := int64(0); i < l.Blocks*l.F16Fields; i++ {
+					binary.LittleEndian.PutUint16(w[int64(row)*l.RowStride+l.F16Off+2*i:], uint16(r.IntN(0x3800)))
+				}
 			}
-			xp := upload(b, be, x)
-			yp, _ := be.Alloc(int64(4 * rows * n))
-			k, _ := kernels.MatVecFor(wt, n)
-			a := kernels.MatVecArgs{W: wp, X: xp, Y: yp, Rows: rows, Cols: cols, N: int32(n)}
-			b.Run(fmt.Sprintf("%s/n=%d", wt, n), func(b *testing.B) {
-				b.SetBytes(l.Size())
-				timeCalls(b, func() error { return device.Launch(be, k, a) })
-			})
+			wp := upload(b, be, w)
+			for _, n := range []int{1, 8} {
+				x := make([]byte, n*f.Act.RowBytes(cols))
+				for c := 0; c < n; c++ {
+					kernels.ConvertRow(f.Act, x[c*f.Act.RowBytes(cols):], randF32(r, cols, 1))
+				}
+				xp := upload(b, be, x)
+				yp, _ := be.Alloc(int64(4 * rows * n))
+				k, _ := kernels.MatVecFor(wt, n)
+				a := kernels.MatVecArgs{W: wp, X: xp, Y: yp, Rows: int32(rows), Cols: int32(cols), N: int32(n)}
+				b.Run(fmt.Sprintf("%s/%dx%d/n=%d", wt, rows, cols, n), func(b *testing.B) {
+					b.SetBytes(l.Size())
+					timeCalls(b, func() error { return device.Launch(be, k, a) })
+				})
+			}
 		}
 	}
 }
