@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -224,11 +223,11 @@ func TestScheduleOverlapsIndependentWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := two.Stats(megakernel.Config{SMs: 2, PartBytes: 1 << 30}); st.Instrs != 8 || st.Parts != 8 || st.Levels != 4 || st.Deps != 6 || st.Balanced != st.Estimate {
+	if st := two.Stats(); st.Instrs != 8 || st.Parts != 8 || st.Levels != 4 || st.Deps != 6 {
 		t.Errorf("two chains of four: stats %+v", st)
 	}
-	if r := float64(two.Estimate) / float64(one.Estimate); math.Abs(r-0.5) > 0.01 {
-		t.Errorf("two independent chains on 2 SMs: estimate %d, on 1 SM %d (ratio %.3f, want 0.5)", two.Estimate, one.Estimate, r)
+	if r := two.EstimateUS / one.EstimateUS; r < 0.5 || r > 0.52 { // a wake-up per level besides
+		t.Errorf("two independent chains on 2 SMs: estimate %.1f µs, on 1 SM %.1f µs (ratio %.3f, want 0.5)", two.EstimateUS, one.EstimateUS, r)
 	}
 	for i, in := range two.Instrs {
 		if in.Parts != 1 {

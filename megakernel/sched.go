@@ -2,6 +2,7 @@ package megakernel
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 
@@ -43,13 +44,20 @@ type Prefetch struct {
 
 // Config shapes a schedule.
 type Config struct {
-	SMs int // queues (streaming multiprocessors, or the VM's goroutines)
-	// PartBytes is the work that earns an instruction one more part (default 64 KiB: about
-	// 2 µs of one SM's share of an H200's bandwidth, 4.3 TB/s over 132 SMs).
+	SMs int // queues (thread blocks of the megakernel on a GPU, or the VM's goroutines)
+	// QueuesPerSM is how many of the queues share one SM (default: as few as the machine's
+	// SMs allow).
+	QueuesPerSM int
+	// Machine and Model are what placement costs parts with (default H200 and BytesModel):
+	// the cost model of model.go.
+	Machine *Machine
+	Model   PartModel
+	// MinPartUS is the shortest part worth an item of its own: an instruction gets as many
+	// parts as it has modelled time in units of this, up to one per queue and per block
+	// (default 2 µs, a few items' start).
+	MinPartUS float64
+	// PartBytes, if set, chooses parts by bytes instead: one per PartBytes moved.
 	PartBytes int64
-	// PartCost is the fixed cost of running one part, in bytes moved (default 16 KiB, about
-	// 0.5 µs there): the dependency wait and the part's start.
-	PartCost int64
 	// PrefetchBytes is how much of a part's stream (Op.Stream) its block asks the L2 for
 	// before it waits (default 64 KiB; negative: none).
 	PrefetchBytes int64
@@ -59,11 +67,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SMs < 1 || c.SMs > MaxSMs {
 		return c, fmt.Errorf("megakernel: %d SMs (1…%d allowed)", c.SMs, MaxSMs)
 	}
-	if c.PartBytes <= 0 {
-		c.PartBytes = 64 << 10
+	if c.Machine == nil {
+		m := H200
+		c.Machine = &m
 	}
-	if c.PartCost <= 0 {
-		c.PartCost = 16 << 10
+	if c.QueuesPerSM <= 0 {
+		c.QueuesPerSM = (c.SMs + c.Machine.SMs - 1) / c.Machine.SMs
+	}
+	if c.Model == nil {
+		c.Model = BytesModel{*c.Machine}
+	}
+	if c.MinPartUS <= 0 {
+		c.MinPartUS = 2
 	}
 	switch {
 	case c.PrefetchBytes == 0:
@@ -100,9 +115,9 @@ type Item struct {
 type Schedule struct {
 	Instrs []Instr
 	Queues [][]Item // one per SM, each in program order
-	// Estimate is the modelled length of the step, in bytes moved by the busiest SM
-	// (parts' bytes plus PartCost each, waits included).
-	Estimate int64
+	// EstimateUS is the modelled length of the step as placement saw it (µs; Predict gives
+	// it with its breakdown).
+	EstimateUS float64
 	// PrefetchBytes is Config.PrefetchBytes: each item's prefetch.
 	PrefetchBytes int64
 }
@@ -120,9 +135,11 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 	s := &Schedule{Instrs: make([]Instr, len(ops)), Queues: make([][]Item, cfg.SMs), PrefetchBytes: cfg.PrefetchBytes}
 	lastWrite := map[Resource]int{}
 	readers := map[Resource][]int{} // readers since the last write
-	finish := make([]int64, len(ops))
+	finish := make([]float64, len(ops))
 	reach := make([]bits, len(ops)) // reach[i]: the instructions i waits for, transitively
-	clock := make([]int64, cfg.SMs)
+	clock := make([]float64, cfg.SMs)
+	mc := *cfg.Machine
+	item, wake := mc.us(mc.ItemCycles), mc.us(mc.WakeCycles)
 	for i, op := range ops {
 		id, ok := ids[op.Kernel.Entry()]
 		if !ok {
@@ -199,26 +216,32 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 			readers[r] = nil
 		}
 
-		// Parts, and their placement: each on the SM that can start it first.
-		in.Parts = int(min(int64(cfg.SMs), int64(in.Blocks()), max(1, (in.Bytes+cfg.PartBytes-1)/cfg.PartBytes)))
-		var ready int64
+		// Parts, and their placement: each on the queue that can start it first. Every
+		// queue is therefore in program order.
+		if cfg.PartBytes > 0 {
+			in.Parts = int(min(int64(cfg.SMs), int64(in.Blocks()), max(1, (in.Bytes+cfg.PartBytes-1)/cfg.PartBytes)))
+		} else {
+			all, _ := cfg.Model.PartUS(in, 0, in.Blocks(), cfg.QueuesPerSM, cfg.SMs)
+			in.Parts = int(min(float64(cfg.SMs), float64(in.Blocks()), math.Max(1, math.Ceil(all/cfg.MinPartUS))))
+		}
+		var ready float64
 		for _, d := range in.Deps {
-			ready = max(ready, finish[d])
+			ready = max(ready, finish[d]+wake)
 		}
 		for p := 0; p < in.Parts; p++ {
-			lo, hi := device.Part(int(in.Bytes), p, in.Parts)
-			cost := int64(hi-lo) + cfg.PartCost
+			lo, hi := partBlocks(in, p)
+			cost, _ := cfg.Model.PartUS(in, lo, hi, cfg.QueuesPerSM, cfg.SMs)
 			best := 0
 			for sm := 1; sm < cfg.SMs; sm++ {
-				if max(clock[sm], ready) < max(clock[best], ready) {
+				if max(clock[sm]+item, ready) < max(clock[best]+item, ready) {
 					best = sm
 				}
 			}
-			clock[best] = max(clock[best], ready) + cost
+			clock[best] = max(clock[best]+item, ready) + cost
 			finish[i] = max(finish[i], clock[best])
 			s.Queues[best] = append(s.Queues[best], Item{Instr: int32(i), Part: int32(p)})
 		}
-		s.Estimate = max(s.Estimate, finish[i])
+		s.EstimateUS = max(s.EstimateUS, finish[i])
 	}
 	return s, nil
 }
@@ -246,21 +269,17 @@ func (b bits) or(c bits) {
 
 // Stats summarise a schedule.
 type Stats struct {
-	Instrs int   `json:"instructions"`
-	Parts  int   `json:"parts"`
-	Deps   int   `json:"dependencies"` // direct dependencies, all instructions
-	Levels int   `json:"levels"`       // the longest chain of dependent instructions
-	Bytes  int64 `json:"bytes"`        // moved by all instructions
-	// Estimate is Schedule.Estimate; Balanced is what it would be with every SM as busy as
-	// the average and no waiting (bytes over SMs, plus the parts' fixed costs).
-	Estimate int64 `json:"estimate_bytes"`
-	Balanced int64 `json:"balanced_bytes"`
+	Instrs     int     `json:"instructions"`
+	Parts      int     `json:"parts"`
+	Deps       int     `json:"dependencies"` // direct dependencies, all instructions
+	Levels     int     `json:"levels"`       // the longest chain of dependent instructions
+	Bytes      int64   `json:"bytes"`        // moved by all instructions
+	EstimateUS float64 `json:"estimate_us"`  // Schedule.EstimateUS
 }
 
-// Stats returns the schedule's summary; cfg must be the one it was built with.
-func (s *Schedule) Stats(cfg Config) Stats {
-	cfg, _ = cfg.withDefaults()
-	st := Stats{Instrs: len(s.Instrs), Estimate: s.Estimate}
+// Stats returns the schedule's summary.
+func (s *Schedule) Stats() Stats {
+	st := Stats{Instrs: len(s.Instrs), EstimateUS: s.EstimateUS}
 	level := make([]int, len(s.Instrs))
 	for i, in := range s.Instrs {
 		st.Parts += in.Parts
@@ -272,6 +291,5 @@ func (s *Schedule) Stats(cfg Config) Stats {
 		}
 		st.Levels = max(st.Levels, level[i])
 	}
-	st.Balanced = (st.Bytes + int64(st.Parts)*cfg.PartCost) / int64(len(s.Queues))
 	return st
 }

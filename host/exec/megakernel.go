@@ -78,8 +78,9 @@ type residentBlocks interface {
 
 // NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: the
 // backend's multiprocessors, or one per CPU for the Go VM). The CPU backend runs the Go VM;
-// a backend with multiprocessors runs the megakernel entry, one thread block per queue (there
-// sms may not exceed the multiprocessors: every block must be resident).
+// a backend with multiprocessors runs the megakernel entry, one thread block per queue: every
+// block must be resident, so sms may not exceed the blocks a GPU holds at once (several per
+// SM where registers and shared memory allow) or the PTX interpreter's workers.
 func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	if sms < 0 || sms > megakernel.MaxSMs {
 		return nil, fmt.Errorf("exec: %d megakernel SMs (1…%d allowed)", sms, megakernel.MaxSMs)
@@ -101,9 +102,6 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	if sms == 0 {
 		sms = min(n, megakernel.MaxSMs)
 	}
-	if sms > n {
-		return nil, fmt.Errorf("exec: a megakernel of %d SMs on %s, which runs %d blocks at once", sms, b.Name(), n)
-	}
 	if r, ok := b.(residentBlocks); ok { // a GPU: can every block be resident at once?
 		got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms)})
 		if err != nil {
@@ -112,8 +110,10 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 		if got < sms {
 			return nil, fmt.Errorf("exec: a megakernel of %d blocks on %s, which holds only %d of them at once", sms, b.Name(), got)
 		}
+	} else if sms > n {
+		return nil, fmt.Errorf("exec: a megakernel of %d SMs on %s, which runs %d blocks at once", sms, b.Name(), n)
 	}
-	return &deviceRunner{b: b, sms: sms}, nil
+	return &deviceRunner{b: b, sms: sms, qps: (sms + n - 1) / n, machineSMs: n}, nil
 }
 
 // deviceRunner runs streams with the megakernel entry, one thread block per queue. It keeps
@@ -124,6 +124,7 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 type deviceRunner struct {
 	b                      device.Backend
 	sms                    int
+	qps, machineSMs        int // queues per SM, and the device's SMs
 	spins                  uint32
 	stream, counters       device.Ptr
 	streamCap, countersCap int64
@@ -137,6 +138,9 @@ type deviceRunner struct {
 }
 
 func (r *deviceRunner) SMs() int { return r.sms }
+
+// layout is how the runner's queues lie on the device: its SMs and the queues on each.
+func (r *deviceRunner) layout() (sms, perSM int) { return r.machineSMs, r.qps }
 
 func (r *deviceRunner) Run(s *megakernel.Schedule) error {
 	if err := r.load(s); err != nil {
@@ -312,7 +316,13 @@ const keptSchedules = 8
 
 // UseMegakernel makes e run every step as one megakernel stream on r (see SetLauncher).
 func (e *Executor) UseMegakernel(r MegakernelRunner) *Megakernel {
-	m := &Megakernel{e: e, r: r, cfg: megakernel.Config{SMs: r.SMs()}}
+	cfg := megakernel.Config{SMs: r.SMs()}
+	if l, ok := r.(interface{ layout() (int, int) }); ok { // a device: place for its SMs
+		mc := megakernel.H200
+		mc.SMs, cfg.QueuesPerSM = l.layout()
+		cfg.Machine = &mc
+	}
+	m := &Megakernel{e: e, r: r, cfg: cfg}
 	e.SetLauncher(m)
 	return m
 }

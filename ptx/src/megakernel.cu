@@ -124,7 +124,9 @@ static __device__ __forceinline__ void mk_give_up(uint32_t *claim, volatile uint
 	__trap();
 }
 
-extern "C" __global__ void __launch_bounds__(MK_THREADS)
+// Two blocks fit each SM (at most 128 registers a thread, 2 × 32 KiB of shared memory), so a
+// launch may run two queues per SM (megakernel.Config.QueuesPerSM).
+extern "C" __global__ void __launch_bounds__(MK_THREADS, 2)
     megakernel(const uint32_t *stream, uint32_t *counters, volatile uint32_t *status, int32_t sms, uint32_t epoch,
                uint32_t spins) {
 	uint32_t *claim = counters, *done = counters + 1; // done[i]: instruction i's finished parts, all launches

@@ -617,11 +617,30 @@ func TestQuantizeTypeNames(t *testing.T) {
 func TestScheduleArguments(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--bandwidth", "0"}, {"--bandwidth", "-4300"}, {"--bandwidth", "NaN"}, {"--sms", "0"},
-		{"--rows", "0"}, {"--context", "-1"}, {"--sync-us", "-1"},
+		{"--rows", "0"}, {"--context", "-1"}, {"--queues-per-sm", "0"}, {"--queues-per-sm", "9"},
 	} {
 		if _, err := run(t, append([]string{"schedule", "--model", "no-model-needed"}, bad...)...); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("schedule %v: %v", bad, err)
 		}
+	}
+}
+
+// verity schedule reports the modelled step with its breakdown, as text and as JSON.
+func TestSchedule(t *testing.T) {
+	path := tinyModel(t, "tiny-llama-bf16")
+	out, err := run(t, "schedule", "--model", path, "--sms", "4", "--queues-per-sm", "2", "--context", "32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"on 4 SMs × 2 queues", "modelled, not measured", "levels", "the floor is", "item starts", "hand-offs",
+		"the critical path's parts by kernel: ", "matvec8_bf16_bf16"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	js, err := run(t, "schedule", "--model", path, "--sms", "4", "--json")
+	if err != nil || !strings.Contains(js, `"critical_path"`) || !strings.Contains(js, `"levels"`) {
+		t.Errorf("--json: %v\n%s", err, js)
 	}
 }
 

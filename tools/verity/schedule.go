@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,32 +21,53 @@ import (
 
 func newScheduleCmd() *cobra.Command {
 	var modelName string
-	var sms, rows, context int
-	var bandwidth, syncUS float64
+	var sms, qps, rows, context int
+	var bandwidth float64
+	var prefetch int64
+	var asJSON bool
+	var parts, card string
 	var plotPath string
 	var cache cacheFlags
 	cmd := &cobra.Command{
 		Use:   "schedule [--model FILE|FIXTURE]",
-		Short: "Compile one step for the megakernel and report its schedule and a modelled time",
+		Short: "Compile one step for the megakernel and report its schedule and its modelled time, with the breakdown",
 		Long: `Compile one step of a model — rows rows (a draft tree's nodes; 1 for decoding) over
-a history of --context positions — into the megakernel's instruction stream for --sms SMs, without
-running it, and report its instructions, parts, dependencies and levels (the longest chain of
-instructions that wait for each other), the bytes the busiest SM moves, and a modelled time: the
-busiest SM's bytes at its share of --bandwidth, plus --sync-us for each level. The model is a
-plan, not a measurement: verity bench --megakernel measures.`,
+a history of --context positions — into the megakernel's instruction stream for --sms SMs
+with --queues-per-sm thread blocks (queues) each, without running it, and report its
+instructions, parts, dependencies and levels (the longest chain of instructions that wait for
+each other), and the step's modelled time on an H200 with where it goes: the megakernel's
+cost model (megakernel/model.go) replays the schedule — each queue's items in order, every
+item paying its own start (reading its record, polling, two barriers), every wait for a
+dependency paying the hand-off (the release reaching L2, the poll seeing it), each part timed
+by the part model, the parts' weights prefetched into L2 while their blocks wait — and walks
+the critical path: its parts by kernel, its items' starts, its hand-offs. With --parts kernels
+(the default) each part is timed by the kernels' static model (device/perf, verity kernels):
+its bytes at the queue's share of the bandwidth, its warps' chain of waits over the warps the
+queue holds at once, its load/store cycles and instructions on its SM's share; with --parts
+bytes, by its bytes alone (a floor, blind to bytes in flight and issue limits). Every figure
+is modelled, not measured: verity bench --megakernel (and --protocol seed001) measures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case sms < 1:
-				return fmt.Errorf("--sms %d: want at least 1", sms)
+			case sms < 0:
+				return fmt.Errorf("--sms %d: want at least 1 (0: the card's)", sms)
+			case qps < 1 || max(sms, 132)*qps > megakernel.MaxSMs:
+				return fmt.Errorf("--queues-per-sm %d: want 1 or more, and at most %d queues in all", qps, megakernel.MaxSMs)
 			case rows < 1:
 				return fmt.Errorf("--rows %d: want at least 1", rows)
 			case context < 0:
 				return fmt.Errorf("--context %d: want 0 or more positions", context)
-			case !(bandwidth > 0) || math.IsInf(bandwidth, 0):
-				return fmt.Errorf("--bandwidth %g: want a positive rate in GB/s", bandwidth)
-			case !(syncUS >= 0) || math.IsInf(syncUS, 0):
-				return fmt.Errorf("--sync-us %g: want 0 or more µs", syncUS)
+			case !(bandwidth >= 0) || math.IsInf(bandwidth, 0):
+				return fmt.Errorf("--bandwidth %g: want a positive rate in GB/s (0: the card's)", bandwidth)
+			case parts != "kernels" && parts != "bytes":
+				return fmt.Errorf("--parts %q: want kernels or bytes", parts)
+			}
+			c, ok := perf.Cards[card]
+			if !ok {
+				return fmt.Errorf("--card %q: the cards are H200, H100 and A100", card)
+			}
+			if c.Arch != 90 && c.Arch != 80 {
+				return fmt.Errorf("--card %s: the megakernel does not run there", card)
 			}
 			path, name, err := resolveModel(modelName, cmd)
 			if err != nil {
@@ -78,117 +100,164 @@ plan, not a measurement: verity bench --megakernel measures.`,
 					return err
 				}
 			}
-			cfg := megakernel.Config{SMs: sms}
+			if bandwidth > 0 {
+				c.BandwidthGBs = bandwidth
+			}
+			if sms > 0 {
+				c.SMs = sms
+			}
+			m := megakernel.MachineFor(c)
+			var pm megakernel.PartModel = megakernel.BytesModel{Machine: m}
+			if parts == "kernels" {
+				pm = megakernel.NewKernelModel(c)
+			}
+			cfg := megakernel.Config{SMs: c.SMs * qps, QueuesPerSM: qps, Machine: &m, Model: pm, PrefetchBytes: prefetch}
 			s, err := ex.Schedule(rows, rows, rows*(context+1), cfg)
 			if err != nil {
 				return err
 			}
-			st := s.Stats(cfg)
-			perSM := bandwidth * 1e9 / float64(sms)
-			data := float64(st.Estimate) / perSM * 1e6
-			waits := float64(st.Levels) * syncUS
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s: a step of %d rows after %d positions, on %d SMs\n", name, rows, context, sms)
-			fmt.Fprintf(out, "  %d instructions in %d parts, %d dependencies, %d levels\n", st.Instrs, st.Parts, st.Deps, st.Levels)
-			fmt.Fprintf(out, "  %.1f MB moved; the busiest SM %.2f MB with waits and part costs (%.2f MB if perfectly balanced)\n",
-				float64(st.Bytes)/1e6, float64(st.Estimate)/1e6, float64(st.Balanced)/1e6)
-			fmt.Fprintf(out, "  modelled: %.0f µs on the busiest SM at %.0f GB/s + %.0f µs of waits at %.2f µs per level = %.0f µs\n",
-				data, bandwidth, waits, syncUS, data+waits)
-			if err := kernelModel(out, ex, s, rows, cfg, syncUS); err != nil {
+			pr, err := megakernel.Predict(s, m, qps, pm)
+			if err != nil {
 				return err
 			}
-			// where the bytes go, by kernel module
-			by := map[string]int64{}
-			for _, in := range s.Instrs {
-				by[megakernel.Kernels()[in.Kernel].Module()] += in.Bytes
+			st := s.Stats()
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					Model      string                `json:"model"`
+					Rows       int                   `json:"rows"`
+					Context    int                   `json:"context"`
+					Stats      megakernel.Stats      `json:"stats"`
+					Prediction megakernel.Prediction `json:"prediction"`
+				}{name, rows, context, st, pr})
 			}
-			mods := make([]string, 0, len(by))
-			for m := range by {
-				mods = append(mods, m)
-			}
-			sort.Slice(mods, func(i, j int) bool { return by[mods[i]] > by[mods[j]] })
-			fmt.Fprint(out, "  bytes by kernel module:")
-			for _, m := range mods {
-				fmt.Fprintf(out, " %s %.1f MB (%.0f%%)", m, float64(by[m])/1e6, 100*float64(by[m])/float64(st.Bytes))
-			}
-			fmt.Fprintln(out)
-			// the largest parts: work one SM does alone, which no SM count shortens
-			idx := make([]int, len(s.Instrs))
-			for i := range idx {
-				idx[i] = i
-			}
-			per := func(i int) float64 { return float64(s.Instrs[i].Bytes) / float64(s.Instrs[i].Parts) }
-			sort.Slice(idx, func(a, b int) bool { return per(idx[a]) > per(idx[b]) })
-			fmt.Fprint(out, "  largest parts:")
-			for _, i := range idx[:min(5, len(idx))] {
-				in := s.Instrs[i]
-				fmt.Fprintf(out, " %s (%s) %.0f KB × %d;", in.Name, megakernel.Kernels()[in.Kernel].Entry(), per(i)/1e3, in.Parts)
-			}
-			_, err = fmt.Fprintln(out)
-			return err
+			return printSchedule(out, s, st, pr, name, rows, context, qps, m, pm)
 		},
 	}
 	cmd.Flags().StringVar(&modelName, "model", defaultBenchModel, "GGUF file or fixture name")
 	cache.add(cmd)
-	cmd.Flags().IntVar(&sms, "sms", 132, "SMs (an H200 has 132)")
+	cmd.Flags().IntVar(&sms, "sms", 0, "SMs (0: the card's; an H200 has 132)")
+	cmd.Flags().StringVar(&card, "card", perf.DefaultCard, "the card modelled: H200, H100 or A100 (device/perf)")
+	cmd.Flags().StringVar(&parts, "parts", "kernels", "what times a part: kernels (the kernels' static model) or bytes (its bytes at a queue's share of the bandwidth)")
+	cmd.Flags().IntVar(&qps, "queues-per-sm", 1, "megakernel thread blocks (queues) per SM")
 	cmd.Flags().IntVar(&rows, "rows", 8, "rows in the step: a tree's nodes, 1 for decoding")
 	cmd.Flags().IntVar(&context, "context", 2048, "positions of history each row attends to")
-	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 4300, "memory bandwidth in GB/s (an H200's measured copy rate is about 4300)")
-	cmd.Flags().Float64Var(&syncUS, "sync-us", 1, "µs per level: a dependency wait across SMs")
+	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 0, "memory bandwidth in GB/s (0: the card's; an H200's measured copy rate is about 4300)")
+	cmd.Flags().Int64Var(&prefetch, "prefetch", 0, "bytes of its weights a part asks the L2 for before it waits (0: the default, 64 KiB; negative: none)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the statistics and the prediction as JSON")
 	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": the step's launches on the card's roofline (flops and bytes against its bandwidth and compute)")
 	return cmd
 }
 
-// kernelModel prints the step costed by the kernels' static model (device/perf) on its default
-// card: the ops' predicted times as eager launches, and the schedule s with each part timed by
-// the model (Prediction.PartUS, plus the schedule's part cost at the card's bandwidth),
-// replayed in its placement and order, each part starting when its SM is free and its
-// instruction's dependencies have finished.
-func kernelModel(out io.Writer, ex *exec.Executor, s *megakernel.Schedule, rows int, cfg megakernel.Config, syncUS float64) error {
-	ls, err := ex.Lower(rows, rows)
-	if err != nil {
-		return err
+// printSchedule writes the schedule's report.
+func printSchedule(out io.Writer, s *megakernel.Schedule, st megakernel.Stats, pr megakernel.Prediction, name string, rows, context, qps int,
+	m megakernel.Machine, pm megakernel.PartModel) error {
+	fmt.Fprintf(out, "%s: a step of %d rows after %d positions, on %d SMs × %d queues (%s, %.0f GB/s; modelled, not measured)\n",
+		name, rows, context, m.SMs, qps, m.Name, m.BandwidthGBs)
+	fmt.Fprintf(out, "  %d instructions in %d parts (items), %d dependencies, %d levels; the busiest queue runs %d items\n",
+		st.Instrs, st.Parts, st.Deps, st.Levels, pr.MaxItems)
+	fmt.Fprintf(out, "  %.1f MB moved: the floor is %.0f µs at %.0f GB/s\n", float64(st.Bytes)/1e6, pr.FloorUS, m.BandwidthGBs)
+	fmt.Fprintf(out, "  modelled: %.0f µs — the critical path's parts %.0f µs + its %d item starts %.0f µs (%.2f µs each) + its %d hand-offs %.0f µs (%.2f µs each) + the launch %.0f µs",
+		pr.US, pr.PartsUS, countStarts(pr), pr.ItemsUS, float64(m.ItemCycles)/(m.ClockGHz*1e3), pr.Handoffs, pr.WakesUS, float64(m.WakeCycles)/(m.ClockGHz*1e3), pr.LaunchUS)
+	if pr.FloorUS > pr.ScheduleUS {
+		fmt.Fprintf(out, " (the floor, %.0f µs, is longer than the path, %.0f µs)", pr.FloorUS, pr.ScheduleUS)
 	}
-	if len(ls) != len(s.Instrs) {
-		return fmt.Errorf("schedule: %d launches, %d instructions", len(ls), len(s.Instrs))
+	fmt.Fprintf(out, "; %.0f%% of the floor\n", 100*pr.FloorUS/pr.US)
+	fmt.Fprint(out, "  the critical path's parts by kernel:")
+	for _, k := range pr.Path {
+		fmt.Fprintf(out, " %s %.0f µs (%d parts, %s);", k.Entry, k.US, k.Parts, k.Limiter)
 	}
-	card := perf.Cards[perf.DefaultCard]
-	var eager, floor float64
-	preds := make([]perf.Prediction, len(ls))
-	for i, l := range ls {
-		if preds[i], err = perf.Predict(card, l.Kernel, l.Args); err != nil {
+	if km, ok := pm.(*megakernel.KernelModel); ok {
+		fmt.Fprintf(out, "\n  parts timed by %s, each kernel's part at the warps one queue holds", km)
+		if err := kernelRates(out, s, km, qps); err != nil {
 			return err
 		}
-		eager, floor = eager+preds[i].TimeUS, floor+preds[i].FloorUS
+	} else {
+		fmt.Fprintf(out, "\n  parts timed at a queue's share of the bandwidth, %.1f GB/s (blind to bytes in flight and issue limits)", m.BandwidthGBs/float64(m.SMs*qps))
 	}
-	pc := cfg.PartCost
-	if pc <= 0 {
-		pc = 16 << 10 // megakernel.Config's default
+	fmt.Fprintf(out, "; %.1f MB of weights prefetched into L2 while their blocks waited (%d KiB per item at most)\n",
+		float64(pr.Prefetched)/1e6, s.PrefetchBytes>>10)
+	// where the bytes go, by kernel module
+	by := map[string]int64{}
+	for _, in := range s.Instrs {
+		by[megakernel.Kernels()[in.Kernel].Module()] += in.Bytes
 	}
-	partCost := float64(pc) / (card.BandwidthGBs * 1e3 / float64(cfg.SMs)) // µs
-	clock := make([]float64, len(s.Queues))
-	finish := make([]float64, len(s.Instrs))
-	next := make([]int, len(s.Queues)) // each queue's next item
-	var end float64
-	for i, in := range s.Instrs {
-		var ready float64
-		for _, d := range in.Deps {
-			ready = max(ready, finish[d])
-		}
-		for sm, q := range s.Queues {
-			for next[sm] < len(q) && int(q[next[sm]].Instr) == i {
-				lo, hi := device.Part(in.Blocks(), int(q[next[sm]].Part), in.Parts)
-				clock[sm] = max(clock[sm], ready) + preds[i].PartUS(card, hi-lo) + partCost
-				finish[i] = max(finish[i], clock[sm])
-				next[sm]++
-			}
-		}
-		end = max(end, finish[i])
+	mods := make([]string, 0, len(by))
+	for m := range by {
+		mods = append(mods, m)
 	}
-	waits := float64(s.Stats(cfg).Levels) * syncUS
-	_, err = fmt.Fprintf(out, "  the kernels' static model (%s, modelled; verity kernels): the ops as eager launches %.0f µs (their floor %.0f µs, %.0f%%) plus a launch gap each; this schedule with each part timed by it %.0f µs + %.0f µs of waits = %.0f µs\n",
-		card.Name, eager, floor, 100*floor/eager, end, waits, end+waits)
+	sort.Slice(mods, func(i, j int) bool { return by[mods[i]] > by[mods[j]] })
+	fmt.Fprint(out, "  bytes by kernel module:")
+	for _, m := range mods {
+		fmt.Fprintf(out, " %s %.1f MB (%.0f%%)", m, float64(by[m])/1e6, 100*float64(by[m])/float64(st.Bytes))
+	}
+	fmt.Fprintln(out)
+	// the largest parts: work one queue does alone, which no SM count shortens
+	idx := make([]int, len(s.Instrs))
+	for i := range idx {
+		idx[i] = i
+	}
+	per := func(i int) float64 { return float64(s.Instrs[i].Bytes) / float64(s.Instrs[i].Parts) }
+	sort.Slice(idx, func(a, b int) bool { return per(idx[a]) > per(idx[b]) })
+	fmt.Fprint(out, "  largest parts:")
+	for _, i := range idx[:min(5, len(idx))] {
+		in := s.Instrs[i]
+		fmt.Fprintf(out, " %s (%s) %.0f KB × %d;", in.Name, megakernel.Kernels()[in.Kernel].Entry(), per(i)/1e3, in.Parts)
+	}
+	_, err := fmt.Fprintln(out)
 	return err
+}
+
+// kernelRates prints, for the kernels that move the most bytes, what one queue sustains on a
+// full part of them in the static model (GB/s against its share) and what limits it.
+func kernelRates(out io.Writer, s *megakernel.Schedule, km *megakernel.KernelModel, qps int) error {
+	type rate struct {
+		entry      string
+		bytes      int64
+		gbs, share float64
+		limiter    string
+	}
+	by := map[string]*rate{}
+	for i := range s.Instrs {
+		in := &s.Instrs[i]
+		entry := megakernel.Kernels()[in.Kernel].Entry()
+		r := by[entry]
+		if r == nil {
+			r = &rate{entry: entry}
+			by[entry] = r
+		}
+		r.bytes += in.Bytes
+		lo, hi := 0, (in.Blocks()+in.Parts-1)/in.Parts
+		us, lim := km.PartUS(in, lo, hi, qps, len(s.Queues))
+		if p := km.Prediction(in); p != nil && us > 0 && in.Bytes >= r.bytes-in.Bytes { // the largest instruction's part speaks for the kernel
+			r.gbs, r.limiter = float64(p.Bytes)*float64(hi-lo)/float64(p.Blocks)/us/1e3, lim
+		}
+	}
+	rs := make([]*rate, 0, len(by))
+	for _, r := range by {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(a, b int) bool { return rs[a].bytes > rs[b].bytes })
+	share := km.Card.BandwidthGBs / float64(km.Card.SMs*qps)
+	fmt.Fprintf(out, " (a queue's share of the bandwidth %.1f GB/s):", share)
+	for _, r := range rs[:min(4, len(rs))] {
+		if r.limiter != "" {
+			fmt.Fprintf(out, " %s %.1f GB/s (%.0f%%, %s);", r.entry, r.gbs, 100*r.gbs/share, r.limiter)
+		}
+	}
+	return nil
+}
+
+// countStarts is the items on the critical path that began after their queue's previous
+// item rather than after a dependency.
+func countStarts(pr megakernel.Prediction) int {
+	n := 0
+	for _, k := range pr.Path {
+		n += k.Parts
+	}
+	return n - pr.Handoffs
 }
 
 // planner is a backend that only hands out addresses: enough to lay a step out, never to run it.

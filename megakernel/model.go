@@ -1,0 +1,256 @@
+package megakernel
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"verity/device/perf"
+)
+
+// The cost model: what a schedule costs on a GPU, modelled — never measured. It replays the
+// schedule as the megakernel runs it (megakernel.cu): each queue's items in order, an item
+// starting when its queue has finished the one before and paid the item's own start, and its
+// instruction's dependencies have finished and woken it; a part's time comes from a
+// PartModel (the kernels' static model where one is given, else bytes at the queue's share
+// of the bandwidth). What limits the step is then read off the critical path: the chain of
+// items, each started by the one before it on its queue or by the dependency it waited for,
+// that ends last.
+
+// Machine is a GPU as the cost model sees it. The defaults (H200) are named and sourced here;
+// the first GPU run calibrates them.
+type Machine struct {
+	Name         string
+	SMs          int
+	ClockGHz     float64
+	BandwidthGBs float64 // the floor's: DRAM bytes read or written per second, in GB
+	// L2Latency and DRAMLatency are a load's latency under load, in cycles.
+	L2Latency, DRAMLatency int
+	// ItemCycles is the start of an item when nothing waits: the loop reads the item, its
+	// instruction and its dependencies (three dependent loads, from L2 or the read-only cache),
+	// polls each counter once (an acquire load), and meets at two barriers.
+	ItemCycles int
+	// WakeCycles is the time from a dependency's last part ending to a waiting block running:
+	// the release reduction reaching L2 behind the part's writes, and half a poll period (the
+	// loop polls back to back, then sleeps up to 256 ns between polls).
+	WakeCycles int
+	// LaunchUS is the launch itself: the driver's call and the blocks' start.
+	LaunchUS float64
+}
+
+// H200 is the design's card: the kernels' static model's H200 (device/perf/cards.go: 132 SMs
+// at 1.98 GHz; 4.3 TB/s, the device-to-device copy rate measured on the project's H200; 260
+// and 800 cycles of L2 and loaded DRAM latency from Hopper microbenchmarks) with the
+// megakernel loop's own costs (MachineFor).
+var H200 = MachineFor(perf.Cards["H200"])
+
+// The megakernel loop's costs on sm_90, from its SASS: an item's start is three dependent
+// loads (its record, its instruction, its dependencies; L2 or read-only-cache hits, counted
+// at L2 latency), one poll (an acquire load), two barriers (~40 cycles each) and ~100 issue
+// cycles: ≈ 1 220 cycles; a hand-off is two L2 trips (the release behind the part's writes,
+// the poll that sees it) and half a backed-off poll period (256 ns and an L2 trip): ≈ 900
+// cycles; a launch ≈ 4 µs (the driver's call and the blocks' start; to calibrate).
+const (
+	loopItemCycles = 1220
+	loopWakeCycles = 900
+	loopLaunchUS   = 4
+)
+
+func (m Machine) us(cycles int) float64 { return float64(cycles) / (m.ClockGHz * 1e3) }
+
+// queueShare is one queue's share of the bandwidth, in bytes per µs, when every SM runs qps
+// queues.
+func (m Machine) queueShare(qps int) float64 { return m.BandwidthGBs * 1e3 / float64(m.SMs*qps) }
+
+// A PartModel times parts: blocks [lo, hi) of instruction in, run by one queue of the
+// megakernel (one block of MaxThreads threads) while queuesPerSM queues share each SM and
+// queues run in all (at most the machine's SMs × queuesPerSM; fewer when the schedule uses
+// fewer). It returns µs and what limits them ("dram", "latency", "lsu", "issue").
+type PartModel interface {
+	PartUS(in *Instr, lo, hi, queuesPerSM, queues int) (us float64, limiter string)
+}
+
+// BytesModel times a part as its share of the instruction's bytes at a queue's share of the
+// machine's bandwidth (all SMs' queues busy): a floor, blind to bytes in flight and issue
+// limits. It stands in where the kernels' static model is not given.
+type BytesModel struct{ Machine Machine }
+
+func (b BytesModel) PartUS(in *Instr, lo, hi, qps, _ int) (float64, string) {
+	if in.Blocks() == 0 {
+		return 0, "dram"
+	}
+	bytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())
+	return bytes / b.Machine.queueShare(qps), "dram"
+}
+
+// Prediction is a schedule's modelled time and where it goes.
+type Prediction struct {
+	Machine     string  `json:"machine"`
+	Queues      int     `json:"queues"`
+	QueuesPerSM int     `json:"queues_per_sm"`
+	US          float64 `json:"us"`          // the step: the schedule's replay, or the floor if longer, plus the launch
+	ScheduleUS  float64 `json:"schedule_us"` // the replay: the last item's end
+	FloorUS     float64 `json:"floor_us"`    // every instruction's bytes at the bandwidth
+	LaunchUS    float64 `json:"launch_us"`
+	Bytes       int64   `json:"bytes"`
+	Items       int     `json:"items"`
+	MaxItems    int     `json:"max_items_per_queue"`
+	Levels      int     `json:"levels"`
+	// The critical path: the time of its parts, by kernel; of its items' starts; of its
+	// hand-offs (waits for a dependency: the wake-up, and the time a part waited beyond it
+	// because it started before its dependencies ended — imbalance); and how many hand-offs.
+	Path     []KernelTime `json:"critical_path"`
+	PartsUS  float64      `json:"parts_us"`
+	ItemsUS  float64      `json:"item_starts_us"`
+	WakesUS  float64      `json:"wakes_us"`
+	Handoffs int          `json:"handoffs"`
+	// Prefetched is the stream bytes the replay found in L2 when their parts began (fetched
+	// while their blocks waited).
+	Prefetched int64 `json:"prefetched_bytes"`
+}
+
+// KernelTime is a kernel's share of the critical path.
+type KernelTime struct {
+	Entry   string  `json:"entry"`
+	US      float64 `json:"us"`
+	Parts   int     `json:"parts"`
+	Limiter string  `json:"limiter"` // the limiter of its longest part on the path
+}
+
+// Predict replays s on machine m with queuesPerSM of its queues on each SM, timing parts with
+// pm (nil: BytesModel).
+func Predict(s *Schedule, m Machine, queuesPerSM int, pm PartModel) (Prediction, error) {
+	queues := len(s.Queues)
+	if queuesPerSM < 1 || queues > queuesPerSM*m.SMs {
+		return Prediction{}, fmt.Errorf("megakernel: %d queues on %d SMs at %d per SM", queues, m.SMs, queuesPerSM)
+	}
+	if pm == nil {
+		pm = BytesModel{m}
+	}
+	r := replay(s, m, queuesPerSM, pm)
+	p := Prediction{Machine: m.Name, Queues: queues, QueuesPerSM: queuesPerSM, LaunchUS: m.LaunchUS, Items: s.Items(),
+		Levels: s.Stats().Levels, Prefetched: r.prefetched}
+	for _, in := range s.Instrs {
+		p.Bytes += in.Bytes
+	}
+	for _, q := range s.Queues {
+		p.MaxItems = max(p.MaxItems, len(q))
+	}
+	p.FloorUS = float64(p.Bytes) / (m.BandwidthGBs * 1e3)
+	p.ScheduleUS = r.end
+	p.US = max(r.end, p.FloorUS) + m.LaunchUS
+	// walk the critical path back from the item that ends last
+	type onPath struct {
+		KernelTime
+		longest float64
+	}
+	by := map[string]*onPath{}
+	kernels := Kernels()
+	for it := r.last; it != nil; it = it.cause {
+		entry := kernels[s.Instrs[it.instr].Kernel].Entry()
+		k := by[entry]
+		if k == nil {
+			k = &onPath{KernelTime: KernelTime{Entry: entry}}
+			by[entry] = k
+		}
+		k.US += it.part
+		k.Parts++
+		if it.part >= k.longest {
+			k.longest, k.Limiter = it.part, it.limiter
+		}
+		p.PartsUS += it.part
+		if it.byDep {
+			p.WakesUS += it.start - it.causeEnd
+			p.Handoffs++
+		} else {
+			p.ItemsUS += it.start - it.causeEnd
+		}
+		if it.cause == nil {
+			p.ItemsUS += it.causeEnd // the first item's own start
+		}
+	}
+	for _, k := range by {
+		p.Path = append(p.Path, k.KernelTime)
+	}
+	sort.Slice(p.Path, func(a, b int) bool { return p.Path[a].US > p.Path[b].US })
+	return p, nil
+}
+
+// replayed is one item as the replay ran it.
+type replayed struct {
+	instr    int
+	start    float64 // when its part began
+	part     float64 // the part's time
+	limiter  string
+	cause    *replayed // what it started after: its queue's previous item, or the dependency that woke it
+	causeEnd float64   // when the cause ended
+	byDep    bool      // woken by a dependency
+}
+
+type replayResult struct {
+	end        float64
+	last       *replayed
+	prefetched int64
+}
+
+// replay runs s's items in the model. Instructions go in program order and each queue holds
+// its items in program order, so every item's dependencies have been replayed before it.
+func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
+	queues := len(s.Queues)
+	item, wake, share := m.us(m.ItemCycles), m.us(m.WakeCycles), m.queueShare(qps)
+	l2 := float64(m.L2Latency) / float64(m.DRAMLatency)
+	clock := make([]float64, queues)
+	prev := make([]*replayed, queues)
+	lastOf := make([]*replayed, len(s.Instrs)) // each instruction's part that ended last
+	next := make([]int, queues)
+	byInstr := make([][]int, len(s.Instrs)) // the queues holding each instruction's parts, in order
+	for q, items := range s.Queues {
+		for _, it := range items {
+			byInstr[it.Instr] = append(byInstr[it.Instr], q)
+		}
+	}
+	var res replayResult
+	for i := range s.Instrs {
+		in := &s.Instrs[i]
+		var ready float64
+		var dep *replayed
+		for _, d := range in.Deps {
+			if l := lastOf[d]; l != nil && l.start+l.part > ready {
+				ready, dep = l.start+l.part, l
+			}
+		}
+		for _, q := range byInstr[i] {
+			it := s.Queues[q][next[q]]
+			next[q]++
+			lo, hi := partBlocks(in, int(it.Part))
+			r := &replayed{instr: i, cause: prev[q], causeEnd: clock[q]}
+			free := clock[q] + item
+			start := free
+			if dep != nil && ready+wake > free {
+				start, r.cause, r.causeEnd, r.byDep = ready+wake, dep, ready, true
+			}
+			t, lim := pm.PartUS(in, lo, hi, qps, queues)
+			// what the block fetched into L2 while it waited (from its item's start on)
+			if pf := in.Prefetch; pf.Param >= 0 && s.PrefetchBytes > 0 && in.Bytes > 0 {
+				from, to := int64(lo)*pf.PerBlock, min(int64(hi)*pf.PerBlock, pf.Total)
+				want := min(max(to-from, 0), s.PrefetchBytes)
+				got := min(want, int64((start-clock[q])*share))
+				partBytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())
+				if got > 0 && partBytes > 0 {
+					f := math.Min(1, float64(got)/partBytes)
+					t = t*(1-f) + t*f*l2
+					res.prefetched += got
+				}
+			}
+			r.start, r.part, r.limiter = start, t, lim
+			clock[q], prev[q] = start+t, r
+			if lastOf[i] == nil || start+t > lastOf[i].start+lastOf[i].part {
+				lastOf[i] = r
+			}
+			if start+t > res.end {
+				res.end, res.last = start+t, r
+			}
+		}
+	}
+	return res
+}

@@ -1,0 +1,99 @@
+package megakernel_test
+
+import (
+	"math"
+	"testing"
+
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/megakernel"
+)
+
+// approx reports whether a and b agree to a part in a million.
+func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
+
+// The replay's arithmetic on schedules whose answer is known by hand: one part alone (its
+// start, its bytes at a queue's share, the launch); a chain of two on two queues (a wake-up
+// between them, one hand-off on the path); the second again, prefetching its stream while
+// it waits (the fetched fraction from L2, at its latency's ratio); and the placement's own
+// estimate equal to the replay of the schedule it built.
+func TestPredictKnownAnswers(t *testing.T) {
+	c := newChain(t, 1, 2, 0)
+	mv, _ := kernels.MatVec(dtype.F32)
+	m := megakernel.H200
+	us := func(cycles int) float64 { return float64(cycles) / (m.ClockGHz * 1e3) }
+	share := m.BandwidthGBs * 1e3 / float64(m.SMs) // bytes per µs, one queue per SM
+	const bytes = 1 << 20
+	op := func(name string, reads, writes int, stream bool) megakernel.Op {
+		o := megakernel.Op{Name: name, Kernel: mv, Args: kernels.MatVecArgs{W: c.bufs[0], X: c.bufs[1], Y: c.bufs[0], Rows: chainCols, Cols: chainCols, N: 1},
+			Reads: []megakernel.Resource{megakernel.Resource(reads)}, Writes: []megakernel.Resource{megakernel.Resource(writes)}, Bytes: bytes}
+		if stream {
+			o.Stream = &megakernel.Stream{Param: 0, Bytes: bytes}
+		}
+		return o
+	}
+
+	one, err := megakernel.Build([]megakernel.Op{op("a", 1, 2, false)}, megakernel.Config{SMs: 1, PartBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := megakernel.Predict(one, m, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := bytes / share
+	if want := us(m.ItemCycles) + part + m.LaunchUS; !approx(p.US, want) || !approx(p.PartsUS, part) || !approx(p.ItemsUS, us(m.ItemCycles)) || p.Handoffs != 0 {
+		t.Errorf("one part: %+v, want %.3f µs", p, want)
+	}
+	if !approx(p.FloorUS, bytes/(m.BandwidthGBs*1e3)) || len(p.Path) != 1 || p.Path[0].Entry != mv.Entry() || p.Path[0].Limiter != "dram" {
+		t.Errorf("one part: floor %.3f, path %+v", p.FloorUS, p.Path)
+	}
+
+	for _, stream := range []bool{false, true} {
+		two, err := megakernel.Build([]megakernel.Op{op("a", 1, 2, false), op("b", 2, 3, stream)}, megakernel.Config{SMs: 2, PartBytes: 1 << 30, PrefetchBytes: bytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(two.Queues[0]) != 1 || len(two.Queues[1]) != 1 {
+			t.Fatalf("two parts on two queues: %v", two.Queues)
+		}
+		p, err := megakernel.Predict(two, m, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := part
+		if stream { // b's block waits item + part while a runs and fetches at its share meanwhile
+			waited := us(m.ItemCycles) + part + us(m.WakeCycles)
+			f := math.Min(1, waited*share/bytes)
+			second = part*(1-f) + part*f*float64(m.L2Latency)/float64(m.DRAMLatency)
+			if p.Prefetched != int64(math.Min(bytes, waited*share)) {
+				t.Errorf("prefetched %d bytes, want %.0f", p.Prefetched, math.Min(bytes, waited*share))
+			}
+		}
+		want := us(m.ItemCycles) + part + us(m.WakeCycles) + second
+		if !approx(p.ScheduleUS, want) || p.Handoffs != 1 || !approx(p.WakesUS, us(m.WakeCycles)) || !approx(p.PartsUS, part+second) {
+			t.Errorf("a chain of two (stream %v): %+v, want %.3f µs", stream, p, want)
+		}
+	}
+
+	c2 := newChain(t, 8, 4, 40)
+	for _, sms := range []int{1, 3, 8} {
+		s, err := megakernel.Build(c2.ops, megakernel.Config{SMs: sms, PrefetchBytes: -1}) // placement does not count prefetches
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := megakernel.Predict(s, m, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !approx(p.ScheduleUS, s.EstimateUS) {
+			t.Errorf("%d SMs: replay %.3f µs, placement's estimate %.3f µs", sms, p.ScheduleUS, s.EstimateUS)
+		}
+		if sum := p.PartsUS + p.ItemsUS + p.WakesUS; !approx(sum, p.ScheduleUS) {
+			t.Errorf("%d SMs: the critical path's parts, starts and wakes add up to %.3f µs, the replay %.3f µs", sms, sum, p.ScheduleUS)
+		}
+	}
+	if _, err := megakernel.Predict(one, m, 0, nil); err == nil {
+		t.Error("0 queues per SM accepted")
+	}
+}

@@ -1,0 +1,89 @@
+package megakernel
+
+import (
+	"fmt"
+
+	"verity/device"
+	"verity/device/perf"
+)
+
+// MachineFor is the cost model's machine for a card of the kernels' static model: its SMs,
+// clock, bandwidth and latencies are the card's (device/perf/cards.go, where they are sourced);
+// the loop's own costs are read off the megakernel's sm_90 SASS (model.go).
+func MachineFor(c perf.Card) Machine {
+	return Machine{Name: c.Name, SMs: c.SMs, ClockGHz: c.ClockGHz, BandwidthGBs: c.BandwidthGBs, L2Latency: c.L2Latency,
+		DRAMLatency: c.DRAMLatency, ItemCycles: loopItemCycles, WakeCycles: loopWakeCycles, LaunchUS: loopLaunchUS}
+}
+
+// KernelModel is the PartModel of the kernels' static model (device/perf): each instruction
+// predicted as its own launch (registers, the SASS's chain of waits, load/store cycles and
+// instructions per warp), and a part of it timed as the megakernel runs it — the part's
+// blocks on one queue, whose thread block of MaxThreads threads holds as many of the
+// instruction's blocks at once as fit in groups of whole warps, sharing its SM's bandwidth,
+// load/store path and issue slots with the SM's other queues. A part's time is the largest of
+//
+//	DRAM     its bytes at a queue's share of the bandwidth
+//	latency  its warps' lifetimes over the warps the queue holds at once (Little's law)
+//	lsu      its load/store cycles, the SM's path shared by its queues
+//	issue    its instructions over the SM's schedulers, shared likewise
+//
+// Instructions the static model has no facts for fall back to BytesModel.
+type KernelModel struct {
+	Card  perf.Card
+	preds map[*Instr]*perf.Prediction
+}
+
+// NewKernelModel returns the static model's PartModel on card c.
+func NewKernelModel(c perf.Card) *KernelModel {
+	return &KernelModel{Card: c, preds: map[*Instr]*perf.Prediction{}}
+}
+
+// Prediction is the static model's prediction of in as an eager launch (nil if it has none).
+func (k *KernelModel) Prediction(in *Instr) *perf.Prediction {
+	if p, ok := k.preds[in]; ok {
+		return p
+	}
+	var pp *perf.Prediction
+	spec := Kernels()[in.Kernel]
+	if args, err := device.Unflatten(spec.ArgsType(), in.Params); err == nil {
+		if p, err := perf.Predict(k.Card, spec, args); err == nil {
+			pp = &p
+		}
+	}
+	k.preds[in] = pp
+	return pp
+}
+
+func (k *KernelModel) PartUS(in *Instr, lo, hi, qps, queues int) (float64, string) {
+	p := k.Prediction(in)
+	if p == nil || p.Blocks <= 0 || p.WarpsPerBlock <= 0 {
+		return BytesModel{MachineFor(k.Card)}.PartUS(in, lo, hi, qps, queues)
+	}
+	c := k.Card
+	n := float64(hi - lo)
+	clock := c.ClockGHz * 1e3 // cycles per µs
+	warps := n * float64(p.WarpsPerBlock)
+	groups := max(1, MaxThreads/(p.WarpsPerBlock*32)) // the instruction's blocks one queue holds at once
+	resident := min(n, float64(groups)) * float64(p.WarpsPerBlock)
+	times := []struct {
+		us   float64
+		name string
+	}{
+		{float64(p.Bytes) * n / float64(p.Blocks) / (c.BandwidthGBs * 1e3 / float64(c.SMs*qps)), "dram"},
+		{warps * p.WarpCycles / resident / clock, "latency"},
+		{warps * p.WarpLSUCycles * float64(qps) / clock, "lsu"},
+		{warps * p.WarpInstrs / float64(c.Schedulers) * float64(qps) / clock, "issue"},
+	}
+	best := times[0]
+	for _, t := range times[1:] {
+		if t.us > best.us {
+			best = t
+		}
+	}
+	return best.us, best.name
+}
+
+// String names the model.
+func (k *KernelModel) String() string {
+	return fmt.Sprintf("the kernels' static model (device/perf, %s)", k.Card.Name)
+}
