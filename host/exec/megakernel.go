@@ -76,8 +76,9 @@ type residentBlocks interface {
 	ResidentBlocks(k device.Spec, args any) (int, error)
 }
 
-// NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: the
-// backend's multiprocessors, or one per CPU for the Go VM). The CPU backend runs the Go VM;
+// NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: on
+// a GPU as many as it holds at once, up to two per SM; the PTX interpreter's workers; one per
+// CPU for the Go VM). The CPU backend runs the Go VM;
 // a backend with multiprocessors runs the megakernel entry, one thread block per queue: every
 // block must be resident, so sms may not exceed the blocks a GPU holds at once (several per
 // SM where registers and shared memory allow) or the PTX interpreter's workers.
@@ -95,6 +96,7 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	if !ok {
 		return nil, fmt.Errorf("exec: no megakernel on %s: %w", b.Name(), device.ErrUnsupported)
 	}
+	auto := sms == 0
 	n, err := m.Multiprocessors()
 	if err != nil {
 		return nil, fmt.Errorf("exec: megakernel on %s: %w", b.Name(), err)
@@ -106,6 +108,11 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 		got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms)})
 		if err != nil {
 			return nil, fmt.Errorf("exec: megakernel on %s: %w", b.Name(), err)
+		}
+		if auto {
+			// as many queues as the GPU holds, up to two per SM (the megakernel's launch
+			// bounds): while one block waits, the other's warps keep the SM's loads in flight
+			sms = min(got, 2*n, megakernel.MaxSMs)
 		}
 		if got < sms {
 			return nil, fmt.Errorf("exec: a megakernel of %d blocks on %s, which holds only %d of them at once", sms, b.Name(), got)

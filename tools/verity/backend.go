@@ -21,7 +21,7 @@ const backendHelp = backend.Help
 // megakernelHelp and smsHelp describe the megakernel flags.
 const (
 	megakernelHelp = "run each step as one megakernel stream (the Go VM on cpu) instead of one launch per op"
-	smsHelp        = "the megakernel's queues: SMs on a GPU, goroutines for the Go VM (0: one per SM or CPU)"
+	smsHelp        = "the megakernel's queues: thread blocks on a GPU, goroutines for the Go VM (0: two per SM where they fit, one per CPU)"
 )
 
 // layersHelp describes the --layers values.

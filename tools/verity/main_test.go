@@ -616,7 +616,7 @@ func TestQuantizeTypeNames(t *testing.T) {
 
 func TestScheduleArguments(t *testing.T) {
 	for _, bad := range [][]string{
-		{"--bandwidth", "0"}, {"--bandwidth", "-4300"}, {"--bandwidth", "NaN"}, {"--sms", "0"},
+		{"--bandwidth", "-4300"}, {"--bandwidth", "NaN"}, {"--sms", "-1"}, {"--parts", "guess"}, {"--card", "K80"}, {"--card", "nope"},
 		{"--rows", "0"}, {"--context", "-1"}, {"--queues-per-sm", "0"}, {"--queues-per-sm", "9"},
 	} {
 		if _, err := run(t, append([]string{"schedule", "--model", "no-model-needed"}, bad...)...); err == nil || !strings.Contains(err.Error(), bad[0]) {
