@@ -29,6 +29,10 @@
 #                8-node verify after 2048 positions, eager with the per-op profile, then the
 #                megakernel), llama-1b-bf16 at that depth (beside PyTorch's), then the cost
 #                curves, speculative and batched decoding on the small models and at 128
+#   seed001-*    verity bench --protocol seed001 at its full shape (Llama-3.2-1B, bf16, 8-node
+#                trees after 2048 positions; weights drawn in memory, no fixture): µs per
+#                call, the seed's grade and wrong variants, every node against its path's
+#                decoding; the megakernel, then the eager executor
 #   torchref     tools/torchref.py: PyTorch on the same model shape and GPU, the peer
 #   split        the goldens split across two contexts and across the GPU and the twin
 #   real-sizes   every kernel against its twin at real model sizes
@@ -401,11 +405,13 @@ test_phase megakernel 60 '^TestMegakernelGoldens$'
 if ! grep -q '"name":"megakernel","kind":"test","status":"\(pass\|fail\)"' "$work/phases.jsonl"; then
 	mk_bad="the megakernel phase did not run to its end"
 fi
+bench_phase seed001-megakernel 100 "" -- --protocol seed001 --megakernel --calls 4
 bench_phase bench-target 90 llama-1b-q4_k_m -- --model llama-1b-q4_k_m --prompt 2048 --ops 16
 bench_phase bench-target-megakernel 60 llama-1b-q4_k_m -- --megakernel --model llama-1b-q4_k_m --prompt 2048
 peer_phase torchref 75
 bench_phase bench-bf16 60 llama-1b-bf16 -- --model llama-1b-bf16 --prompt 2048 -r 2
 bench_phase bench-bf16-megakernel 45 llama-1b-bf16 -- --megakernel --model llama-1b-bf16 --prompt 2048 -r 2
+bench_phase seed001 100 "" -- --protocol seed001 --calls 4
 bench_phase bench-1b 75 llama-1b-q4_k_m -- --model llama-1b-q4_k_m --widths 1,2,4,8,16,32,64 --spec 0.9,0.8,0.7,0.6,0.5 --batch 1,8,64
 bench_phase bench-small 60 small-llama-q4_k_m,small-q35moe-q4_k_m -- --model small-llama-q4_k_m --model small-q35moe-q4_k_m \
 	--widths 1,8,64 --ops 16 --spec 0.9,0.8,0.7 --batch 1,8

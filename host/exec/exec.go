@@ -16,13 +16,16 @@
 package exec
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"verity/device"
 	"verity/device/dtype"
 	"verity/device/kernels"
+	"verity/device/num"
 	"verity/host/model"
 	"verity/repack"
 )
@@ -927,54 +930,78 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 }
 
 // WriteKV writes the keys and values of cache slots slot … slot+n−1 of attention layer layer,
-// n = len(k)/KVDim rows of KVDim values each (k and v alike), in the cache's element type.
+// n = len(k)/KVDim rows of KVDim values each (k and v alike), in the cache's element types
+// (rounded to nearest even, as the K/V store rounds).
 func (e *Executor) WriteKV(layer, slot int, k, v []float32) error {
-	kp, vp, n, err := e.kvRange(layer, slot, k, v)
-	if err != nil {
+	kp, vp, err := e.kvRange(layer, slot, k, v)
+	if err != nil || len(k) == 0 {
 		return err
 	}
-	if n == 0 {
-		return nil
-	}
-	if err := e.b.Write(kp, device.F32Bytes(k)); err != nil {
+	if err := e.b.Write(kp, cacheBytes(e.p.CacheK, k)); err != nil {
 		return err
 	}
-	return e.b.Write(vp, device.F32Bytes(v))
+	return e.b.Write(vp, cacheBytes(e.p.CacheV, v))
 }
 
 // ReadKV reads cache slots slot … slot+n−1 of attention layer layer into k and v, n =
-// len(k)/KVDim.
+// len(k)/KVDim, widened exactly from the cache's element types.
 func (e *Executor) ReadKV(layer, slot int, k, v []float32) error {
-	kp, vp, n, err := e.kvRange(layer, slot, k, v)
-	if err != nil {
+	kp, vp, err := e.kvRange(layer, slot, k, v)
+	if err != nil || len(k) == 0 {
 		return err
 	}
-	if n == 0 {
-		return nil
+	for _, c := range []struct {
+		t   dtype.Type
+		p   device.Ptr
+		dst []float32
+	}{{e.p.CacheK, kp, k}, {e.p.CacheV, vp, v}} {
+		b := make([]byte, len(c.dst)*c.t.BlockBytes())
+		if err := e.b.Read(b, c.p); err != nil {
+			return err
+		}
+		for i := range c.dst {
+			switch c.t {
+			case dtype.F16:
+				c.dst[i] = num.F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+			case dtype.BF16:
+				c.dst[i] = num.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+			default:
+				c.dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+		}
 	}
-	if err := e.b.Read(device.F32Bytes(k), kp); err != nil {
-		return err
-	}
-	return e.b.Read(device.F32Bytes(v), vp)
+	return nil
 }
 
-// kvRange checks a WriteKV or ReadKV and returns where its rows lie ([NSlots][KVDim] float32
-// per layer).
-func (e *Executor) kvRange(layer, slot int, k, v []float32) (kp, vp device.Ptr, n int, err error) {
-	d := e.p.KVDim
-	if e.p.CacheK != dtype.F32 || e.p.CacheV != dtype.F32 {
-		return 0, 0, 0, fmt.Errorf("exec: WriteKV and ReadKV take float32 caches, not %s keys and %s values", e.p.CacheK, e.p.CacheV)
+// cacheBytes is x in cache element type t: float32, or f16/bf16 rounded to nearest even.
+func cacheBytes(t dtype.Type, x []float32) []byte {
+	if t == dtype.F32 {
+		return device.F32Bytes(x)
 	}
+	b := make([]byte, 2*len(x))
+	for i, f := range x {
+		h := num.F32ToBF16(f)
+		if t == dtype.F16 {
+			h = num.F32ToF16(f)
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], h)
+	}
+	return b
+}
+
+// kvRange checks a WriteKV or ReadKV and returns where its rows lie: [NSlots][KVDim] elements
+// of the cache's types per layer.
+func (e *Executor) kvRange(layer, slot int, k, v []float32) (kp, vp device.Ptr, err error) {
+	d := e.p.KVDim
 	if layer < 0 || layer >= len(e.kcache) || e.kcache[layer] == 0 {
-		return 0, 0, 0, fmt.Errorf("exec: layer %d has no K/V cache here", layer)
+		return 0, 0, fmt.Errorf("exec: layer %d has no K/V cache here", layer)
 	}
 	if len(k) != len(v) || d == 0 || len(k)%d != 0 {
-		return 0, 0, 0, fmt.Errorf("exec: %d keys and %d values are not whole rows of %d", len(k), len(v), d)
+		return 0, 0, fmt.Errorf("exec: %d keys and %d values are not whole rows of %d", len(k), len(v), d)
 	}
-	n = len(k) / d
+	n := len(k) / d
 	if slot < 0 || slot+n > e.opt.NSlots {
-		return 0, 0, 0, fmt.Errorf("exec: cache slots %d … %d outside %d", slot, slot+n-1, e.opt.NSlots)
+		return 0, 0, fmt.Errorf("exec: cache slots %d … %d outside %d", slot, slot+n-1, e.opt.NSlots)
 	}
-	off := device.Ptr(slot * d * 4)
-	return e.kcache[layer] + off, e.vcache[layer] + off, n, nil
+	return e.kcache[layer] + device.Ptr(slot*d*e.p.CacheK.BlockBytes()), e.vcache[layer] + device.Ptr(slot*d*e.p.CacheV.BlockBytes()), nil
 }

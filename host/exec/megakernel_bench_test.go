@@ -8,6 +8,7 @@ import (
 	"verity/host/exec"
 	"verity/host/gguf"
 	"verity/host/model"
+	"verity/megakernel"
 )
 
 // null is a backend that hands out addresses and runs nothing: what the host does for a step,
@@ -36,12 +37,9 @@ func (n *null) Close() error                                 { return nil }
 func (n *null) Multiprocessors() (int, error)                { return 132, nil }
 func (n *null) ResidentBlocks(device.Spec, any) (int, error) { return 132, nil }
 
-// BenchmarkMegakernelHostStep is the host's work for one step of the design's target — an
-// 8-node tree verify after 2048 positions of llama-1b-bf16 on 132 SMs, as one megakernel
-// launch — on a backend that runs nothing: writing the step's inputs, lowering its ops,
-// finding (or building) its schedule and launching it. The driver's own time for the copies
-// and the launch is not in it, nor reading the logits back (they stay on the device).
-func BenchmarkMegakernelHostStep(b *testing.B) {
+// target is the design's target step on the null backend: an executor of llama-1b-bf16 with
+// room for 8 rows after 2048 positions, and one such step's inputs (a chain of 8 nodes).
+func target(b *testing.B) (*exec.Executor, exec.Step) {
 	if testing.Short() {
 		b.Skip("generates llama-1b-bf16 (2.3 GB) on first use")
 	}
@@ -53,7 +51,7 @@ func BenchmarkMegakernelHostStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	b.Cleanup(func() { f.Close() })
 	p, err := model.Build(f)
 	if err != nil {
 		b.Fatal(err)
@@ -63,12 +61,7 @@ func BenchmarkMegakernelHostStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
-	r, err := exec.NewMegakernelRunner(e.Backend(), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.UseMegakernel(r)
+	b.Cleanup(func() { e.Close() })
 	s := exec.Step{}
 	for i := 0; i < rows; i++ {
 		keys := make([]int32, 0, history+rows)
@@ -84,6 +77,38 @@ func BenchmarkMegakernelHostStep(b *testing.B) {
 		s.Keys = append(s.Keys, keys)
 		s.OutRows = append(s.OutRows, int32(i))
 	}
+	return e, s
+}
+
+// BenchmarkMegakernelBuild is what a step of the design's target cost the host before
+// schedules were kept: lowering its ops, building its schedule for 132 queues and encoding
+// the stream.
+func BenchmarkMegakernelBuild(b *testing.B) {
+	e, _ := target(b)
+	cfg := megakernel.Config{SMs: 132}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		s, err := e.Schedule(8, 8, 8*2049, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = s.Encode()
+	}
+}
+
+// BenchmarkMegakernelHostStep is the host's work for one step of the design's target — an
+// 8-node tree verify after 2048 positions of llama-1b-bf16 on 132 SMs, as one megakernel
+// launch — on a backend that runs nothing: writing the step's inputs, lowering its ops,
+// finding (or building) its schedule and launching it. The driver's own time for the copies
+// and the launch is not in it, nor reading the logits back (they stay on the device).
+func BenchmarkMegakernelHostStep(b *testing.B) {
+	e, s := target(b)
+	r, err := exec.NewMegakernelRunner(e.Backend(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.UseMegakernel(r)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

@@ -172,6 +172,9 @@ func BuildModel(w *Weights, kv KVCache, cfg Config, maxSeq int, opt Options) (*M
 	if err != nil {
 		return nil, fmt.Errorf("treeverify: %w", err)
 	}
+	if err := p.SetCacheTypes(dtype.BF16, dtype.BF16); err != nil { // the seed's cache
+		return nil, fmt.Errorf("treeverify: %w", err)
+	}
 	e, err := exec.New(opt.Backend, p, exec.Options{MaxRows: Nodes, NSlots: maxSeq})
 	if err != nil {
 		return nil, fmt.Errorf("treeverify: %w", err)
@@ -285,7 +288,7 @@ func u16Bytes(v []uint16) []byte {
 }
 
 // LoadKV writes positions [from, to) of every layer of kv into the model's cache (keys in the
-// model's adjacent-pair order; the values exactly, bf16 in float32).
+// model's adjacent-pair order), which holds bf16 as the seed's does.
 func (m *Model) LoadKV(kv KVCache, from, to int) error {
 	c := m.cfg
 	if from < 0 || to > m.maxSeq || from > to {
@@ -311,7 +314,7 @@ func (m *Model) LoadKV(kv KVCache, from, to int) error {
 }
 
 // ReadKV reads cache positions [from, to) of layer l, keys and values in the seed's layout
-// ([n_kv][to−from][hd], keys in rotate-half order), as the cache holds them (float32).
+// ([n_kv][to−from][hd], keys in rotate-half order), widened from the cache's bf16.
 func (m *Model) ReadKV(l, from, to int) (k, v []float32, err error) {
 	c := m.cfg
 	if l < 0 || l >= c.Layers || from < 0 || to > m.maxSeq || from > to {

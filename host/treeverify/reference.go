@@ -16,13 +16,14 @@ const Tolerance = 6.5e-2
 
 // Reference computes the seed's model in float64 from the same weights and cache, in Hugging
 // Face's layout and rotate-half RoPE — independent of Verity's Program, kernels and
-// permuted layout. It keeps its own cache, float64, appending each tree's keys and values.
+// permuted layout. It keeps its own cache, appending each tree's keys and values rounded to
+// bf16 as the seed's cache stores them, and computes everything else in float64.
 type Reference struct {
 	cfg    Config
 	w      *Weights
 	maxSeq int
 	k, v   [][]float64 // per layer, [slot][n_kv·hd] (rotate-half order)
-	Round  bool        // round appended keys and values to bf16, as a bf16 cache stores them
+	Round  bool        // round appended keys and values to bf16, as the seed's cache stores them (NewReference sets it)
 }
 
 // NewReference returns the reference for w with positions [0, history) of cache kv committed.
@@ -33,7 +34,7 @@ func NewReference(w *Weights, kv KVCache, cfg Config, maxSeq int) (*Reference, e
 	if err := w.check(cfg); err != nil {
 		return nil, err
 	}
-	r := &Reference{cfg: cfg, w: w, maxSeq: maxSeq, k: make([][]float64, cfg.Layers), v: make([][]float64, cfg.Layers)}
+	r := &Reference{cfg: cfg, w: w, maxSeq: maxSeq, k: make([][]float64, cfg.Layers), v: make([][]float64, cfg.Layers), Round: true}
 	d := cfg.NKV * cfg.HD
 	for l := range r.k {
 		r.k[l], r.v[l] = make([]float64, maxSeq*d), make([]float64, maxSeq*d)

@@ -124,9 +124,11 @@ static __device__ __forceinline__ void mk_give_up(uint32_t *claim, volatile uint
 	__trap();
 }
 
-// Two blocks fit each SM (at most 128 registers a thread, 2 × 32 KiB of shared memory), so a
-// launch may run two queues per SM (megakernel.Config.QueuesPerSM).
-extern "C" __global__ void __launch_bounds__(MK_THREADS, 2)
+// One block of MK_THREADS per SM is all the launch bounds promise: with every body inlined
+// ptxas gives the kernel up to 255 registers (attention's chunked body needs them; at 128, two
+// blocks per SM, it spills ~1.7 KB), so a GPU holds one queue per SM unless a build of fewer
+// bodies fits two (the runner asks the driver how many fit).
+extern "C" __global__ void __launch_bounds__(MK_THREADS)
     megakernel(const uint32_t *stream, uint32_t *counters, volatile uint32_t *status, int32_t sms, uint32_t epoch,
                uint32_t spins) {
 	uint32_t *claim = counters, *done = counters + 1; // done[i]: instruction i's finished parts, all launches

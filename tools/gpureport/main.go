@@ -468,9 +468,13 @@ func (r *Report) ratios() {
 		for _, v := range []struct{ bench, what string }{
 			{"bench-bf16", "Verity eager, llama-1b-bf16"}, {"bench-bf16-megakernel", "Verity megakernel, llama-1b-bf16"},
 			{"bench-target", "Verity eager, llama-1b-q4_k_m"}, {"bench-target-megakernel", "Verity megakernel, llama-1b-q4_k_m"},
+			{"seed001", "Verity eager, seed001 protocol"}, {"seed001-megakernel", "Verity megakernel, seed001 protocol"},
 		} {
 			row := r.benchRow(v.bench)
 			ms := num(row, "verify_ms_per_tree")
+			if us := num(row, "us_per_call"); us > 0 { // the seed's protocol: µs per call
+				ms = us / 1000
+			}
 			if row == nil || ms <= 0 {
 				continue
 			}
@@ -880,6 +884,20 @@ func benches(w io.Writer, r *Report) {
 			continue
 		}
 		for _, row := range b.Rows {
+			if _, ok := row["us_per_call"]; ok { // verity bench --protocol seed001
+				verdict := "PASS"
+				if g, _ := row["graded"].(bool); !g || num(row, "decode_equal") != num(row, "decode_nodes") {
+					verdict = "FAIL"
+				}
+				caught := "caught"
+				if c, _ := row["wrong_caught"].(bool); !c {
+					caught = "NOT all caught"
+				}
+				fmt.Fprintf(w, "  %-24s seed001 protocol: %.0f µs per call, %.0f verified positions/s, %.0f%% of the floor; error %.2e (gate %.1e), %d/%d nodes bit-identical to decoding — %s; wrong variants %s\n",
+					b.Name, num(row, "us_per_call"), num(row, "verified_positions_per_s"), 100*num(row, "of_floor"), num(row, "max_error"),
+					num(row, "tolerance"), int(num(row, "decode_equal")), int(num(row, "decode_nodes")), verdict, caught)
+				continue
+			}
 			fmt.Fprintf(w, "  %-24s %-22s %6d %9.1f %9.1f %10.3f %8.1f %5.0f%%\n", b.Name, str(row, "model"), int(num(row, "prompt_tokens")),
 				num(row, "prefill_tok_s"), num(row, "decode_tok_s"), num(row, "verify_ms_per_tree"), num(row, "decode_gb_s"),
 				100*num(row, "bandwidth_fraction"))

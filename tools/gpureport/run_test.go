@@ -33,10 +33,11 @@ fixture)
 	[ "${STANDIN_GEN:-ok}" = fail ] && { echo "fixture $1: stand-in failure" >&2; exit 1; }
 	mkdir -p "$VERITY_CACHE/fixtures" && echo x >"$VERITY_CACHE/fixtures/$1.gguf" && echo "$VERITY_CACHE/fixtures/$1.gguf" ;;
 bench)
-	json= models= mk=0 prompt=128
+	json= models= mk=0 prompt=128 protocol=
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--json-out) json=$2; shift ;;
+		--protocol) protocol=$2; shift ;;
 		--model) models="$models $2"; shift ;;
 		--prompt) prompt=$2; shift ;;
 		--megakernel) mk=1 ;;
@@ -50,6 +51,7 @@ bench)
 	fail) echo "bench: stand-in failure" >&2; exit 1 ;;
 	esac
 	sep= rows=
+	[ -n "$protocol" ] && rows="{\"us_per_call\":640,\"verified_positions_per_s\":12500,\"of_floor\":0.93,\"max_error\":0.011,\"tolerance\":0.065,\"graded\":true,\"decode_nodes\":8,\"decode_equal\":8,\"wrong_caught\":true,\"megakernel\":$([ $mk = 1 ] && echo true || echo false)}"
 	for m in $models; do
 		ms=0.9; [ $mk = 1 ] && ms=0.7
 		rows="$rows$sep{\"model\":\"$m\",\"backend\":\"cuda:0\",\"prompt_tokens\":$prompt,\"prefill_tok_s\":9000,\"decode_tok_s\":600,\"verify_ms_per_tree\":$ms,\"decode_gb_s\":2500,\"bandwidth_fraction\":0.58,\"verify_curve\":[{\"nodes\":1,\"ms\":0.5},{\"nodes\":8,\"ms\":$ms}],\"ops\":[{\"name\":\"matvec q4_K\",\"share\":0.7,\"gb_s\":3000},{\"name\":\"attention\",\"share\":0.2,\"gb_s\":900}]}"
@@ -237,8 +239,8 @@ func (r dryRun) want(t *testing.T, texts ...string) {
 }
 
 // allPhases are the runner's phases in order.
-var allPhases = []string{"smoke", "conformance", "goldens", "forward", "bandwidth", "megakernel", "bench-target",
-	"bench-target-megakernel", "torchref", "bench-bf16", "bench-bf16-megakernel", "bench-1b", "bench-small",
+var allPhases = []string{"smoke", "conformance", "goldens", "forward", "bandwidth", "megakernel", "seed001-megakernel", "bench-target",
+	"bench-target-megakernel", "torchref", "bench-bf16", "bench-bf16-megakernel", "seed001", "bench-1b", "bench-small",
 	"bench-small-megakernel", "split", "real-sizes", "jit", "megakernel-stall", "fault"}
 
 // Everything passes: every phase runs, the report has every section and the ratios, the
@@ -267,6 +269,8 @@ func TestDryRunAllPass(t *testing.T) {
 		"modules: 2 sm_90 cubin", "megakernel: 128 registers", "JIT of the PTX (no compute cache): 1 modules in 21.0 s (megakernel 21.0 s)",
 		"cubins vs JIT-compiled PTX: 40 kernels compared, 0 differ", "fault test: CUDA_ERROR_ILLEGAL_ADDRESS",
 		"bench-target-megakernel", "llama-1b-q4_k_m", "verify ms by nodes: 1:0.50 8:0.70",
+		"seed001-megakernel       seed001 protocol: 640 µs per call, 12500 verified positions/s, 93% of the floor; error 1.10e-02 (gate 6.5e-02), 8/8 nodes bit-identical to decoding — PASS; wrong variants caught",
+		"verify, Verity megakernel, seed001 protocol: 640 µs → ",
 		"PyTorch peer (torch 2.11.0, NVIDIA H200, same call): 8-node verify after 2048: eager 9100 µs, CUDA graph 3150 µs",
 		"verify, Verity megakernel, llama-1b-bf16: 700 µs → 13.00× torch eager, 4.50× torch CUDA graph",
 		"matvec bf16, 1 column(s): cuBLAS (best model shape) vs Verity: 3800 vs 3100 GB/s → Verity 0.82×",
@@ -348,7 +352,7 @@ func TestDryRunMegakernelStall(t *testing.T) {
 func TestDryRunMegakernelHang(t *testing.T) {
 	t.Parallel()
 	r := runCheck(t, []string{"STANDIN=TestMegakernelGoldens=hang", "STANDIN_MK=hang"}, 0, "--deadline", "40")
-	for _, name := range []string{"bench-target-megakernel", "bench-bf16-megakernel", "bench-small-megakernel"} {
+	for _, name := range []string{"seed001-megakernel", "bench-target-megakernel", "bench-bf16-megakernel", "bench-small-megakernel"} {
 		if p := r.phase(name); p.Status != "skipped" || !strings.Contains(p.Reason, "megakernel phase did not run to its end") {
 			t.Errorf("phase %s: %+v", name, p)
 		}

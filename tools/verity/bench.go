@@ -72,7 +72,7 @@ interleaved with Verity (-r rounds of one run each), and prints both with the ra
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if proto.name != "" {
-				return runProtocol(cmd, proto, backend, threadList[0], megakernel, sms, asJSON || format == "json")
+				return runProtocol(cmd, proto, backend, threadList[0], megakernel, sms, asJSON || format == "json", jsonOut)
 			}
 			if len(models) == 0 {
 				models = []string{defaultBenchModel}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"verity/bench"
+	"verity/host/atomicfile"
 	"verity/host/treeverify"
 )
 
@@ -48,7 +49,7 @@ func (p *protocolFlags) register(cmd *cobra.Command) {
 }
 
 // runProtocol runs --protocol and prints its report.
-func runProtocol(cmd *cobra.Command, p protocolFlags, backend string, threads int, megakernel bool, sms int, asJSON bool) error {
+func runProtocol(cmd *cobra.Command, p protocolFlags, backend string, threads int, megakernel bool, sms int, asJSON bool, jsonOut string) error {
 	if p.name != "seed001" {
 		return fmt.Errorf("--protocol %q: the protocols are seed001", p.name)
 	}
@@ -90,6 +91,11 @@ func runProtocol(cmd *cobra.Command, p protocolFlags, backend string, threads in
 		return err
 	}
 	out := cmd.OutOrStdout()
+	if jsonOut != "" { // as a list of one, like the bench's rows
+		if err := writeJSONValue(jsonOut, []*bench.Seed001Result{r}); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -156,4 +162,19 @@ func printSeed001(w io.Writer, r *bench.Seed001Result, shape, probe string) erro
 	_, err := fmt.Fprintf(w, "every node's row bit-identical to decoding its path: %d of %d nodes — %s\n", r.DecodeEqual, r.DecodeNodes,
 		verdict(r.DecodeEqual == r.DecodeNodes))
 	return err
+}
+
+// writeJSONValue writes v as indented JSON to path, atomically.
+func writeJSONValue(path string, v any) error {
+	f, err := atomicfile.Create(path, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return f.Commit()
 }
