@@ -371,7 +371,7 @@ func draftTree(n int, tok func() int32) engine.Tree {
 func StepBytes(p *model.Program, rows, keys int) int64 {
 	var n int64
 	for _, op := range p.Ops {
-		n += op.WeightBytes + int64(rows)*op.BytesPerRow + int64(rows*keys)*op.BytesPerKey
+		n += op.WeightBytes + int64(rows)*op.BytesPerRow + int64(rows*op.KeysRead(keys))*op.BytesPerKey
 	}
 	return n
 }

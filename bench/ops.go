@@ -69,7 +69,7 @@ func ProfileOps(e *engine.Engine, prompt, steps int, tok func() int32) ([]OpTime
 		}
 		a.calls++
 		a.d += d
-		a.bytes += float64(op.WeightBytes + op.BytesPerRow + int64(keys)*op.BytesPerKey)
+		a.bytes += float64(op.WeightBytes + op.BytesPerRow + int64(op.KeysRead(keys))*op.BytesPerKey)
 	})
 	defer pr.SetProfile(nil)
 	for i := 0; i < steps; i++ {

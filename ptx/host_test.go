@@ -126,7 +126,7 @@ func TestHostScalars(t *testing.T) {
 		binary.LittleEndian.PutUint32(in[4*i:], x)
 	}
 	out := runHost(t, "scalar", in)
-	const per = 12
+	const per = 14
 	if len(out) != 4*per*len(xs) {
 		t.Fatalf("host gave %d bytes for %d inputs", len(out), len(xs))
 	}
@@ -152,6 +152,8 @@ func TestHostScalars(t *testing.T) {
 			}
 			return uint32(int32(math.Round(float64(x)))), true
 		}},
+		{"tanh32", func(x float32, _ uint32) (uint32, bool) { return bits(num.Tanh32(x)), true }},
+		{"gelu32", func(x float32, _ uint32) (uint32, bool) { return bits(num.GELU32(x)), true }},
 	}
 	for k, f := range funcs {
 		bad := 0

@@ -23,10 +23,10 @@ var PtxasFlags = []string{"-O3"}
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "b3dbec1e3c23ef9327c04f9e9f65422bfd59e6d97c1f707e996de4bc46eb14be",
+	"src/act.cu":               "ce2cae6afef3d8e8c901dd08c7eb6f4f0103d59cd45960e41a2117c9b35723ca",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "29d12151baca7145cadbcb907829d98b802ce2504abe9989ed1a7bb7c798afef",
-	"src/elementwise.cu":       "804b8d72e66ac40b519043399780724aedd1c661867311fc16fcc3b7e0a63da2",
+	"src/attention.cu":         "2d74c582d4903a36914f692542a0033d496b1cedf01ec4d884d813a531726728",
+	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
@@ -39,23 +39,23 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "ebd24cb59ae06e436b4253cff5e6fd29f3004b27f185c3a041590a7aa8e9eb00",
-	"src/megakernel_table.cuh": "a583c7a3a3b3a3df5bd378d21b4a0224251fc65754ac06fd3c9fd5b8bfb1fe57",
+	"src/megakernel_table.cuh": "d2124f06a8666e93bc7e2f69933477261eed475f50a8e2d9f14bfe61b4741327",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
-	"src/num.cuh":              "6390fea1866bbe9e9b8a2f3427198a15d8269c960288314d5b76a5fbae8ad094",
+	"src/num.cuh":              "cf15380e2317665b388227a150befc5467842f79725ddd9e5460d3e1b2a27427",
 	"src/packed.cuh":           "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "983ad53e75e6c50d22b3ead3558a8a12951b6ba59dc4fd15509927dfb4454a03",
+	"act.ptx":         "8e5e46473b8ea5dc7978db70c6c3e611a1e11ed5d02495596651b27e657fc33a",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "8d180641d8b2913e56c322c691274b77564588c00e366ee7a05a38b5fe0367aa",
-	"elementwise.ptx": "0b976c6382683b32e55ccb2b39e2eb57a911b324aeb6a591ce5ccd0756800bf9",
+	"attention.ptx":   "e500a2f255eb59597957743e9a13ffa3593a56dfed0a0fad576917b8af956385",
+	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
 	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "24a938db9e4cd9ddd9a11f04870d9a52ffbadf7eb987830729c8e8adae479182",
+	"megakernel.ptx":  "ad14155d7c53990df9c74e0a2247e337534851283273eb05595d987995fa6eba",
 	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -65,16 +65,16 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "c779bee2c79274bd9d7867178e3022769b5bf4c9a145b6797898006bb8f433e4",
-		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
+		sha256:  "86c036bf3dcaf9a5f177fef64dc0edeee8082cf7a5943bbba33bb452c2c191eb",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_80.cubin": {
-		sha256:  "5458890a779dabe2dc69862010344ffac73e74903f4074960d901b6649b06493",
-		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
+		sha256:  "2ac263b8c62873090be1fd44d45f4f0666b7867baa2a2a03458b6d0b95be2d43",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_90.cubin": {
-		sha256:  "2d9eb0f2d2e4cec7d5742f528bc75888de4b91e63556b3a36bc946464075b15b",
-		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
+		sha256:  "6f25120f74cc449ed464b29b7ffaffd552de86fe7df5fcd0acbedba6e691de0b",
+		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
 		sha256:  "3d0b8ff3b5b54f0b6c4fb90454470643edf50b4d03f71fac01d1409e3d320352",
@@ -89,28 +89,28 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "a7c2aa03047a771ce54c494ac2fa17926e03b447126e381e5cf34cc1291d969e",
+		sha256:  "5aad798ae4722f94c28aae1c168e2bfcaaf3d7eb8e454be253008bee5211b752",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "c3d14918a5ed705b58b1fb0bde4c8a3d637f99beeb726c44f368c5a81f19cc16",
+		sha256:  "c2f11e8d775d526417936a4a15212c67af071f03ea71e5e1a73997ce5b78245c",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "0f7971da30cb326b6686562683ab568e0c6ce0bf573f0467f470b3fea61345f8",
+		sha256:  "4fedd6d720632d23300359849f71d07815727fea64026c304aaa7c14391d8428",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
-		sha256:  "2bfb5f156b94ecb7f6e52842d5c049f7270d80cdde3f460257816b8ccece689c",
-		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
+		sha256:  "f665f909365e416818a7691fef63c07352c26cb4cce6a4f2d7318eb90b55d487",
+		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "geglu_f32", "scale_f32", "sigmoid_mul_f32", "softcap_f32", "swiglu_f32"},
 	},
 	"elementwise.sm_80.cubin": {
-		sha256:  "da39c3d73b8061e1800c16dd2eadeaa504265d5fe0a07a4c526bc8bc53beb27f",
-		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
+		sha256:  "d71974c1c0289231c8108003865e414f99fb20dc7320f8fed84a8f0e15fddca1",
+		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "geglu_f32", "scale_f32", "sigmoid_mul_f32", "softcap_f32", "swiglu_f32"},
 	},
 	"elementwise.sm_90.cubin": {
-		sha256:  "53b89ab99b7aff6dff6df26e06bc7c6bee65641e266095ed7533fc5169a2fa41",
-		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "sigmoid_mul_f32", "swiglu_f32"},
+		sha256:  "1b36e9c359b0fc8b6f0285e76fde0cae08d005c41a1f5f0a87b74b5d90de71d0",
+		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "geglu_f32", "scale_f32", "sigmoid_mul_f32", "softcap_f32", "swiglu_f32"},
 	},
 	"embed.sm_37.cubin": {
 		sha256:  "f4c8d3216e5c8b4b983a81461708b7edfe3f16500f11c0899e268c3122fb92d3",
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "9846bbe575a0efca41f803b268136772674c08627592f4b132fbb7a589efc592",
+		sha256:  "454bba9c28328cb9c150eded5b678b86d1c113df0e1a485dd17276e9f8da60e8",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "b9224ab389c07ce8cc1a142fabc9df14db63f923cb4d93679413216d2b394e32",
+		sha256:  "9c0a11643993ceaefcb9ec96cd23506e08627600be946f3e86afea22126ddbc4",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -225,6 +225,11 @@ var entries = []Entry{
 	{Module: "act", Name: "act_q8_0", Params: []string{"u64", "u64", "u32", "u32"}},
 	{Module: "act", Name: "act_q8_1", Params: []string{"u64", "u64", "u32", "u32"}},
 	{Module: "act", Name: "act_q8_K", Params: []string{"u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "geglu_act_bf16", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "geglu_act_f16", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "geglu_act_q8_0", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "geglu_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
+	{Module: "act", Name: "geglu_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "act", Name: "rmsnorm_act_bf16", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
 	{Module: "act", Name: "rmsnorm_act_f16", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
 	{Module: "act", Name: "rmsnorm_act_q8_0", Params: []string{"u64", "u64", "u64", "u32", "u32", "f32"}},
@@ -241,12 +246,15 @@ var entries = []Entry{
 	{Module: "act", Name: "swiglu_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "act", Name: "swiglu_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "argmax", Name: "argmax_f32", Params: []string{"u64", "u64", "u32", "u32"}},
-	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32"}},
+	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32", "u32", "f32"}},
 	{Module: "attention", Name: "kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_bias_f32", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_f32", Params: []string{"u64", "u64", "u64", "u32"}},
 	{Module: "elementwise", Name: "gather_f32", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},
+	{Module: "elementwise", Name: "geglu_f32", Params: []string{"u64", "u64", "u64", "u32"}},
+	{Module: "elementwise", Name: "scale_f32", Params: []string{"u64", "u64", "u32", "f32"}},
 	{Module: "elementwise", Name: "sigmoid_mul_f32", Params: []string{"u64", "u64", "u64", "u32"}},
+	{Module: "elementwise", Name: "softcap_f32", Params: []string{"u64", "u64", "u32", "f32"}},
 	{Module: "elementwise", Name: "swiglu_f32", Params: []string{"u64", "u64", "u64", "u32"}},
 	{Module: "embed", Name: "embed_bf16", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},
 	{Module: "embed", Name: "embed_f16", Params: []string{"u64", "u64", "u64", "u32", "u32", "u32"}},

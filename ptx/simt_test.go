@@ -175,7 +175,7 @@ func values(rng *rand.Rand, n int, scale float64, specials bool) []float32 {
 
 func TestSIMTElementwise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 1))
-	for _, k := range []*device.Kernel[kernels.BinaryArgs]{kernels.Add, kernels.SwiGLU, kernels.SigmoidMul} {
+	for _, k := range []*device.Kernel[kernels.BinaryArgs]{kernels.Add, kernels.SwiGLU, kernels.SigmoidMul, kernels.GeGLU} {
 		for _, inPlace := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/in_place=%v", k.EntryName, inPlace), func(t *testing.T) {
 				const n = 1000
@@ -188,6 +188,14 @@ func TestSIMTElementwise(t *testing.T) {
 				launchBoth(t, k, args, a)
 			})
 		}
+	}
+	for _, k := range []*device.Kernel[kernels.UnaryArgs]{kernels.Scale, kernels.SoftCap} {
+		t.Run(k.EntryName, func(t *testing.T) {
+			const n = 1000
+			a := newArena()
+			x := values(rng, n, 40, true)
+			launchBoth(t, k, kernels.UnaryArgs{X: a.f32(x), Y: a.f32(make([]float32, n)), N: n, C: 30}, a)
+		})
 	}
 	a := newArena()
 	launchBoth(t, kernels.Gather, kernels.GatherArgs{
@@ -274,13 +282,17 @@ func TestSIMTAttention(t *testing.T) {
 		keys           []int
 		kt, vt         dtype.Type
 		tree           bool
+		window         int32   // sliding window (0: none)
+		softCap        float32 // 0: none
 	}{
-		{4, 2, 64, []int{1, 40, 150}, dtype.F32, dtype.F32, false},
-		{2, 1, 300, []int{5, 70}, dtype.F16, dtype.BF16, false}, // slices of 64 dims
-		{3, 3, 16, []int{64, 2}, dtype.BF16, dtype.F16, false},
-		{8, 2, 16, []int{70, 71, 71, 72}, dtype.F16, dtype.F16, true}, // rows sharing a chunk
+		{4, 2, 64, []int{1, 40, 150}, dtype.F32, dtype.F32, false, 0, 0},
+		{2, 1, 300, []int{5, 70}, dtype.F16, dtype.BF16, false, 0, 0}, // slices of 64 dims
+		{3, 3, 16, []int{64, 2}, dtype.BF16, dtype.F16, false, 0, 0},
+		{8, 2, 16, []int{70, 71, 71, 72}, dtype.F16, dtype.F16, true, 0, 0},       // rows sharing a chunk
+		{4, 2, 32, []int{1, 40, 150, 90}, dtype.F32, dtype.F32, false, 70, 0.5},   // windows of one and two chunks, soft-capped
+		{8, 2, 16, []int{70, 71, 71, 72, 140}, dtype.F16, dtype.F16, true, 70, 0}, // windows sharing a chunk
 	} {
-		t.Run(fmt.Sprintf("heads=%d/%d,head_dim=%d,cache=%s,%s", c.nHead, c.nKV, c.hd, c.kt, c.vt), func(t *testing.T) {
+		t.Run(fmt.Sprintf("heads=%d/%d,head_dim=%d,cache=%s,%s,window=%d,cap=%g", c.nHead, c.nKV, c.hd, c.kt, c.vt, c.window, c.softCap), func(t *testing.T) {
 			const nSlots = 80
 			rows := int32(len(c.keys))
 			off := []int32{0}
@@ -290,7 +302,7 @@ func TestSIMTAttention(t *testing.T) {
 				for j := range n {
 					s := int32(rng.IntN(nSlots))
 					if c.tree {
-						s = int32(j + r*(j/69)) // the first 69 keys of every row agree
+						s = int32((j + r*(j/69)) % nSlots) // the first 69 keys of every row agree
 					}
 					keys = append(keys, s)
 				}
@@ -307,7 +319,8 @@ func TestSIMTAttention(t *testing.T) {
 				Count: a.i32(make([]int32, rows*c.nKV)),
 				Rows:  rows, NHead: c.nHead, NKV: c.nKV, HeadDim: c.hd, NSlots: nSlots, Chunks: int32(chunks),
 				KType: int32(c.kt), VType: int32(c.vt),
-				Scale: float32(1 / math.Sqrt(float64(c.hd))),
+				Scale:  float32(1 / math.Sqrt(float64(c.hd))),
+				Window: c.window, SoftCap: c.softCap,
 			}, a)
 		})
 	}

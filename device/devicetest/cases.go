@@ -58,11 +58,12 @@ func special(b []byte) []byte {
 
 func init() {
 	elementwiseCases()
+	unaryCases()
 	Register("add_bias_f32", biasCases)
 	Register("rmsnorm_f32", rmsnormCases)
 	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
 		Register("rmsnorm_act_"+a.String(), func() []Case { return normActCases(a) })
-		for _, op := range []string{"swiglu", "sigmoid_mul"} {
+		for _, op := range []string{"swiglu", "sigmoid_mul", "geglu"} {
 			Register(op+"_act_"+a.String(), func() []Case { return binaryActCases(op, a) })
 		}
 	}
@@ -95,7 +96,7 @@ func init() {
 }
 
 func elementwiseCases() {
-	for i, entry := range []string{"add_f32", "swiglu_f32", "sigmoid_mul_f32"} {
+	for i, entry := range []string{"add_f32", "swiglu_f32", "sigmoid_mul_f32", "geglu_f32"} {
 		seed := uint64(i)
 		Register(entry, func() []Case {
 			var out []Case
@@ -121,6 +122,39 @@ func elementwiseCases() {
 				Buffers: []Buffer{{"A", f32s(r, n, 3), true}, {"B", f32s(r, n, 3), false}},
 				Args: func(p []device.Ptr) any {
 					return kernels.BinaryArgs{A: p[0], B: p[1], Y: p[0], N: int32(n)}
+				},
+			})
+			return out
+		})
+	}
+}
+
+// unaryCases: Scale and SoftCap over lengths around a block, with special values, the
+// parameter of a real model (√n_embd, a soft cap of 30) and others, in place too.
+func unaryCases() {
+	for i, entry := range []string{"scale_f32", "softcap_f32"} {
+		seed := uint64(i) + 40
+		Register(entry, func() []Case {
+			var out []Case
+			for k, n := range []int{1, 255, 256, 257, 1000} {
+				r := rng(seed*1000 + uint64(n))
+				x := special(f32s(r, n, 40))
+				c := []float32{48, 30, 0.5, 1e-3, 1e20}[k]
+				out = append(out, Case{
+					Name:    fmt.Sprintf("n=%d/c=%g", n, c),
+					Buffers: []Buffer{{"X", x, false}, {"Y", make([]byte, 4*n), true}},
+					Args: func(p []device.Ptr) any {
+						return kernels.UnaryArgs{X: p[0], Y: p[1], N: int32(n), C: c}
+					},
+				})
+			}
+			r := rng(seed + 77)
+			n := 300
+			out = append(out, Case{
+				Name:    "n=300/in-place",
+				Buffers: []Buffer{{"X", f32s(r, n, 30), true}},
+				Args: func(p []device.Ptr) any {
+					return kernels.UnaryArgs{X: p[0], Y: p[0], N: int32(n), C: 50}
 				},
 			})
 			return out
@@ -407,6 +441,11 @@ func kvStoreCases() []Case {
 // attentionCase is one attention launch: rows × heads (of nkv KV heads) of head size hd over a
 // cache of ns slots of types kt, vt, the rows' key lists keys.
 func attentionCase(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dtype.Type, keys [][]int32) Case {
+	return attentionCaseWith(name, seed, nh, nkv, hd, ns, kt, vt, keys, 0, 0)
+}
+
+// attentionCaseWith is attentionCase with a sliding window and a soft cap of the scores.
+func attentionCaseWith(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dtype.Type, keys [][]int32, window int32, softCap float32) Case {
 	r := rng(seed)
 	var flat, off []int32
 	off = append(off, 0)
@@ -420,7 +459,8 @@ func attentionCase(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dtype.T
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	pw := kernels.AttnPartWords(hd)
 	return Case{
-		Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d/cache=%s,%s", name, rows, nh, nkv, hd, ns, kt, vt),
+		Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d/cache=%s,%s%s", name, rows, nh, nkv, hd, ns, kt, vt,
+			windowName(window, softCap)),
 		Buffers: []Buffer{{"Q", f32s(r, rows*nh*hd, 1), false}, {"KCache", cacheBytes(r, kt, ns*nkv*hd, 1), false},
 			{"VCache", cacheBytes(r, vt, ns*nkv*hd, 1), false}, {"Keys", i32Bytes(flat), false}, {"KeyOff", i32Bytes(off), false},
 			{"Out", make([]byte, 4*rows*nh*hd), true}, {"Part", make([]byte, 4*rows*nh*chunks*pw), true},
@@ -428,9 +468,20 @@ func attentionCase(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dtype.T
 		Args: func(p []device.Ptr) any {
 			return kernels.AttentionArgs{Q: p[0], KCache: p[1], VCache: p[2], Keys: p[3], KeyOff: p[4], Out: p[5], Part: p[6], Count: p[7],
 				Rows: int32(rows), NHead: int32(nh), NKV: int32(nkv), HeadDim: int32(hd), NSlots: int32(ns), Chunks: int32(chunks),
-				KType: int32(kt), VType: int32(vt), Scale: scale}
+				KType: int32(kt), VType: int32(vt), Scale: scale, Window: window, SoftCap: softCap}
 		},
 	}
+}
+
+func windowName(window int32, softCap float32) string {
+	var s string
+	if window > 0 {
+		s += fmt.Sprintf("/window=%d", window)
+	}
+	if softCap > 0 {
+		s += fmt.Sprintf("/softcap=%g", softCap)
+	}
+	return s
 }
 
 // treeKeys returns the key lists of a tree step: every row attends to the slots 0 … hist−1,
@@ -480,6 +531,27 @@ func attentionCases() []Case {
 		hist := 130 - 62*(i%2)
 		tp := cacheTypePairs[(i+1)%len(cacheTypePairs)]
 		out = append(out, attentionCase("tree", uint64(900+i), c.nh, c.nkv, c.hd, hist+len(parents), tp[0], tp[1], treeKeys(hist, parents)))
+	}
+	// Sliding windows (Gemma): of fewer keys than a chunk, of one chunk and a bit, longer than
+	// some rows' lists; a tree over a history longer than the window (the nodes' windows start
+	// at different positions of it); soft-capped scores, alone and with a window.
+	for i, c := range []struct {
+		nh, nkv, hd int
+		window      int32
+		cap         float32
+	}{{4, 2, 32, 40, 0}, {8, 2, 16, 70, 0}, {6, 2, 64, 200, 0}, {4, 1, 16, 0, 0.3}, {8, 2, 32, 65, 50}} {
+		tp := cacheTypePairs[i%len(cacheTypePairs)]
+		hist := 130
+		out = append(out, attentionCaseWith("tree", uint64(950+i), c.nh, c.nkv, c.hd, hist+len(parents), tp[0], tp[1], treeKeys(hist, parents), c.window, c.cap))
+		r := rng(uint64(960 + i))
+		keys := make([][]int32, 3)
+		for row := range keys {
+			n := []int{1, 39, 150}[row]
+			for j := 0; j < n; j++ {
+				keys[row] = append(keys[row], int32(r.IntN(70)))
+			}
+		}
+		out = append(out, attentionCaseWith("random", uint64(970+i), c.nh, c.nkv, c.hd, 70, tp[0], tp[1], keys, c.window, c.cap))
 	}
 	return out
 }

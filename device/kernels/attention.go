@@ -208,10 +208,18 @@ func AttnChunks(n int) int { return (n + AttnChunk - 1) / AttnChunk }
 // KV head h / (NHead/NKV). Masked keys are simply absent from the list, so a row's bits
 // depend only on its own keys, never on the other rows of the step.
 //
+// With Window > 0 (sliding-window attention) a row's key list is the last Window slots of that
+// list, or all of it when it is shorter: a list is the row's logical positions in order, its
+// own last, so these are the Window positions up to the row's own — what llama.cpp keeps
+// (a key at p0 is masked for the query at p1 when p1 − p0 ≥ Window). It is still a function
+// of the row's own list only.
+//
 // The key list j = 0 … n−1 is cut into chunks of AttnChunk positions (chunk c: j from
 // c·AttnChunk, the last one shorter). Order, per row and query head:
 //   - each chunk alone: s_j = float32(dot·Scale) where dot = fma(q[d], k_j[d], dot) for
-//     d = 0 … HeadDim−1 from +0 (keys and values widened exactly from the cache type);
+//     d = 0 … HeadDim−1 from +0 (keys and values widened exactly from the cache type); with
+//     SoftCap > 0 (Gemma 2's logit soft-capping) then s_j = SoftCap32(s_j, SoftCap), that is
+//     float32(Tanh32(float32(s_j·float32(1/SoftCap)))·SoftCap);
 //     m_c = the Max32 of the chunk's s_j (the order of a maximum does not matter);
 //     e_j = Exp32(s_j − m_c); l_c: lane i = j mod 32 adds the chunk's e_j in order from +0
 //     (acc = acc + e_j), then num.WarpTotal of the 32 lanes; o_c[d] = fma(e_j, v_j[d], o_c[d])
@@ -243,6 +251,17 @@ type AttentionArgs struct {
 	KType   int32
 	VType   int32
 	Scale   float32
+	Window  int32   // keys per row, the last of its list; 0: all of them
+	SoftCap float32 // scores soft-capped at ±SoftCap; 0: not
+}
+
+// windowed returns the part of a key list of n keys starting at off that a row attends to with
+// window w (0: all): its last w keys.
+func windowed(off, n, w int) (int, int) {
+	if w > 0 && n > w {
+		return off + n - w, w
+	}
+	return off, n
 }
 
 // AttnBlockThreads is the attention kernel's block size: one block per (row, KV head, chunk).
@@ -252,9 +271,12 @@ var Attention = device.Register(&device.Kernel[AttentionArgs]{
 	EntryName: "attention_f32", ModuleName: "attention",
 	Shape: func(a AttentionArgs) (device.Geometry, error) {
 		if a.Rows <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.HeadDim <= 0 || a.NSlots <= 0 || a.NHead%a.NKV != 0 ||
-			a.Chunks <= 0 || a.Chunks > 65535 || int64(a.Rows)*int64(a.NKV) > math.MaxInt32 {
-			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d chunks=%d",
-				a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots, a.Chunks)
+			a.Chunks <= 0 || a.Chunks > 65535 || int64(a.Rows)*int64(a.NKV) > math.MaxInt32 || a.Window < 0 {
+			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d chunks=%d window=%d",
+				a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots, a.Chunks, a.Window)
+		}
+		if !(a.SoftCap >= 0) || math.IsInf(float64(a.SoftCap), 0) {
+			return device.Geometry{}, fmt.Errorf("bad soft cap %v", a.SoftCap)
 		}
 		if err := checkCacheTypes(a.KType, a.VType); err != nil {
 			return device.Geometry{}, err
@@ -291,6 +313,7 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 		if n <= 0 {
 			return fmt.Errorf("row %d has no keys (offsets %d, %d)", r, off[r], off[r+1])
 		}
+		_, n = windowed(int(off[r]), n, int(a.Window))
 		if AttnChunks(n) > nc {
 			return fmt.Errorf("row %d has %d keys: more than %d chunks of %d", r, n, nc, AttnChunk)
 		}
@@ -318,12 +341,13 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 		var s attnScratch
 		for i := lo; i < hi; i++ {
 			r, kvh := i/nkv, i%nkv
-			ks := keys[off[r]:off[r+1]]
+			lo, n := windowed(int(off[r]), int(off[r+1]-off[r]), int(a.Window))
+			ks := keys[lo : lo+n]
 			for c := 0; c*AttnChunk < len(ks); c++ {
 				kf, vf, offs := s.chunk(kc, vc, ks[c*AttnChunk:min(len(ks), (c+1)*AttnChunk)], nkv, hd, kvh)
 				for h := kvh * group; h < (kvh+1)*group; h++ {
 					p := part[((r*nh+h)*nc+c)*pw:][:pw]
-					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, true)
+					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, a.SoftCap, true)
 				}
 			}
 			for h := kvh * group; h < (kvh+1)*group; h++ {
@@ -369,10 +393,10 @@ func (s *attnScratch) chunk(kc, vc cacheView, ks []int32, nkv, hd, kvh int) (kf,
 // attendChunk computes one chunk's partial result for one head (AttentionArgs' order): it
 // sets o to the chunk's weighted value sums and returns its maximum score m and its sum of
 // exponentials l. offs holds the float32 offsets of the chunk's key (and value) vectors in kc
-// and vc, in key order; e is scratch of len(offs). With vec, the vector forms (simd.go), where
-// the CPU has them, compute the scores, their exponentials and the weighted value sums with
-// the same chains of operations.
-func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale float32, vec bool) (m, l float32) {
+// and vc, in key order; e is scratch of len(offs); softCap > 0 soft-caps the scores. With vec,
+// the vector forms (simd.go), where the CPU has them, compute the scores, their exponentials
+// and the weighted value sums with the same chains of operations.
+func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale, softCap float32, vec bool) (m, l float32) {
 	hd := len(q)
 	for j := vectorScores(e, q, kc, offs, scale, vec); j < len(offs); j++ {
 		k := kc[offs[j] : offs[j]+int64(hd)]
@@ -381,6 +405,11 @@ func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale float3
 			dot = num.FMA32(q[d], k[d], dot)
 		}
 		e[j] = float32(dot * scale)
+	}
+	if softCap > 0 {
+		for j, v := range e {
+			e[j] = SoftCap32(v, softCap)
+		}
 	}
 	m = float32(math.Inf(-1))
 	for _, v := range e {
@@ -454,14 +483,14 @@ func mergeChunks(out, parts []float32, vec bool) {
 // attendHead computes one head of one row over its whole key list (chunks, then their merge):
 // offs holds the float32 offsets of its keys' (and values') head vectors in kc and vc, in key
 // order; e is scratch of at least AttnChunk values.
-func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale float32, vec bool) {
+func attendHead(out, q, kc, vc []float32, offs []int64, e []float32, scale, softCap float32, vec bool) {
 	hd := len(q)
 	pw := AttnPartWords(hd)
 	parts := make([]float32, AttnChunks(len(offs))*pw)
 	for c := 0; c*AttnChunk < len(offs); c++ {
 		co := offs[c*AttnChunk : min(len(offs), (c+1)*AttnChunk)]
 		p := parts[c*pw:][:pw]
-		p[0], p[1] = attendChunk(p[2:], q, kc, vc, co, e[:len(co)], scale, vec)
+		p[0], p[1] = attendChunk(p[2:], q, kc, vc, co, e[:len(co)], scale, softCap, vec)
 	}
 	mergeChunks(out, parts, vec)
 }

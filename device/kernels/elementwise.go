@@ -68,6 +68,7 @@ var (
 	addOp        = binaryOp{scalar: func(a, b float32) float32 { return a + b }}
 	swigluOp     = binaryOp{scalar: func(a, b float32) float32 { return num.SiLU32(a) * b }, vector: vectorSwiGLU}
 	sigmoidMulOp = binaryOp{scalar: func(a, b float32) float32 { return a * num.Sigmoid32(b) }}
+	gegluOp      = binaryOp{scalar: func(a, b float32) float32 { return num.GELU32(a) * b }}
 )
 
 var (
@@ -78,6 +79,58 @@ var (
 	// SigmoidMul: Y = A · Sigmoid32(B), the output gate of gated attention (B the gate half of
 	// the query projection).
 	SigmoidMul = elementwise("sigmoid_mul_f32", sigmoidMulOp)
+	// GeGLU: Y = GELU32(A) · B (Gemma's feed-forward), with A the gate projection and B the up
+	// projection.
+	GeGLU = elementwise("geglu_f32", gegluOp)
+)
+
+// UnaryArgs: an element-wise operation with one float32 parameter over N float32 values,
+// Y[i] = op(X[i], C).
+type UnaryArgs struct {
+	X device.Ptr
+	Y device.Ptr // may equal X
+	N int32
+	C float32
+}
+
+func unary(entry string, op func(x, c float32) float32) *device.Kernel[UnaryArgs] {
+	return device.Register(&device.Kernel[UnaryArgs]{
+		EntryName: entry, ModuleName: "elementwise",
+		Shape: func(a UnaryArgs) (device.Geometry, error) {
+			if a.N <= 0 {
+				return device.Geometry{}, fmt.Errorf("bad length %d", a.N)
+			}
+			return device.Geometry{Grid: device.Dim3{X: uint32((a.N + 255) / 256), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+		},
+		Twin: func(x *device.Exec, a UnaryArgs) error {
+			n := int(a.N)
+			xv, err := x.F32(a.X, n)
+			if err != nil {
+				return err
+			}
+			y, err := x.F32(a.Y, n)
+			if err != nil {
+				return err
+			}
+			x.For(n, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					y[i] = num.Canon(op(xv[i], a.C))
+				}
+			})
+			return nil
+		},
+	})
+}
+
+// SoftCap32 returns c·tanh(x/c) as llama.cpp's soft-capping computes it, scaling by the
+// reciprocal: Tanh32(x·(1/c))·c, each step rounded (1/c too).
+func SoftCap32(x, c float32) float32 { return num.Tanh32(x*(1/c)) * c }
+
+var (
+	// Scale: Y = X · C (Gemma's token embeddings times √n_embd).
+	Scale = unary("scale_f32", func(x, c float32) float32 { return x * c })
+	// SoftCap: Y = SoftCap32(X, C) (Gemma 2's final logits).
+	SoftCap = unary("softcap_f32", SoftCap32)
 )
 
 // BiasArgs: Y[r][i] = X[r][i] + Bias[i] for Rows rows of Width float32 values (a projection's
@@ -123,7 +176,7 @@ var AddBias = device.Register(&device.Kernel[BiasArgs]{
 })
 
 // BinaryActArgs: for each of the Rows rows of Width values, an elementwise kernel's result
-// (SwiGLU or SigmoidMul of the rows of A and B) converted into an activation format, as a
+// (SwiGLU, SigmoidMul or GeGLU of the rows of A and B) converted into an activation format, as a
 // Convert of it would: Out holds Rows rows of the format. The elementwise op and the conversion
 // for the matvec that reads it, fused: the same bytes, one launch, no float32 row written and
 // read back.
@@ -142,6 +195,9 @@ func SwiGLUAct(a Act) (*device.Kernel[BinaryActArgs], error) { return binaryAct(
 // SigmoidMulAct returns SigmoidMul fused with the conversion into activation format a.
 func SigmoidMulAct(a Act) (*device.Kernel[BinaryActArgs], error) { return binaryAct("sigmoid_mul", a) }
 
+// GeGLUAct returns GeGLU fused with the conversion into activation format a.
+func GeGLUAct(a Act) (*device.Kernel[BinaryActArgs], error) { return binaryAct("geglu", a) }
+
 func binaryAct(name string, a Act) (*device.Kernel[BinaryActArgs], error) {
 	if k, ok := binaryActKernels[name][a]; ok {
 		return k, nil
@@ -150,7 +206,7 @@ func binaryAct(name string, a Act) (*device.Kernel[BinaryActArgs], error) {
 }
 
 func init() {
-	for name, op := range map[string]binaryOp{"swiglu": swigluOp, "sigmoid_mul": sigmoidMulOp} {
+	for name, op := range map[string]binaryOp{"swiglu": swigluOp, "sigmoid_mul": sigmoidMulOp, "geglu": gegluOp} {
 		binaryActKernels[name] = map[Act]*device.Kernel[BinaryActArgs]{}
 		for _, a := range []Act{ActF16, ActBF16, ActQ8_0, ActQ8_1, ActQ8_K} {
 			a, op := a, op

@@ -25,7 +25,7 @@ func Prefetch(b []byte) { prefetch(b) }
 // AttendHead is the attention twin for one head; vector selects its vector forms (where the
 // CPU has them) or the portable Go.
 func AttendHead(out, q, kc, vc []float32, offs []int64, scale float32, vector bool) {
-	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale, vector)
+	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale, 0, vector)
 }
 
 // Widen16 widens 16-bit cache elements as the attention twin does (bf selects bfloat16), with

@@ -23,6 +23,15 @@ func siluRef(x float64) float64 {
 	return x * sigmoidRef(x)
 }
 
+// geluRef is the tanh form of GELU written as x·sigmoid(2·sqrt(2/π)·(x + 0.044715·x³)).
+func geluRef(x float64) float64 {
+	if math.IsInf(x, 0) {
+		return math.Max(x, math.Copysign(0, -1))
+	}
+	z := 2 * math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x)
+	return x * sigmoidRef(z)
+}
+
 func softplusRef(x float64) float64 {
 	if x > 0 {
 		return x + math.Log1p(math.Exp(-x))
@@ -61,6 +70,13 @@ var unaryCases = []unaryCase{
 	}},
 	{"SiLU32", SiLU32, siluRef, 0.60, 0.78, -120, 120, []float32{
 		-100, 100, -108.5, -109, -110, -87.3, 0x1p-149, -0x1p-149, 0x1p-126, 1e-20, -1e-20,
+	}},
+	{"Tanh32", Tanh32, math.Tanh, 0.55, 0, -10, 10, []float32{
+		0x1p-12, 0x1.fffffep-13, 0.25, 0.24999999, 9.010913, 9.0109, 9.99999, 10, 0.125, 0.5, 2, 5,
+	}},
+	{"GELU32", GELU32, geluRef, 0.61, 0.76, -12, 10, []float32{
+		-4, -4.0000005, -3.9999998, -10.9, -11, -11.5, -12, -11.999999, 9.999999, 10, -0x1p-126, 0x1p-149,
+		-5.3, 4.7, 4.75, -4.75, 1e-20, -1e-20,
 	}},
 	{"Softplus32", Softplus32, softplusRef, 0.62, 0.76, -110, 25, []float32{
 		20, 19.999998, 20.000002, -20, 0.33, -1.0986123, -1.0986124, -87.3, -103.97, -104,
@@ -231,6 +247,19 @@ func TestUnarySpecials(t *testing.T) {
 		{"SiLU32(-MaxFloat32)", SiLU32, -math.MaxFloat32, 0x80000000},
 		{"SiLU32(-100)", SiLU32, -100, 0x80000a5f}, // -100·e^-100 = -2654.6 · 2^-149
 		{"SiLU32(NaN)", SiLU32, NaN32(), NaNBits},
+		{"Tanh32(0)", Tanh32, 0, 0},
+		{"Tanh32(-0)", Tanh32, negz, 0x80000000},
+		{"Tanh32(+Inf)", Tanh32, inf, 0x3f800000},
+		{"Tanh32(-Inf)", Tanh32, ninf, 0xbf800000},
+		{"Tanh32(9)", Tanh32, 9, 0x3f7fffff},
+		{"Tanh32(9.1)", Tanh32, 9.1, 0x3f800000},
+		{"Tanh32(NaN)", Tanh32, NaN32(), NaNBits},
+		{"GELU32(0)", GELU32, 0, 0},
+		{"GELU32(-0)", GELU32, negz, 0x80000000},
+		{"GELU32(+Inf)", GELU32, inf, 0x7f800000},
+		{"GELU32(-Inf)", GELU32, ninf, 0x80000000},
+		{"GELU32(1)", GELU32, 1, math.Float32bits(float32(geluRef(1)))},
+		{"GELU32(NaN)", GELU32, NaN32(), NaNBits},
 		{"Softplus32(0)", Softplus32, 0, 0x3f317218},
 		{"Softplus32(20.000002)", Softplus32, 20.000002, math.Float32bits(20.000002)},
 		{"Softplus32(+Inf)", Softplus32, inf, 0x7f800000},
@@ -265,5 +294,3 @@ func TestSigmoidMonotone(t *testing.T) {
 		}
 	}
 }
-
-func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

@@ -853,27 +853,30 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Part: e.attnPart, Count: e.attnCount,
 			Rows: int32(n), NHead: int32(op.Heads), NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim),
 			NSlots: int32(e.opt.NSlots), Chunks: int32(max(1, e.stepChunks)), KType: int32(p.CacheK), VType: int32(p.CacheV),
-			Scale: op.Scale}, nil
+			Scale: op.Scale, Window: int32(op.Window), SoftCap: op.SoftCap}, nil
 	case model.OpBias:
 		return kernels.AddBias, kernels.BiasArgs{X: in(0), Bias: e.weights[op.Weight], Y: out, Rows: int32(n), Width: int32(op.Width)}, nil
 	case model.OpAdd:
 		return kernels.Add, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
-	case model.OpSwiGLU, model.OpSigmoidMul:
+	case model.OpSwiGLU, model.OpSigmoidMul, model.OpGeGLU:
 		if bs := p.Buffers[op.Out]; bs.Kind == model.ActBuf { // fused with the conversion
-			fused := kernels.SwiGLUAct
-			if op.Kind == model.OpSigmoidMul {
-				fused = kernels.SigmoidMulAct
-			}
+			fused := map[model.OpKind]func(kernels.Act) (*device.Kernel[kernels.BinaryActArgs], error){
+				model.OpSwiGLU: kernels.SwiGLUAct, model.OpSigmoidMul: kernels.SigmoidMulAct, model.OpGeGLU: kernels.GeGLUAct,
+			}[op.Kind]
 			k, err := fused(bs.Act)
 			if err != nil {
 				return nil, nil, err
 			}
 			return k, kernels.BinaryActArgs{A: in(0), B: in(1), Out: out, Rows: int32(n), Width: int32(op.Width)}, nil
 		}
-		if op.Kind == model.OpSigmoidMul {
-			return kernels.SigmoidMul, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
-		}
-		return kernels.SwiGLU, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
+		k := map[model.OpKind]*device.Kernel[kernels.BinaryArgs]{
+			model.OpSwiGLU: kernels.SwiGLU, model.OpSigmoidMul: kernels.SigmoidMul, model.OpGeGLU: kernels.GeGLU,
+		}[op.Kind]
+		return k, kernels.BinaryArgs{A: in(0), B: in(1), Y: out, N: int32(n * p.Buffers[op.Out].Width)}, nil
+	case model.OpScale:
+		return kernels.Scale, kernels.UnaryArgs{X: in(0), Y: out, N: int32(n * p.Buffers[op.Out].Width), C: op.Scale}, nil
+	case model.OpSoftCap:
+		return kernels.SoftCap, kernels.UnaryArgs{X: in(0), Y: out, N: int32(n * p.Buffers[op.Out].Width), C: op.SoftCap}, nil
 	case model.OpGather:
 		return kernels.Gather, kernels.GatherArgs{X: in(0), Idx: in(1), Out: out,
 			Rows: int32(n), Width: int32(p.Buffers[op.Out].Width), SrcRows: int32(rows)}, nil

@@ -395,6 +395,15 @@ func (c *compiled) matches(ls []Launch) bool {
 	return true
 }
 
+// stepKeysRead bounds the keys op reads in a step of rows rows attending to keys keys in all: a
+// sliding window reads at most its window per row.
+func stepKeysRead(op *model.Op, rows, keys int) int {
+	if op.Kind == model.OpAttention && op.Window > 0 {
+		return min(keys, rows*op.Window)
+	}
+	return keys
+}
+
 // schedule compiles a step's launches, whose rows attend to keys keys in all, for the
 // megakernel; packed are the sizes of the matrices' device layouts.
 func schedule(ls []Launch, keys int, packed map[string]int64, cfg megakernel.Config) (*megakernel.Schedule, error) {
@@ -405,7 +414,7 @@ func schedule(ls []Launch, keys int, packed map[string]int64, cfg megakernel.Con
 	for i, l := range ls {
 		reads, writes := Access(l.Op)
 		ops[i] = megakernel.Op{Name: l.Op.Name, Kernel: l.Kernel, Args: l.Args, Reads: reads, Writes: writes,
-			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(keys)*l.Op.BytesPerKey}
+			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(stepKeysRead(l.Op, l.Rows, keys))*l.Op.BytesPerKey}
 		if n := packed[l.Op.Weight]; l.Op.Kind == model.OpMatVec && n > 0 { // its weights (parameter W) in row order, as its blocks are
 			ops[i].Stream = &megakernel.Stream{Param: 0, Bytes: n}
 		}

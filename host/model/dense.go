@@ -51,19 +51,8 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	if c.ValueDim != c.HeadDim {
 		return nil, fmt.Errorf("model: value head size %d differs from key head size %d: not supported", c.ValueDim, c.HeadDim)
 	}
-	emb, ok := f.Tensor("token_embd.weight")
-	if !ok {
-		return nil, fmt.Errorf("model: tensor %q is missing", "token_embd.weight")
-	}
-	if len(emb.Dims) < 2 {
-		return nil, fmt.Errorf("model: tensor %q has dims %v, want [%d, n_vocab]", "token_embd.weight", emb.Dims, c.NEmbd)
-	}
-	c.NVocab = int(emb.Dims[1])
-	if v, err := f.IntOr(arch+".vocab_size", int64(c.NVocab)); err != nil || v != int64(c.NVocab) {
-		if err != nil {
-			return nil, fmt.Errorf("model: %w", err)
-		}
-		return nil, fmt.Errorf("model: %s.vocab_size = %d but token_embd has %d rows", arch, v, c.NVocab)
+	if err := readVocab(f, arch, &c); err != nil {
+		return nil, err
 	}
 	_, hasOut := f.Tensor("output.weight")
 	c.Tied = !hasOut
@@ -253,6 +242,25 @@ func buildDense(f *gguf.File, arch string, o denseOptions) (*Program, error) {
 	}
 	b.head(x, outNorm, head, c.Eps)
 	return b.finish()
+}
+
+// readVocab sets c.NVocab from token_embd's rows, checking vocab_size where the file has it.
+func readVocab(f *gguf.File, arch string, c *Config) error {
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok {
+		return fmt.Errorf("model: tensor %q is missing", "token_embd.weight")
+	}
+	if len(emb.Dims) < 2 {
+		return fmt.Errorf("model: tensor %q has dims %v, want [%d, n_vocab]", "token_embd.weight", emb.Dims, c.NEmbd)
+	}
+	c.NVocab = int(emb.Dims[1])
+	if v, err := f.IntOr(arch+".vocab_size", int64(c.NVocab)); err != nil || v != int64(c.NVocab) {
+		if err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		return fmt.Errorf("model: %s.vocab_size = %d but token_embd has %d rows", arch, v, c.NVocab)
+	}
+	return nil
 }
 
 // denseFFN emits Wdown (silu(Wgate h) ⊙ Wup h).

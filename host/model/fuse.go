@@ -1,6 +1,9 @@
 package model
 
-import "verity/device/kernels"
+import (
+	"verity/device"
+	"verity/device/kernels"
+)
 
 // fuseNormConvert folds each whole-row rmsnorm whose output only a conversion reads into that
 // conversion (kernels.RMSNormAct): the norm op then writes the converted activations itself
@@ -33,14 +36,15 @@ func fuseNormConvert(p *Program) {
 	p.Ops = without(p.Ops, drop)
 }
 
-// fuseBinaryConvert folds each SwiGLU or sigmoid gate whose result only a conversion reads into
-// that conversion (kernels.SwiGLUAct, SigmoidMulAct): the op then writes the converted
-// activations, leaving its in-place float32 result unwritten — nothing reads it.
+// fuseBinaryConvert folds each SwiGLU, GeGLU or sigmoid gate whose result only a conversion
+// reads into that conversion (kernels.SwiGLUAct, GeGLUAct, SigmoidMulAct): the op then writes
+// the converted activations, leaving its in-place float32 result unwritten — nothing reads it.
 func fuseBinaryConvert(p *Program) {
 	drop := map[int]bool{}
 	for i := 0; i+1 < len(p.Ops); i++ {
 		op, conv := &p.Ops[i], &p.Ops[i+1]
-		if (op.Kind != OpSwiGLU && op.Kind != OpSigmoidMul) || conv.Kind != OpConvert || conv.In[0] != op.Out {
+		fused, ok := binaryActKernels[op.Kind]
+		if !ok || conv.Kind != OpConvert || conv.In[0] != op.Out {
 			continue
 		}
 		y := op.Out
@@ -49,7 +53,7 @@ func fuseBinaryConvert(p *Program) {
 			continue
 		}
 		act := p.Buffers[conv.Out].Act
-		if _, err := kernels.SwiGLUAct(act); err != nil {
+		if _, err := fused(act); err != nil {
 			continue
 		}
 		op.Out = conv.Out
@@ -60,6 +64,12 @@ func fuseBinaryConvert(p *Program) {
 		i++
 	}
 	p.Ops = without(p.Ops, drop)
+}
+
+// binaryActKernels are the fused element-wise-and-convert kernels of the binary ops that have
+// them.
+var binaryActKernels = map[OpKind]func(kernels.Act) (*device.Kernel[kernels.BinaryActArgs], error){
+	OpSwiGLU: kernels.SwiGLUAct, OpSigmoidMul: kernels.SigmoidMulAct, OpGeGLU: kernels.GeGLUAct,
 }
 
 // laterReaders reports whether any of ops reads b before something writes it again.

@@ -72,11 +72,16 @@ const (
 	OpMoEDown    // Out = Σ_k In[2][k]·(Weight[ids[slot k]] · In[0][slot k]) [+ sigmoid(In[4])·In[3], a shared expert] (In[1]: ids)
 
 	OpBias // Out = In[0] + Weight (a bias vector, added to every row of Width values)
+
+	// Gemma.
+	OpGeGLU   // Out = gelu(In[0]) · In[1] (an ActBuf Out: converted, rows of Width)
+	OpScale   // Out = In[0] · Scale
+	OpSoftCap // Out = SoftCap · tanh(In[0] / SoftCap)
 )
 
 var opNames = [...]string{"embed", "rmsnorm", "convert", "matvec", "rope", "kv_store", "attention", "add", "swiglu", "gather",
 	"split_gate", "sigmoid_mul", "gdn_conv", "gdn_scan", "gated_norm", "router", "moe_matvec", "moe_gate_up",
-	"moe_down", "bias"}
+	"moe_down", "bias", "geglu", "scale", "softcap"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -100,9 +105,15 @@ type Op struct {
 	KVHeads        int     // attention
 	NRot           int     // rope
 	RopeMode       int32   // rope
-	Scale          float32 // attention
-	Experts, Used  int     // router, moe_matvec: experts and experts per token
-	PerSlot        bool    // moe_matvec: one input row per (token, expert) slot, else per token
+	Scale          float32 // attention, scale
+	// Window (attention) is the number of keys of a sliding-window layer: each row attends to
+	// the last Window keys of its list (0: all of them).
+	Window int
+	// SoftCap (attention: its scores; softcap: its values) caps values at ±SoftCap as
+	// SoftCap·tanh(x/SoftCap); 0 for none.
+	SoftCap       float32
+	Experts, Used int  // router, moe_matvec: experts and experts per token
+	PerSlot       bool // moe_matvec: one input row per (token, expert) slot, else per token
 	// Acc makes a matvec add its products to Out (Out += W·In[0]: a residual add fused into
 	// it, see fuseResiduals) instead of storing them.
 	Acc bool
@@ -115,6 +126,15 @@ type Op struct {
 	FlopsPerRow int64
 	BytesPerKey int64
 	FlopsPerKey int64
+}
+
+// KeysRead returns how many of a row's n keys the op reads: n, or for a sliding-window
+// attention at most its window.
+func (op *Op) KeysRead(n int) int {
+	if op.Kind == OpAttention && op.Window > 0 {
+		return min(n, op.Window)
+	}
+	return n
 }
 
 // Tensor is a weight bound from the GGUF file.
@@ -411,6 +431,12 @@ func (b *builder) ropeTable(nRot int, base, scale, attn float64, freqs []float32
 
 // attention emits the KV store and attention of one cache layer.
 func (b *builder) attention(prefix string, q, k, v Buf, c Config) Buf {
+	return b.attentionWith(prefix, q, k, v, c, c.AttnScale, 0, 0)
+}
+
+// attentionWith is attention with the scores scaled by scale, a sliding window of window keys
+// (0: none) and the scores soft-capped at softCap (0: not).
+func (b *builder) attentionWith(prefix string, q, k, v Buf, c Config, scale float32, window int, softCap float32) Buf {
 	layer := b.p.CacheLayers
 	b.p.CacheLayers++
 	kvdim := c.NHeadKV * c.HeadDim
@@ -420,7 +446,7 @@ func (b *builder) attention(prefix string, q, k, v Buf, c Config) Buf {
 		BytesPerRow: 16 * int64(kvdim)})
 	out := b.f32(prefix+".attn", c.NHead*c.HeadDim)
 	b.emit(Op{Kind: OpAttention, Name: prefix + ".attn", In: []Buf{q}, Out: out, Layer: layer,
-		Heads: c.NHead, HeadDim: c.HeadDim, KVHeads: c.NHeadKV, Scale: c.AttnScale,
+		Heads: c.NHead, HeadDim: c.HeadDim, KVHeads: c.NHeadKV, Scale: scale, Window: window, SoftCap: softCap,
 		BytesPerRow: 8 * int64(c.NHead*c.HeadDim), BytesPerKey: 8*int64(kvdim) + 4,
 		FlopsPerKey: int64(4*c.NHead*c.HeadDim + 4*c.NHead)})
 	return out
@@ -468,6 +494,24 @@ func (b *builder) add(name string, x, y Buf) Buf {
 func (b *builder) swiglu(name string, gate, up Buf) Buf {
 	w := b.p.Buffers[gate].Width
 	return b.emit(Op{Kind: OpSwiGLU, Name: name, In: []Buf{gate, up}, Out: gate, BytesPerRow: 12 * int64(w), FlopsPerRow: 20 * int64(w)})
+}
+
+// geglu emits gate = gelu(gate) · up, in place.
+func (b *builder) geglu(name string, gate, up Buf) Buf {
+	w := b.p.Buffers[gate].Width
+	return b.emit(Op{Kind: OpGeGLU, Name: name, In: []Buf{gate, up}, Out: gate, BytesPerRow: 12 * int64(w), FlopsPerRow: 40 * int64(w)})
+}
+
+// scale emits buf ·= s, in place.
+func (b *builder) scale(name string, buf Buf, s float32) Buf {
+	w := b.p.Buffers[buf].Width
+	return b.emit(Op{Kind: OpScale, Name: name, In: []Buf{buf}, Out: buf, Scale: s, BytesPerRow: 8 * int64(w), FlopsPerRow: int64(w)})
+}
+
+// softCap emits buf = c·tanh(buf/c), in place.
+func (b *builder) softCap(name string, buf Buf, c float32) Buf {
+	w := b.p.Buffers[buf].Width
+	return b.emit(Op{Kind: OpSoftCap, Name: name, In: []Buf{buf}, Out: buf, SoftCap: c, BytesPerRow: 8 * int64(w), FlopsPerRow: 30 * int64(w)})
 }
 
 // head emits gather → final norm → output projection.

@@ -238,10 +238,11 @@ RMSNORM_ACT(q8_0, NA_Q8_0)
 RMSNORM_ACT(q8_1, NA_Q8_1)
 RMSNORM_ACT(q8_K, NA_Q8_K)
 
-enum { BA_SWIGLU, BA_SIGMOID_MUL };
+enum { BA_SWIGLU, BA_SIGMOID_MUL, BA_GEGLU };
 
-// swiglu_act_<fmt> and sigmoid_mul_act_<fmt> mirror kernels.SwiGLUAct and SigmoidMulAct: the
-// elementwise kernel of elementwise.cu over a row (y_i = silu32(a_i)·b_i, or a_i·sigmoid32(b_i))
+// swiglu_act_<fmt>, sigmoid_mul_act_<fmt> and geglu_act_<fmt> mirror kernels.SwiGLUAct,
+// SigmoidMulAct and GeGLUAct: the elementwise kernel of elementwise.cu over a row
+// (y_i = silu32(a_i)·b_i, a_i·sigmoid32(b_i), or gelu32(a_i)·b_i)
 // followed by act_<fmt> of the result, one 256-thread block per row, y staged in shared memory.
 __device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, const float *a, const float *b,
                                            uint8_t *out, int32_t rows, int32_t width) {
@@ -251,7 +252,9 @@ __device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, cons
 	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
 	const float *ar = a + (int64_t)r * width, *br = b + (int64_t)r * width;
 	for (int32_t i = gr.tid; i < width; i += gr.ntid)
-		ys[i] = op == BA_SWIGLU ? __fmul_rn(silu32(ar[i]), br[i]) : __fmul_rn(ar[i], sigmoid32(br[i]));
+		ys[i] = op == BA_SWIGLU   ? __fmul_rn(silu32(ar[i]), br[i])
+		        : op == BA_GEGLU ? __fmul_rn(gelu32(ar[i]), br[i])
+		                         : __fmul_rn(ar[i], sigmoid32(br[i]));
 	grid_sync(gr);
 	convert_staged(gr, fmt, sh, out, r, width);
 }
@@ -274,3 +277,8 @@ BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, bf16, NA_BF16)
 BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, q8_0, NA_Q8_0)
 BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, q8_1, NA_Q8_1)
 BINARY_ACT(sigmoid_mul, BA_SIGMOID_MUL, q8_K, NA_Q8_K)
+BINARY_ACT(geglu, BA_GEGLU, f16, NA_F16)
+BINARY_ACT(geglu, BA_GEGLU, bf16, NA_BF16)
+BINARY_ACT(geglu, BA_GEGLU, q8_0, NA_Q8_0)
+BINARY_ACT(geglu, BA_GEGLU, q8_1, NA_Q8_1)
+BINARY_ACT(geglu, BA_GEGLU, q8_K, NA_Q8_K)

@@ -9,13 +9,14 @@
 // [0, NSlots) writes nothing (the twin reports it as an error).
 //
 // attention_f32 (AttentionArgs): a row's key list j = 0 … n−1 (cache slots Keys[KeyOff[r] + j],
-// in logical order) is cut into chunks of ATT_CHUNK = kernels.AttnChunk positions. One 256-thread
+// in logical order; with Window > 0 only the last Window of them, att_keys) is cut into chunks of ATT_CHUNK = kernels.AttnChunk positions. One 256-thread
 // block per (row r, KV head, chunk c) — grid x = r + Rows·kvh, grid y = Chunks−1−c (the last,
 // shortest chunks first) — computes the chunk's partial result for the query heads of that KV
 // head, in the order the twin's doc comment (AttentionArgs) states:
 //   - s_j = float32(dot·Scale), dot = fma(q[d], k_j[d], dot) for d = 0 … HeadDim−1 from +0: one
 //     thread per (head, key), sequentially over d, the keys and queries staged in shared memory
-//     in slices of 64 dims (the dot's chain continues across slices);
+//     in slices of 64 dims (the dot's chain continues across slices); with SoftCap > 0,
+//     s_j = tanh32(s_j·(1/SoftCap))·SoftCap;
 //   - m_c = max32 of the chunk's s_j (each warp's butterfly, then the two warps of the chunk);
 //   - e_j = exp32(s_j − m_c); l_c: lane i adds e_j for j = i, i+32 of the chunk in order from +0,
 //     then warp_sum (num.WarpSum's butterfly);
@@ -184,6 +185,18 @@ static __device__ __forceinline__ void att_values(float *o, const float *kv, con
 	}
 }
 
+// att_keys gives row x's key list under window w (0: all): the index in keys of its first key
+// and its length — the last w keys of the row's list, or all of them when it is shorter.
+static __device__ __forceinline__ void att_keys(const int32_t *key_off, int32_t x, int32_t w, int32_t *o, int32_t *n) {
+	int32_t a = key_off[x], m = key_off[x + 1] - a;
+	if (w > 0 && m > w) {
+		a += m - w;
+		m = w;
+	}
+	*o = a;
+	*n = m;
+}
+
 // AttShared is attention_f32's shared memory (grid_shared).
 struct AttShared {
 	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
@@ -201,7 +214,8 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
                                                    const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
                                                    const int32_t *RESTRICT key_off, float *out, float *part, uint32_t *count,
                                                    int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-                                                   int32_t chunks, int32_t k_type, int32_t v_type, float scale) {
+                                                   int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
+                                                   float soft_cap) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
 	int32_t *sl = sh.sl, *slen = sh.slen, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
@@ -216,17 +230,20 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 
 	// rows of the group: their chunk c's slots (−1 past its end), length and validity
 	{
-		int32_t n = key_off[r + 1] - key_off[r];
+		int32_t o, n;
+		att_keys(key_off, r, window, &o, &n);
 		if (n <= 0 || (n + ATT_CHUNK - 1) / ATT_CHUNK > chunks || c0 >= n) return;
 	}
 	for (int32_t i = tid; i < gn * ATT_CHUNK; i += ATT_THREADS) {
 		int32_t x = g0 + i / ATT_CHUNK, jj = i % ATT_CHUNK;
-		int32_t o = key_off[x], n = key_off[x + 1] - o;
+		int32_t o, n;
+		att_keys(key_off, x, window, &o, &n);
 		bool ok = n > 0 && (n + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 + jj < n;
 		sl[i] = ok ? keys[o + c0 + jj] : -1;
 	}
 	if (tid < gn) {
-		int32_t x = g0 + tid, n = key_off[x + 1] - key_off[x];
+		int32_t o, n;
+		att_keys(key_off, g0 + tid, window, &o, &n);
 		bool ok = n > 0 && (n + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 < n;
 		slen[tid] = ok ? min(ATT_CHUNK, n - c0) : 0;
 	}
@@ -320,6 +337,7 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 					for (int i = 0; i < ATT_PMAX / 4; i++) {
 						if (i < ni) {
 							acc[i] = __fmul_rn(acc[i], scale);
+							if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
 							float m = warp_max(j < len ? acc[i] : -inf32());
 							if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
 						}
@@ -390,7 +408,8 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		__threadfence();
 		int32_t l = 0;
 		for (int32_t i = 0; i < nm; i++) {
-			int32_t x = g0 + mem[i], n = key_off[x + 1] - key_off[x];
+			int32_t x = g0 + mem[i], o, n;
+			att_keys(key_off, x, window, &o, &n);
 			uint32_t nc = (uint32_t)((n + ATT_CHUNK - 1) / ATT_CHUNK);
 			uint32_t *cn = count + (int64_t)x * n_kv + kvh;
 			uint32_t now = atomicAdd(cn, bad ? ATT_BAD + 1u : 1u) + (bad ? ATT_BAD + 1u : 1u);
@@ -420,7 +439,8 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	for (int32_t b0 = 0; b0 < npm; b0 += hb) {
 		const int32_t nb = min(hb, npm - b0);
 		if (tid < nb) {
-			int32_t x = sh.lrow[(b0 + tid) / G], n = key_off[x + 1] - key_off[x];
+			int32_t x = sh.lrow[(b0 + tid) / G], o, n;
+			att_keys(key_off, x, window, &o, &n);
 			sh.mx[tid] = x;
 			sh.mh[tid] = kvh * G + (b0 + tid) % G;
 			sh.mnc[tid] = (n + ATT_CHUNK - 1) / ATT_CHUNK;
@@ -481,9 +501,9 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
 	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, float *out,
 	              float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-	              int32_t chunks, int32_t k_type, int32_t v_type, float scale) {
+	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap) {
 	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
 	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, q, k_cache, v_cache, keys,
-	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale);
+	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap);
 }
 #endif

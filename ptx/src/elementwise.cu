@@ -1,8 +1,11 @@
 // elementwise.cu: the kernels of device/kernels/elementwise.go and gather.go.
 //
-// add_f32, swiglu_f32, sigmoid_mul_f32 (BinaryArgs): one thread per value, Y[i] = op(A[i], B[i]),
-// launched as ceil(N/256) blocks of 256 threads. Each thread reads its A[i] and B[i] before it
-// writes Y[i], so Y may equal A or B.
+// add_f32, swiglu_f32, sigmoid_mul_f32, geglu_f32 (BinaryArgs): one thread per value,
+// Y[i] = op(A[i], B[i]), launched as ceil(N/256) blocks of 256 threads. Each thread reads its A[i]
+// and B[i] before it writes Y[i], so Y may equal A or B.
+//
+// scale_f32, softcap_f32 (UnaryArgs): one thread per value, Y[i] = op(X[i], C), launched alike;
+// Y may equal X.
 //
 // add_bias_f32 (BiasArgs): block (bx, by) adds Bias[i] to values i = bx·256 + tid of row by,
 // launched as ceil(Width/256) × Rows blocks of 256 threads; Y may equal X.
@@ -32,6 +35,27 @@ __device__ __forceinline__ void sigmoid_mul_f32_body(const Grid &gr, const float
 	if (i < n) y[i] = __fmul_rn(a[i], sigmoid32(b[i]));
 }
 ENTRY(sigmoid_mul_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
+
+// geglu_f32 mirrors kernels.GeGLU: Y = GELU32(A) · B.
+__device__ __forceinline__ void geglu_f32_body(const Grid &gr, const float *a, const float *b, float *y, int32_t n) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
+	if (i < n) y[i] = __fmul_rn(gelu32(a[i]), b[i]);
+}
+ENTRY(geglu_f32, (const float *a, const float *b, float *y, int32_t n), a, b, y, n)
+
+// scale_f32 mirrors kernels.Scale: Y = X · C.
+__device__ __forceinline__ void scale_f32_body(const Grid &gr, const float *x, float *y, int32_t n, float c) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
+	if (i < n) y[i] = __fmul_rn(x[i], c);
+}
+ENTRY(scale_f32, (const float *x, float *y, int32_t n, float c), x, y, n, c)
+
+// softcap_f32 mirrors kernels.SoftCap: Y = tanh32(X · (1/C)) · C.
+__device__ __forceinline__ void softcap_f32_body(const Grid &gr, const float *x, float *y, int32_t n, float c) {
+	int64_t i = (int64_t)gr.bx * gr.ntid + gr.tid;
+	if (i < n) y[i] = __fmul_rn(tanh32(__fmul_rn(x[i], __fdiv_rn(1.0f, c))), c);
+}
+ENTRY(softcap_f32, (const float *x, float *y, int32_t n, float c), x, y, n, c)
 
 // add_bias_f32 mirrors kernels.AddBias: Y[r][i] = X[r][i] + Bias[i], rounded once.
 __device__ __forceinline__ void add_bias_f32_body(const Grid &gr, const float *x, const float *bias, float *y, int32_t rows,

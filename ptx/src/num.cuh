@@ -213,6 +213,87 @@ NUM_FN float silu32(float x) {
 	return scale(__fmaf_rn(x, wh, __fmul_rn(x, wl)), j);
 }
 
+// --- tanh, gelu (num/tanh.go) ---
+
+#define NUM_TANH_T3 0xbeaaaaabu
+#define NUM_TANH_T5 0x3e088889u
+#define NUM_TANH_T7 0xbd5d0dd1u
+#define NUM_TANH_T9 0x3cb327a4u
+#define NUM_TANH_T11 0xbc11371bu
+#define NUM_TANH_T13 0x3b6b69e8u
+#define NUM_GELU_KHI 0x3fcc422au
+#define NUM_GELU_KLO 0xb342bc9bu
+#define NUM_GELU_CHI 0x3d922279u
+#define NUM_GELU_CLO 0x3124d8b5u
+
+// tanh32 mirrors num.Tanh32.
+NUM_FN float tanh32(float x) {
+	if (is_nan32(x)) return nan32();
+	float a = fabsf(x);
+	if (a < 0x1p-12f) return x;
+	if (a < 0.25f) {
+		float s = __fmul_rn(x, x);
+		float p = __fmaf_rn(f32_from_bits(NUM_TANH_T13), s, f32_from_bits(NUM_TANH_T11));
+		p = __fmaf_rn(p, s, f32_from_bits(NUM_TANH_T9));
+		p = __fmaf_rn(p, s, f32_from_bits(NUM_TANH_T7));
+		p = __fmaf_rn(p, s, f32_from_bits(NUM_TANH_T5));
+		p = __fmaf_rn(p, s, f32_from_bits(NUM_TANH_T3));
+		return __fmaf_rn(__fmul_rn(x, s), p, x);
+	}
+	if (a >= 10.0f) return x < 0.0f ? -1.0f : 1.0f;
+	float hi, lo;
+	int32_t j;
+	exp_core(__fmul_rn(-2.0f, a), &hi, &lo, &j);
+	float eh = scale(hi, j), el = scale(lo, j);
+	float nh = __fsub_rn(1.0f, eh);
+	float nl = __fsub_rn(__fsub_rn(-eh, __fsub_rn(nh, 1.0f)), el);
+	float dh = __fadd_rn(1.0f, eh);
+	float dl = __fadd_rn(__fsub_rn(eh, __fsub_rn(dh, 1.0f)), el);
+	float q = __fdiv_rn(nh, dh);
+	float y = __fadd_rn(q, __fdiv_rn(__fmaf_rn(-q, dl, __fadd_rn(__fmaf_rn(-q, dh, nh), nl)), dh));
+	return x < 0.0f ? -y : y;
+}
+
+// gelu32 mirrors num.GELU32 (x·sigmoid(z), z = 2·sqrt(2/π)·(x + 0.044715·x³) as zh + zl).
+NUM_FN float gelu32(float x) {
+	if (is_nan32(x)) return nan32();
+	if (x >= 10.0f) return x;
+	if (x <= -12.0f) return -0.0f;
+	float kh = f32_from_bits(NUM_GELU_KHI), ch = f32_from_bits(NUM_GELU_CHI);
+	float x2 = __fmul_rn(x, x);
+	float x3 = __fmul_rn(x2, x);
+	float e3 = __fadd_rn(__fmaf_rn(x2, x, -x3), __fmul_rn(__fmaf_rn(x, x, -x2), x));
+	float h1 = __fmul_rn(kh, x);
+	float l1 = __fmaf_rn(kh, x, -h1);
+	float h3 = __fmul_rn(ch, x3);
+	float l3 = __fmaf_rn(ch, x3, -h3);
+	float zh = __fadd_rn(h1, h3);
+	float b = __fsub_rn(zh, h1);
+	float t = __fadd_rn(__fsub_rn(h1, __fsub_rn(zh, b)), __fsub_rn(h3, b));
+	float zl = __fadd_rn(t, __fadd_rn(__fadd_rn(l1, l3),
+	                                  __fmaf_rn(f32_from_bits(NUM_GELU_KLO), x,
+	                                            __fmaf_rn(ch, e3, __fmul_rn(f32_from_bits(NUM_GELU_CLO), x3)))));
+	float hi, lo;
+	int32_t j;
+	if (x >= 0.0f) {
+		exp_core(-zh, &hi, &lo, &j);
+		lo = __fmaf_rn(-hi, zl, lo);
+	} else {
+		if (zh < -128.0f) return -0.0f;
+		exp_core(zh, &hi, &lo, &j);
+		lo = __fmaf_rn(hi, zl, lo);
+	}
+	float eh = scale(hi, j), el = scale(lo, j);
+	float d = __fadd_rn(1.0f, eh);
+	float e = __fadd_rn(__fsub_rn(eh, __fsub_rn(d, 1.0f)), el);
+	float q = __fdiv_rn(1.0f, d);
+	float c = __fmul_rn(q, __fmaf_rn(-q, e, __fmaf_rn(-q, d, 1.0f)));
+	if (x >= 0.0f) return __fmaf_rn(x, q, __fmul_rn(x, c));
+	float wh = __fmul_rn(hi, q);
+	float wl = __fadd_rn(__fmaf_rn(hi, q, -wh), __fmaf_rn(hi, c, __fmul_rn(lo, q)));
+	return scale(__fmaf_rn(x, wh, __fmul_rn(x, wl)), j);
+}
+
 // --- log, log1p, softplus (num/log.go) ---
 
 #define NUM_LOG_TWO_THIRDS 0x3f2aaaabu

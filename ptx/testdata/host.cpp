@@ -123,7 +123,7 @@ static const std::map<std::string, launcher> &kernels() {
 		K(act_f16), K(act_bf16), K(act_q8_0), K(act_q8_1), K(act_q8_K),
 		K(argmax_f32),
 		K(kv_store_f32), K(attention_f32),
-		K(add_f32), K(swiglu_f32), K(sigmoid_mul_f32), K(gather_f32),
+		K(add_f32), K(swiglu_f32), K(sigmoid_mul_f32), K(geglu_f32), K(scale_f32), K(softcap_f32), K(gather_f32),
 		K(embed_f32), K(embed_f16), K(embed_bf16), K(embed_q4_0), K(embed_q4_1), K(embed_q5_0), K(embed_q5_1),
 		K(embed_q8_0), K(embed_q2_K), K(embed_q3_K), K(embed_q4_K), K(embed_q5_K), K(embed_q6_K),
 		K(gated_rmsnorm_f32), K(split_gate_f32),
@@ -226,6 +226,8 @@ int main(int argc, char **argv) {
 			put(f32_to_bf16(x));
 			put(__float_as_uint(f16_to_f32((uint16_t)b)));
 			put((uint32_t)round_away(x));
+			put(__float_as_uint(tanh32(x)));
+			put(__float_as_uint(gelu32(x)));
 		}
 		return 0;
 	}
