@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"verity/device"
+	"verity/device/perf"
 	"verity/host/treeverify"
+	"verity/megakernel"
 )
 
 // Seed001Options choose how the seed's protocol runs (Seed001).
@@ -67,12 +69,20 @@ type Seed001Result struct {
 	// Wrong are the wrong variants: each one's error over all calls together (one Frobenius
 	// norm, as the seed grades one step's rows), the calls that caught it on their own, and
 	// the smallest error of one call.
-	Wrong        []Seed001Wrong `json:"wrong"`
-	WrongCaught  bool           `json:"wrong_caught"`  // every variant's error over all calls above the gate
-	DecodeNodes  int            `json:"decode_nodes"`  // nodes checked against their paths' decoding
-	DecodeEqual  int            `json:"decode_equal"`  // of which bit-identical
-	BuildSeconds float64        `json:"build_seconds"` // BuildModel, the history's prefill and the reference
-	Seconds      float64        `json:"seconds"`       // the whole protocol
+	Wrong       []Seed001Wrong `json:"wrong"`
+	WrongCaught bool           `json:"wrong_caught"` // every variant's error over all calls above the gate
+	DecodeNodes int            `json:"decode_nodes"` // nodes checked against their paths' decoding
+	DecodeEqual int            `json:"decode_equal"` // of which bit-identical
+	// With the megakernel: the last call's schedule in the megakernel's cost model (modelled,
+	// on the static model's H200: megakernel.Predict with parts timed by the kernels' static
+	// model; 0 when the model has no figure), beside the measured US; and the schedules
+	// built and patched (exec.Megakernel) over the whole protocol.
+	ModelledUS    float64 `json:"modelled_us,omitempty"`
+	ModelledFloor float64 `json:"modelled_floor_us,omitempty"` // the schedule's bytes at the card's bandwidth
+	Builds        int     `json:"schedules_built,omitempty"`
+	Patched       int     `json:"schedules_patched,omitempty"`
+	BuildSeconds  float64 `json:"build_seconds"` // BuildModel, the history's prefill and the reference
+	Seconds       float64 `json:"seconds"`       // the whole protocol
 }
 
 // Seed001Wrong is how the grader saw one wrong variant over the protocol's calls.
@@ -224,6 +234,17 @@ func Seed001(o Seed001Options) (*Seed001Result, error) {
 	for i := range res.Wrong {
 		res.Wrong[i].Error = grades[i].Error()
 		res.WrongCaught = res.WrongCaught && res.Wrong[i].Error > treeverify.Tolerance
+	}
+	if mk := m.Megakernel(); mk != nil {
+		res.Builds, res.Patched = mk.Builds, mk.Patched
+		if mk.Last != nil {
+			c := perf.Cards[perf.DefaultCard]
+			mc := megakernel.MachineFor(c)
+			qps := (len(mk.Last.Queues) + mc.SMs - 1) / mc.SMs
+			if p, err := megakernel.Predict(mk.Last, mc, qps, megakernel.NewKernelModel(c)); err == nil {
+				res.ModelledUS, res.ModelledFloor = p.US, p.FloorUS
+			}
+		}
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil

@@ -102,13 +102,32 @@ func (s *Schedule) Encode() []byte {
 		off += len(q)
 	}
 	put(uint32(off))
-	for _, q := range s.Queues {
-		for _, it := range q {
-			in := &s.Instrs[it.Instr]
-			lo, hi := partBlocks(in, int(it.Part))
-			for _, v := range []int{int(it.Instr), int(it.Part), lo, hi} {
-				put(uint32(v))
+	// every part's first block (partBlocks), by instruction: lo(p+1) − lo(p) is b/parts, plus one
+	// each time the remainders b mod parts add up past parts — no division per part
+	first := make([]int32, len(s.Instrs)+nItems)
+	at := make([]int32, len(s.Instrs)) // where each instruction's parts start in first
+	n := int32(0)
+	for i := range s.Instrs {
+		in := &s.Instrs[i]
+		at[i] = n
+		b, parts := int64(in.Blocks()), int64(in.Parts)
+		q, r := b/max(parts, 1), b%max(parts, 1)
+		lo, acc := int64(0), int64(0)
+		for p := int64(0); p <= parts; p++ {
+			first[n] = int32(lo)
+			n++
+			lo, acc = lo+q, acc+r
+			if acc >= parts {
+				lo, acc = lo+1, acc-parts
 			}
+		}
+	}
+	for _, q := range s.Queues {
+		for _, it := range q { // an item's four words, as two little-endian pairs
+			f := first[at[it.Instr]+it.Part:]
+			binary.LittleEndian.PutUint64(w, uint64(uint32(it.Instr))|uint64(uint32(it.Part))<<32)
+			binary.LittleEndian.PutUint64(w[8:], uint64(uint32(f[0]))|uint64(uint32(f[1]))<<32)
+			w = w[16:]
 		}
 	}
 	p := buf[4*words:]

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"verity/device"
@@ -62,10 +63,18 @@ type Executor struct {
 	ssm         []device.Ptr // per recurrent layer: [NStates][SSMSize] float32
 	lo, hi      int          // the ops run: p.Ops[lo:hi]
 	ropeBuf     [][]float32
-	closed      bool
+	// ropeMemo keeps each RoPE table's rows of positions 0, 1, … as steps reach them (ropeRows);
+	// ropeTab is each table's rows of the current step.
+	ropeMemo, ropeTab [][]float32
+	closed            bool
 	// launcher, if set, runs each step's launches together (SetLauncher).
 	launcher Launcher
 	stepKeys int // keys of all rows of the current step
+	// stepDistinct is about how many cache slots the step's attention reads from memory:
+	// rows of one group of attnGroup whose key lists start at the same slot (a tree's
+	// nodes, a prefill chunk's rows) share their history, read once (distinctKeys).
+	stepDistinct int
+	partRow      int64 // attnPartRow of the program
 	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
 	// the executor's allocations, which change only when the key lists grow (cleared then).
 	lowered map[[3]int][]Launch // by (rows, output rows, attention chunks)
@@ -177,8 +186,8 @@ func New(b device.Backend, p *model.Program, opt Options) (*Executor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("exec: allocate attention counters: %w", err)
 		}
-		e.attnCount = ptr
-		if err := e.growPart(int64(opt.MaxRows) * attnPartRow(p) * 2); err != nil {
+		e.attnCount, e.partRow = ptr, attnPartRow(p)
+		if err := e.growPart(int64(opt.MaxRows) * e.partRow * 2); err != nil {
 			return nil, err
 		}
 	}
@@ -322,6 +331,58 @@ func attnCounters(p *model.Program, opt Options) int {
 		}
 	}
 	return opt.MaxRows * n
+}
+
+// keysBelow reports whether every key of keys is a slot below n (a negative key is not):
+// each key's difference from n, as a signed 64-bit word, is negative for a good key, so the
+// AND of them all keeps its sign bit only when every key is good — no branch per key.
+func keysBelow(keys []int32, n int) bool {
+	lim := int64(n)
+	a0, a1, a2, a3 := int64(-1), int64(-1), int64(-1), int64(-1)
+	for ; len(keys) >= 4; keys = keys[4:] {
+		a0 &= int64(uint32(keys[0])) - lim
+		a1 &= int64(uint32(keys[1])) - lim
+		a2 &= int64(uint32(keys[2])) - lim
+		a3 &= int64(uint32(keys[3])) - lim
+	}
+	for _, k := range keys {
+		a0 &= int64(uint32(k)) - lim
+	}
+	return a0&a1&a2&a3 < 0
+}
+
+// attnGroup is the attention kernel's group of rows whose chunks it compares for sharing
+// (ATT_GROUP in attention.cu).
+const attnGroup = 8
+
+// distinctKeys is about how many cache slots the attention of rows with key lists keys reads
+// from memory: within each group of attnGroup rows, the rows whose lists start at the same
+// slot are taken to share their keys (the longest of them counted once), as the kernel shares
+// a chunk between rows that hold the same slots; other rows count whole.
+func distinctKeys(keys [][]int32) int {
+	n := 0
+	for g := 0; g < len(keys); g += attnGroup {
+		var first [attnGroup]int32
+		var longest [attnGroup]int
+		m := 0
+		for _, k := range keys[g:min(g+attnGroup, len(keys))] {
+			if len(k) == 0 {
+				continue
+			}
+			i := 0
+			for i < m && first[i] != k[0] {
+				i++
+			}
+			if i == m {
+				first[i], m = k[0], m+1
+			}
+			longest[i] = max(longest[i], len(k))
+		}
+		for _, l := range longest[:m] {
+			n += l
+		}
+	}
+	return n
 }
 
 // attnPartRow is the bytes of one chunk's partial results of one row, for the widest
@@ -523,9 +584,11 @@ func (s *Step) check(p *model.Program, opt Options) error {
 		if len(s.Keys[r]) == 0 {
 			return fmt.Errorf("exec: row %d attends to no keys", r)
 		}
-		for _, k := range s.Keys[r] {
-			if uint32(k) >= uint32(opt.NSlots) { // negative keys too
-				return fmt.Errorf("exec: row %d: key slot %d outside cache of %d", r, k, opt.NSlots)
+		if !keysBelow(s.Keys[r], opt.NSlots) { // negative keys too
+			for _, k := range s.Keys[r] {
+				if uint32(k) >= uint32(opt.NSlots) {
+					return fmt.Errorf("exec: row %d: key slot %d outside cache of %d", r, k, opt.NSlots)
+				}
 			}
 		}
 	}
@@ -746,12 +809,12 @@ func (e *Executor) writeInputs(s *Step) error {
 		total += len(k)
 		chunks = max(chunks, kernels.AttnChunks(len(k)))
 	}
-	e.stepKeys, e.stepChunks = total, chunks
+	e.stepKeys, e.stepChunks, e.stepDistinct = total, chunks, distinctKeys(s.Keys)
 	if err := e.growKeys(total); err != nil {
 		return err
 	}
 	if e.attnCount != 0 {
-		if err := e.growPart(int64(len(s.Keys)) * int64(chunks) * attnPartRow(p)); err != nil {
+		if err := e.growPart(int64(len(s.Keys)) * int64(chunks) * e.partRow); err != nil {
 			return err
 		}
 	}
@@ -783,14 +846,49 @@ func (e *Executor) writeInputs(s *Step) error {
 			return err
 		}
 	}
-	for _, t := range p.Ropes {
-		tab := make([]float32, len(s.Pos)*t.NRot)
-		t.Fill(tab, s.Pos)
-		if err := b.Write(e.bufs[t.Buf], device.F32Bytes(tab)); err != nil {
+	for i, t := range p.Ropes {
+		if err := b.Write(e.bufs[t.Buf], device.F32Bytes(e.ropeRows(i, s.Pos))); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ropeMemoPositions bounds the positions whose RoPE rows an executor keeps (per table: 64
+// positions of 128 pairs take 64 KiB).
+const ropeMemoPositions = 1 << 16
+
+// ropeRows is RoPE table i's rows for positions pos (RopeTable.Fill's), from rows kept per
+// position: each is computed once, in blocks of 256 positions as the steps reach them.
+func (e *Executor) ropeRows(i int, pos []int32) []float32 {
+	t := e.p.Ropes[i]
+	if len(e.ropeMemo) != len(e.p.Ropes) {
+		e.ropeMemo, e.ropeTab = make([][]float32, len(e.p.Ropes)), make([][]float32, len(e.p.Ropes))
+	}
+	tab := e.ropeTab[i][:0]
+	for _, p := range pos {
+		if p < 0 || p >= ropeMemoPositions {
+			row := make([]float32, t.NRot)
+			t.Fill(row, []int32{p})
+			tab = append(tab, row...)
+			continue
+		}
+		memo := e.ropeMemo[i]
+		if have := int32(len(memo) / t.NRot); p >= have {
+			const block = 256
+			to := min((p/block+1)*block, ropeMemoPositions)
+			ps := make([]int32, to-have)
+			for j := range ps {
+				ps[j] = have + int32(j)
+			}
+			memo = slices.Grow(memo, len(ps)*t.NRot)[:int(to)*t.NRot]
+			t.Fill(memo[int(have)*t.NRot:], ps)
+			e.ropeMemo[i] = memo
+		}
+		tab = append(tab, memo[int(p)*t.NRot:int(p+1)*t.NRot]...)
+	}
+	e.ropeTab[i] = tab
+	return tab
 }
 
 // lower gives the kernel and arguments that compute op for a step of rows rows and outs

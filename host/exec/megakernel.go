@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"verity/device"
 	"verity/device/cpu"
@@ -141,7 +142,8 @@ type deviceRunner struct {
 	status                 device.Ptr
 	statusHost             []byte // the status words, when mapped (else read back)
 	mapped                 bool
-	dirty                  bool // the status words may be non-zero
+	dirty                  bool                            // the status words may be non-zero
+	streams                map[*megakernel.Schedule][]byte // the last few schedules' streams, encoded
 }
 
 func (r *deviceRunner) SMs() int { return r.sms }
@@ -183,7 +185,17 @@ func (r *deviceRunner) load(s *megakernel.Schedule) error {
 	if s == r.loaded {
 		return nil
 	}
-	stream := s.Encode()
+	stream, ok := r.streams[s]
+	if !ok { // encoded once per schedule: a step alternates between a few
+		stream = s.Encode()
+		if len(r.streams) >= keptSchedules {
+			clear(r.streams)
+		}
+		if r.streams == nil {
+			r.streams = map[*megakernel.Schedule][]byte{}
+		}
+		r.streams[s] = stream
+	}
 	if err := r.grow(&r.stream, &r.streamCap, int64(len(stream))); err != nil {
 		return err
 	}
@@ -305,8 +317,9 @@ type Megakernel struct {
 	cache []compiled // most recently used first
 	// Last is the schedule of the last step (for reports: parts, estimate).
 	Last *megakernel.Schedule
-	// Builds counts the schedules built (steps that found none to reuse).
-	Builds int
+	// Builds counts the schedules built (steps that found none to reuse); Patched, the
+	// schedules made from a kept one whose launches differed only in their arguments.
+	Builds, Patched int
 }
 
 // compiled is a schedule and the launches it was built from.
@@ -315,6 +328,7 @@ type compiled struct {
 	kernels []device.Spec
 	args    []any
 	s       *megakernel.Schedule
+	built   []int // each instruction's blocks when its schedule was built (placed)
 }
 
 // keptSchedules is how many schedules a Megakernel keeps: a session alternates a few step
@@ -361,21 +375,93 @@ func (m *Megakernel) lookup(ls []Launch) (*megakernel.Schedule, error) {
 			return c.s, nil
 		}
 	}
-	s, err := schedule(ls, m.e.stepKeys, m.e.packedBytes, m.cfg)
-	if err != nil {
-		return nil, err
+	c, ok := m.patch(ls)
+	if ok {
+		m.Patched++
+	} else {
+		s, err := schedule(ls, m.e.stepDistinct, m.e.packedBytes, m.cfg)
+		if err != nil {
+			return nil, err
+		}
+		m.Builds++
+		c = compiled{ls: ls, kernels: make([]device.Spec, len(ls)), args: make([]any, len(ls)), s: s, built: make([]int, len(ls))}
+		for i, l := range ls {
+			c.kernels[i], c.args[i], c.built[i] = l.Kernel, l.Args, s.Instrs[i].Blocks()
+		}
 	}
-	m.Builds++
-	c := compiled{ls: ls, kernels: make([]device.Spec, len(ls)), args: make([]any, len(ls)), s: s}
-	for i, l := range ls {
-		c.kernels[i], c.args[i] = l.Kernel, l.Args
+	m.keep(c)
+	return c.s, nil
+}
+
+// patch makes the schedule of launches ls from a kept one whose launches run the same ops
+// with the same kernels and differ only in arguments — an attention's chunk count as its key
+// lists grow (every AttnChunk positions), an address after a buffer moved. Its dependencies
+// and queues stay right: they come from the ops, and each instruction's parts still cut its
+// grid into even shares whatever the grid's size. Only the placement, made for the block
+// counts at the build, ages; so an instruction whose blocks have moved by more than a quarter
+// from those, or fell below its parts, makes the step build afresh (ok false).
+func (m *Megakernel) patch(ls []Launch) (c compiled, ok bool) {
+	for _, k := range m.cache {
+		if len(k.ls) != len(ls) || k.built == nil {
+			continue
+		}
+		same := true
+		for i, l := range ls {
+			if l.Kernel != k.kernels[i] || l.Op != k.ls[i].Op {
+				same = false
+				break
+			}
+		}
+		if !same {
+			continue
+		}
+		s := *k.s
+		s.Instrs = slices.Clone(k.s.Instrs)
+		for i, l := range ls {
+			if l.Args == k.args[i] {
+				continue
+			}
+			in := &s.Instrs[i]
+			g, err := l.Kernel.Geometry(l.Args)
+			ps, perr := device.Params(l.Args)
+			blocks := int64(g.Grid.X) * int64(g.Grid.Y)
+			if err != nil || perr != nil || g.Grid.Z != 1 || g.Block.Y != 1 || g.Block.Z != 1 || int(g.Block.X) != in.Threads ||
+				len(ps) != len(in.Params) || blocks < int64(in.Parts) || 4*abs64(blocks-int64(k.built[i])) > int64(k.built[i]) {
+				same = false
+				break
+			}
+			in.GridX, in.GridY = int(g.Grid.X), int(g.Grid.Y)
+			in.Params = make([]uint64, len(ps))
+			for j, p := range ps {
+				in.Params[j] = p.Bits
+			}
+		}
+		if !same {
+			continue
+		}
+		c = compiled{ls: ls, kernels: k.kernels, args: make([]any, len(ls)), s: &s, built: k.built}
+		for i, l := range ls {
+			c.args[i] = l.Args
+		}
+		return c, true
 	}
+	return compiled{}, false
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// keep puts c first among the kept schedules, dropping the least recently used.
+func (m *Megakernel) keep(c compiled) {
 	if len(m.cache) < keptSchedules {
 		m.cache = append(m.cache, compiled{})
 	}
 	copy(m.cache[1:], m.cache)
 	m.cache[0] = c
-	return s, nil
 }
 
 // matches reports whether ls are the launches c was built from. Arguments are flat structs of
@@ -404,8 +490,9 @@ func stepKeysRead(op *model.Op, rows, keys int) int {
 	return keys
 }
 
-// schedule compiles a step's launches, whose rows attend to keys keys in all, for the
-// megakernel; packed are the sizes of the matrices' device layouts.
+// schedule compiles a step's launches for the megakernel; packed are the sizes of the
+// matrices' device layouts, and keys the distinct cache slots the step's attention reads
+// from memory (stepDistinct): rows that share a history read it once.
 func schedule(ls []Launch, keys int, packed map[string]int64, cfg megakernel.Config) (*megakernel.Schedule, error) {
 	if len(ls) == 0 {
 		return nil, errors.New("megakernel: a step with no launches")
@@ -435,5 +522,6 @@ func (e *Executor) Schedule(rows, outs, keys int, cfg megakernel.Config) (*megak
 	if err != nil {
 		return nil, err
 	}
-	return schedule(ls, keys, e.packedBytes, cfg)
+	// the rows taken as one tree (or prefill chunk) over a shared history: its slots and the rows'
+	return schedule(ls, min(keys, keys/rows+rows), e.packedBytes, cfg)
 }

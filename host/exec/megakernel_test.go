@@ -64,8 +64,9 @@ func TestMegakernelRunnerExplainsAStall(t *testing.T) {
 }
 
 // Steps of a shape seen before run the schedule built for it then: the Go VM's logits equal
-// the eager executor's, step after step, and only a new shape (or key lists that outgrow their
-// buffer, which moves it) builds a schedule.
+// the eager executor's, step after step, and only a new shape builds a schedule; key lists
+// that outgrow their buffer (which moves it) patch a kept schedule with the new addresses,
+// unless the attention's grid has also grown too far from the one placed (step 4).
 func TestMegakernelKeepsSchedules(t *testing.T) {
 	f, err := fixtures.Parse("tiny-llama-q8_0")
 	if err != nil {
@@ -107,7 +108,7 @@ func TestMegakernelKeepsSchedules(t *testing.T) {
 		}
 		return s
 	}
-	for i, c := range []struct{ rows, builds int }{{4, 1}, {1, 2}, {1, 2}, {1, 2}, {4, 3}, {4, 3}, {1, 4}, {1, 4}} {
+	for i, c := range []struct{ rows, builds, patched int }{{4, 1, 0}, {1, 2, 0}, {1, 2, 0}, {1, 2, 0}, {4, 3, 0}, {4, 3, 0}, {1, 3, 1}, {1, 3, 1}} {
 		s := step(c.rows)
 		want, err := es[0].Run(s)
 		if err != nil {
@@ -120,8 +121,65 @@ func TestMegakernelKeepsSchedules(t *testing.T) {
 		if !slices.Equal(device.F32Bytes(got), device.F32Bytes(want)) {
 			t.Fatalf("step %d: the megakernel's logits differ from the eager executor's", i)
 		}
-		if m.Builds != c.builds {
-			t.Errorf("step %d (%d rows): %d schedules built, want %d", i, c.rows, m.Builds, c.builds)
+		if m.Builds != c.builds || m.Patched != c.patched {
+			t.Errorf("step %d (%d rows): %d schedules built and %d patched, want %d and %d", i, c.rows, m.Builds, m.Patched, c.builds, c.patched)
 		}
+	}
+}
+
+// A key list that grows past a chunk boundary changes the attention's grid (one more chunk in
+// six): the step patches the kept schedule with the new arguments instead of building one,
+// and the Go VM's logits still equal the eager executor's.
+func TestMegakernelPatchesGrowingAttention(t *testing.T) {
+	f, err := fixtures.Parse("tiny-llama-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Build(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := exec.Options{MaxRows: 2, NSlots: 512}
+	var es [2]*exec.Executor
+	for i := range es {
+		b := cpu.New(1)
+		defer b.Close()
+		if es[i], err = exec.New(b, p, opt); err != nil {
+			t.Fatal(err)
+		}
+		defer es[i].Close()
+	}
+	r, err := exec.NewMegakernelRunner(es[1].Backend(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := es[1].UseMegakernel(r)
+	for pos := int32(316); pos < 324; pos += 2 { // two rows of a chain: 317 … 324 keys, 5 then 6 chunks
+		var s exec.Step
+		for i := int32(0); i < 2; i++ {
+			s.Tokens = append(s.Tokens, (7*(pos+i))%int32(p.Config.NVocab))
+			s.Pos = append(s.Pos, pos+i)
+			s.Slots = append(s.Slots, pos+i)
+			keys := make([]int32, pos+i+1)
+			for k := range keys {
+				keys[k] = int32(k)
+			}
+			s.Keys = append(s.Keys, keys)
+			s.OutRows = append(s.OutRows, i)
+		}
+		want, err := es[0].Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := es[1].Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(device.F32Bytes(got), device.F32Bytes(want)) {
+			t.Fatalf("position %d: the megakernel's logits differ from the eager executor's", pos)
+		}
+	}
+	if m.Builds != 1 || m.Patched < 1 { // a patch at the sixth chunk (and one where the key lists' buffer moves)
+		t.Errorf("%d schedules built and %d patched, want 1 and some", m.Builds, m.Patched)
 	}
 }

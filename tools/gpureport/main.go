@@ -893,8 +893,12 @@ func benches(w io.Writer, r *Report) {
 				if c, _ := row["wrong_caught"].(bool); !c {
 					caught = "NOT all caught"
 				}
-				fmt.Fprintf(w, "  %-24s seed001 protocol: %.0f µs per call, %.0f verified positions/s, %.0f%% of the floor; error %.2e (gate %.1e), %d/%d nodes bit-identical to decoding — %s; wrong variants %s\n",
-					b.Name, num(row, "us_per_call"), num(row, "verified_positions_per_s"), 100*num(row, "of_floor"), num(row, "max_error"),
+				modelled := ""
+				if m := num(row, "modelled_us"); m > 0 { // the megakernel's cost model of the same schedule
+					modelled = fmt.Sprintf(" (modelled %.0f µs: measured/modelled %.2f)", m, num(row, "us_per_call")/m)
+				}
+				fmt.Fprintf(w, "  %-24s seed001 protocol: %.0f µs per call%s, %.0f verified positions/s, %.0f%% of the floor; error %.2e (gate %.1e), %d/%d nodes bit-identical to decoding — %s; wrong variants %s\n",
+					b.Name, num(row, "us_per_call"), modelled, num(row, "verified_positions_per_s"), 100*num(row, "of_floor"), num(row, "max_error"),
 					num(row, "tolerance"), int(num(row, "decode_equal")), int(num(row, "decode_nodes")), verdict, caught)
 				continue
 			}

@@ -51,7 +51,7 @@ bench)
 	fail) echo "bench: stand-in failure" >&2; exit 1 ;;
 	esac
 	sep= rows=
-	[ -n "$protocol" ] && rows="{\"us_per_call\":640,\"verified_positions_per_s\":12500,\"of_floor\":0.93,\"max_error\":0.011,\"tolerance\":0.065,\"graded\":true,\"decode_nodes\":8,\"decode_equal\":8,\"wrong_caught\":true,\"megakernel\":$([ $mk = 1 ] && echo true || echo false)}"
+	[ -n "$protocol" ] && rows="{\"us_per_call\":640,\"verified_positions_per_s\":12500,\"of_floor\":0.93,\"max_error\":0.011,\"tolerance\":0.065,\"graded\":true,\"decode_nodes\":8,\"decode_equal\":8,\"wrong_caught\":true,\"megakernel\":$([ $mk = 1 ] && echo true || echo false)$([ $mk = 1 ] && echo ,\"modelled_us\":800)}"
 	for m in $models; do
 		ms=0.9; [ $mk = 1 ] && ms=0.7
 		rows="$rows$sep{\"model\":\"$m\",\"backend\":\"cuda:0\",\"prompt_tokens\":$prompt,\"prefill_tok_s\":9000,\"decode_tok_s\":600,\"verify_ms_per_tree\":$ms,\"decode_gb_s\":2500,\"bandwidth_fraction\":0.58,\"verify_curve\":[{\"nodes\":1,\"ms\":0.5},{\"nodes\":8,\"ms\":$ms}],\"ops\":[{\"name\":\"matvec q4_K\",\"share\":0.7,\"gb_s\":3000},{\"name\":\"attention\",\"share\":0.2,\"gb_s\":900}]}"
@@ -269,7 +269,7 @@ func TestDryRunAllPass(t *testing.T) {
 		"modules: 2 sm_90 cubin", "megakernel: 128 registers", "JIT of the PTX (no compute cache): 1 modules in 21.0 s (megakernel 21.0 s)",
 		"cubins vs JIT-compiled PTX: 40 kernels compared, 0 differ", "fault test: CUDA_ERROR_ILLEGAL_ADDRESS",
 		"bench-target-megakernel", "llama-1b-q4_k_m", "verify ms by nodes: 1:0.50 8:0.70",
-		"seed001-megakernel       seed001 protocol: 640 µs per call, 12500 verified positions/s, 93% of the floor; error 1.10e-02 (gate 6.5e-02), 8/8 nodes bit-identical to decoding — PASS; wrong variants caught",
+		"seed001-megakernel       seed001 protocol: 640 µs per call (modelled 800 µs: measured/modelled 0.80), 12500 verified positions/s, 93% of the floor; error 1.10e-02 (gate 6.5e-02), 8/8 nodes bit-identical to decoding — PASS; wrong variants caught",
 		"verify, Verity megakernel, seed001 protocol: 640 µs → ",
 		"PyTorch peer (torch 2.11.0, NVIDIA H200, same call): 8-node verify after 2048: eager 9100 µs, CUDA graph 3150 µs",
 		"verify, Verity megakernel, llama-1b-bf16: 700 µs → 13.00× torch eager, 4.50× torch CUDA graph",

@@ -144,6 +144,10 @@ func printSeed001(w io.Writer, r *bench.Seed001Result, shape, probe string) erro
 		return "FAIL"
 	}
 	fmt.Fprintf(w, "\ntime: %.0f µs per call (median of calls 2…%d; the first %.0f µs), %.0f verified positions/s\n", r.US, len(r.Calls), r.FirstUS, r.PositionsPS)
+	if r.ModelledUS > 0 {
+		fmt.Fprintf(w, "modelled (the megakernel's cost model of the last call's schedule on an H200, parts timed by the kernels' static model; verity schedule has the breakdown): %.0f µs, its bytes' floor %.0f µs; %d schedules built and %d patched in all\n",
+			r.ModelledUS, r.ModelledFloor, r.Builds, r.Patched)
+	}
 	if r.FloorUS > 0 {
 		fmt.Fprintf(w, "floor: %.1f MB per call (the weights once and the bf16 history's K/V) at %.0f GB/s (%s) = %.0f µs: %.1f%% of the floor\n",
 			float64(r.Bytes)/1e6, r.Bandwidth/1e9, probe, r.FloorUS, 100*r.OfFloor)
