@@ -36,7 +36,7 @@ func TestForwardMatchesTwin(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		tokens int
-	}{{"tiny-llama-f32", 8}, {"tiny-qwen3-f32", 8}, {"tiny-llama-q8_0", 4}, {"tiny-q35moe-f32", 4}, {"tiny-q35moe-q4_0", 3}, {"small-llama-q4_k_m", 2}} {
+	}{{"tiny-llama-f32", 8}, {"tiny-qwen3-f32", 8}, {"tiny-llama-q8_0", 4}, {"tiny-q35moe-f32", 4}, {"tiny-q35moe-q4_0", 3}, {"small-llama-q4_k_m", 2}, {"tiny-gemma3-f32", 8}} {
 		t.Run("model="+c.name, func(t *testing.T) {
 			vm := ptxvm.New(ptxvm.Options{})
 			got, err := load(t, c.name, vm).NewSession().Prefill(prompt[:c.tokens], true)

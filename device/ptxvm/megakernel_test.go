@@ -28,7 +28,7 @@ func TestMegakernelGoldens(t *testing.T) {
 	for _, c := range []struct {
 		fixture string
 		sms     int
-	}{{"tiny-llama-q8_0", 3}, {"tiny-q35moe-q4_0", 2}, {"small-llama-q4_k_m", 2}} { // the last: q8_K activations, a body that has its block to itself
+	}{{"tiny-llama-q8_0", 3}, {"tiny-q35moe-q4_0", 2}, {"small-llama-q4_k_m", 2}, {"tiny-gemma2-q8_0", 2}} { // small-llama: q8_K activations, a body that has its block to itself; gemma2: sliding windows shorter than the prompt, soft caps, GeGLU
 		t.Run(c.fixture, func(t *testing.T) {
 			file, err := fixtures.Bytes(c.fixture)
 			if err != nil {

@@ -64,6 +64,7 @@ var testModels = []string{
 	"tiny-qwen2-f32", "tiny-qwen2-q8_0", "small-qwen2-q4_k_m",
 	"tiny-qwen3moe-f32", "tiny-qwen3moe-q8_0", "small-qwen3moe-q4_k_m",
 	"tiny-phi3-f32", "tiny-phi3-q8_0", "small-phi3-q6_k", "tiny-phi3-longrope-f32", "tiny-phi3-longrope-q8_0",
+	"tiny-gemma-f32", "tiny-gemma2-f32", "tiny-gemma2-q8_0", "tiny-gemma3-f32", "tiny-gemma3-q8_0", "small-gemma2-q4_k_m", "small-gemma3-q6_k",
 }
 
 // Prefill in any chunking gives the bits of token-by-token decoding.

@@ -41,12 +41,24 @@ type Config struct {
 	SSMKHeads    int    // ssm.group_count: query/key heads of the Gated DeltaNet
 	SSMVHeads    int    // ssm.time_step_rank: value heads (each with its own state)
 	NextN        int    // nextn_predict_layers: multi-token-prediction blocks after the trunk, unused
+
+	// Gemma families only (zero otherwise); see gemma.go.
+	Gemma        bool    // gemma, gemma2, gemma3: embeddings times EmbedScale, a GELU feed-forward
+	PostNorms    bool    // post_attention_norm and post_ffw_norm (gemma2, gemma3)
+	EmbedScale   float64 // float32(√NEmbd), as llama.cpp's sqrtf rounds it
+	AttnScale    float64 // the attention scale when not 1/√HeadDim (0: 1/√HeadDim)
+	AttnSoftCap  float64 // attn_logit_softcapping (gemma2; 0: none)
+	FinalSoftCap float64 // final_logit_softcapping (gemma2, optional for gemma3; 0: none)
+	Window       int     // attention.sliding_window of the local layers (0: none)
+	Local        []bool  // per layer: a sliding-window layer
+	LocalBase    float64 // rope.freq_base_swa: the local layers' RoPE base
+	LocalScale   float64 // the local layers' linear RoPE scaling factor
 }
 
 // archTraits are what distinguishes the supported architectures. Projection biases: qkvBias
 // requires attn_{q,k,v}.bias (qwen2), optionalBias reads any of attn_{q,k,v,output}.bias a
 // file has (llama).
-var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe, fused, longRope bool }{
+var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, optionalBias, moe, fused, longRope, gemma bool }{
 	"llama": {neox: false, qkNorm: false, ropeFactors: true, optionalBias: true},
 	"qwen2": {neox: true, qkvBias: true},
 	// phi3: attn_qkv (or q, k, v) and ffn_up holding gate and up; rope_factors_short (the
@@ -56,6 +68,9 @@ var archTraits = map[string]struct{ neox, qkNorm, ropeFactors, hybrid, qkvBias, 
 	"qwen3":     {neox: true, qkNorm: true, ropeFactors: false},
 	"qwen3moe":  {neox: true, qkNorm: true, moe: true},
 	"qwen35moe": {neox: true, qkNorm: true, hybrid: true},
+	"gemma":     {neox: true, gemma: true},
+	"gemma2":    {neox: true, gemma: true},
+	"gemma3":    {neox: true, qkNorm: true, gemma: true},
 }
 
 // meta reads the keys of one architecture with errors that name the key.
@@ -119,7 +134,7 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	tr, ok := archTraits[arch]
 	if !ok {
-		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, phi3, qwen2, qwen3, qwen3moe, qwen35moe)", arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("reference: architecture %q: %w (supported: llama, phi3, qwen2, qwen3, qwen3moe, qwen35moe, gemma, gemma2, gemma3)", arch, ErrUnsupported)
 	}
 	c := Config{Arch: arch, RopeNeox: tr.neox, QKNorm: tr.qkNorm}
 	m := meta{f, arch}
@@ -187,6 +202,11 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	if err := readRopeScaling(m, &c); err != nil {
 		return c, err
+	}
+	if tr.gemma {
+		if err := readGemma(m, &c); err != nil {
+			return c, err
+		}
 	}
 	if tr.hybrid {
 		if err := readHybrid(m, &c); err != nil {

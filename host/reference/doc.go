@@ -1,5 +1,5 @@
 // Package reference is an independent float64 forward pass of the supported architectures
-// (llama, phi3, qwen2, qwen3, qwen3moe and the hybrid qwen35moe), written to be read as their specification and used as
+// (llama, phi3, qwen2, qwen3, qwen3moe, the hybrid qwen35moe, and gemma, gemma2 and gemma3: gemma.go), written to be read as their specification and used as
 // the referee of the float32 CPU twin and the GPU kernels. It shares no numeric code with them:
 // it decodes the weights with host/quant, reads the metadata itself, and computes every op in
 // float64, one position at a time, in the plainest order. It is slow and meant for small models.

@@ -70,7 +70,7 @@ func (m *Model) decode(tokens []int32, all bool) [][]float64 {
 	for pos, tok := range tokens {
 		x := m.hidden(tok, pos, st)
 		if all || pos == len(tokens)-1 {
-			out = append(out, m.output.mul(rmsNorm(x, m.outNorm, m.cfg.Eps), m.opt.ActQuant))
+			out = append(out, m.logits(x))
 		}
 	}
 	return out
@@ -91,20 +91,37 @@ type kvCache struct{ k, v [][]float64 }
 func (m *Model) hidden(tok int32, pos int, st *state) []float64 {
 	c, aq := m.cfg, m.opt.ActQuant
 	x := append([]float64(nil), m.embd.row(int(tok))...)
+	if c.Gemma {
+		for i := range x {
+			x[i] *= c.EmbedScale
+		}
+	}
 	for l := range m.layers {
 		ly := &m.layers[l]
 		n := rmsNorm(x, ly.attnNorm, c.Eps)
+		var o []float64
 		if ly.mixer == deltaNetMixer {
-			add(x, m.deltaNet(ly.gdn, n, &st.gdn[l]))
+			o = m.deltaNet(ly.gdn, n, &st.gdn[l])
 		} else {
-			add(x, m.attention(ly, n, pos, &st.kv[l]))
+			o = m.attention(ly, n, pos, &st.kv[l])
 		}
+		if ly.attnPostNorm != nil {
+			o = rmsNorm(o, ly.attnPostNorm, c.Eps)
+		}
+		add(x, o)
 		n = rmsNorm(x, ly.ffnNorm, c.Eps)
-		if ly.moe != nil {
-			add(x, m.moeFFN(ly.moe, n))
-		} else {
-			add(x, swiglu(ly.gate, ly.up, ly.down, n, aq))
+		switch {
+		case ly.moe != nil:
+			o = m.moeFFN(ly.moe, n)
+		case c.Gemma:
+			o = m.geglu(ly.gate, ly.up, ly.down, n)
+		default:
+			o = swiglu(ly.gate, ly.up, ly.down, n, aq)
 		}
+		if ly.ffnPostNorm != nil {
+			o = rmsNorm(o, ly.ffnPostNorm, c.Eps)
+		}
+		add(x, o)
 	}
 	return x
 }
@@ -129,10 +146,10 @@ func (m *Model) attention(ly *layer, n []float64, pos int, kv *kvCache) []float6
 		}
 	}
 	for h := 0; h < c.NHead; h++ {
-		m.positionHead(q[h*D:(h+1)*D], ly.qNorm, pos)
+		m.positionHead(q[h*D:(h+1)*D], ly.qNorm, pos, ly)
 	}
 	for j := 0; j < c.NHeadKV; j++ {
-		m.positionHead(k[j*D:(j+1)*D], ly.kNorm, pos)
+		m.positionHead(k[j*D:(j+1)*D], ly.kNorm, pos, ly)
 	}
 	if m.opt.RoundCache {
 		roundCache(k, m.opt.CacheK)
@@ -141,9 +158,17 @@ func (m *Model) attention(ly *layer, n []float64, pos int, kv *kvCache) []float6
 	kv.k = append(kv.k, k)
 	kv.v = append(kv.v, v)
 	a := make([]float64, c.NHead*D)
+	scale := 1 / math.Sqrt(float64(D))
+	if c.AttnScale != 0 {
+		scale = c.AttnScale
+	}
+	seen := *kv
+	if ly.window > 0 && len(seen.k) > ly.window { // the last window positions, this one's included
+		seen = kvCache{k: seen.k[len(seen.k)-ly.window:], v: seen.v[len(seen.v)-ly.window:]}
+	}
 	for h := 0; h < c.NHead; h++ {
 		j := h / (c.NHead / c.NHeadKV)
-		attend(a[h*D:(h+1)*D], q[h*D:(h+1)*D], *kv, j*D, 1/math.Sqrt(float64(D)))
+		attend(a[h*D:(h+1)*D], q[h*D:(h+1)*D], seen, j*D, scale, c.AttnSoftCap)
 	}
 	if gate != nil {
 		for i := range a {
@@ -166,9 +191,13 @@ func swiglu(gate, up, down *matrix, n []float64, aq bool) []float64 {
 
 // positionHead applies, in place, what happens to one head of q or k before attention: the
 // per-head RMSNorm when the architecture has one (norm != nil), then RoPE.
-func (m *Model) positionHead(head, norm []float64, pos int) {
+func (m *Model) positionHead(head, norm []float64, pos int, ly *layer) {
 	if norm != nil {
 		copy(head, rmsNorm(head, norm, m.cfg.Eps))
+	}
+	if ly.ropeBase != 0 { // a Gemma layer's own RoPE base and scaling
+		m.ropeWith(head, pos, ly.ropeBase, ly.ropeScale)
+		return
 	}
 	m.rope(head, pos)
 }
@@ -177,15 +206,18 @@ func (m *Model) positionHead(head, norm []float64, pos int) {
 // documentation): pair i is (2i, 2i+1), or (i, i+NRot/2) for NEOX, rotated by
 // θ_i = p_i·base^(−2i/NRot) / f_i / s. The position p_i is pos, except for IMROPE (qwen35moe),
 // where a pair in the fourth section uses position 0. Elements from NRot on are left as they are.
-func (m *Model) rope(head []float64, pos int) {
+func (m *Model) rope(head []float64, pos int) { m.ropeWith(head, pos, m.cfg.RopeBase, m.cfg.RopeScale) }
+
+// ropeWith is rope with the base and linear scaling factor given.
+func (m *Model) ropeWith(head []float64, pos int, base, scale float64) {
 	c := m.cfg
 	half := c.NRot / 2
 	for i := 0; i < half; i++ {
-		theta := float64(m.ropePosition(i, pos)) * math.Pow(c.RopeBase, -float64(2*i)/float64(c.NRot))
+		theta := float64(m.ropePosition(i, pos)) * math.Pow(base, -float64(2*i)/float64(c.NRot))
 		if m.ropeFactors != nil {
 			theta /= m.ropeFactors[i]
 		}
-		theta /= c.RopeScale
+		theta /= scale
 		sin, cos := math.Sincos(theta)
 		sin, cos = sin*c.RopeAttn, cos*c.RopeAttn
 		i0, i1 := 2*i, 2*i+1
@@ -218,13 +250,17 @@ func (m *Model) ropePosition(i, pos int) int {
 
 // attend writes to out the attention of query q over every cached position, using the head
 // whose keys and values start at offset off: softmax_s(q·k_s·scale) weighted values, the
-// softmax taken with its maximum subtracted.
-func attend(out, q []float64, kv kvCache, off int, scale float64) {
+// softmax taken with its maximum subtracted. With softCap > 0 each score s is first
+// soft-capped to softCap·tanh(s/softCap) (Gemma 2).
+func attend(out, q []float64, kv kvCache, off int, scale, softCap float64) {
 	D := len(q)
 	scores := make([]float64, len(kv.k))
 	top := math.Inf(-1)
 	for s, k := range kv.k {
 		scores[s] = dot(q, k[off:off+D]) * scale
+		if softCap > 0 {
+			scores[s] = softCap * math.Tanh(scores[s]/softCap)
+		}
 		top = max(top, scores[s])
 	}
 	var z float64

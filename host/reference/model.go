@@ -24,6 +24,9 @@ type Options struct {
 	// float64.
 	RoundCache     bool
 	CacheK, CacheV dtype.Type
+	// GELUF16 computes the Gemma families' GELU as ggml's CPU backend does: through a float16
+	// table, its argument and result rounded to float16 (gemma.go). Off, it is exact.
+	GELUF16 bool
 }
 
 // Model is a model decoded for the reference forward pass: every weight as float64. It does
@@ -61,6 +64,13 @@ type layer struct {
 	gate, up, down    *matrix   // the dense SwiGLU FFN (llama, qwen3)
 	gdn               *deltaNet // deltaNetMixer layers
 	moe               *moe      // qwen35moe, and llama with experts
+
+	// Gemma families: the sandwich norms after attention and the feed-forward (gemma2,
+	// gemma3; nil otherwise), the layer's sliding window (0: every position) and its RoPE
+	// base and scaling (0: the model's).
+	attnPostNorm, ffnPostNorm []float64
+	window                    int
+	ropeBase, ropeScale       float64
 }
 
 // deltaNet holds the weights of a Gated DeltaNet layer; C = 2·nk·dk + nv·dv is the number of
@@ -147,6 +157,11 @@ func Load(f *gguf.File, opt Options) (*Model, error) {
 	for i := range m.layers {
 		if err := l.layer(&m.layers[i], c, i); err != nil {
 			return nil, err
+		}
+		if c.Gemma {
+			if err := l.gemmaLayer(&m.layers[i], c, i); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, t := range f.Tensors {

@@ -27,6 +27,10 @@ type tinyModel struct {
 	ropeFreqs                               bool       // a rope_freqs.weight tensor (llama)
 	seed                                    uint64
 	meta                                    map[string]gguf.Value // extra keys, "%s" = the arch
+	// zeroFFN makes a gemma2 or gemma3 model's post_ffw_norm zero: the feed-forward adds
+	// nothing, so its GELU (which ggml's CPU backend computes through a float16 table) is out
+	// of the comparison.
+	zeroFFN bool
 }
 
 // tensorData is one tensor of a tinyModel before encoding.
@@ -83,15 +87,25 @@ func (s tinyModel) tensors() []tensorData {
 		mat(p+"attn_q.weight", s.embd, s.heads*D, 0)
 		mat(p+"attn_k.weight", s.embd, s.kvHeads*D, 0)
 		mat(p+"attn_v.weight", s.embd, s.kvHeads*D, 0)
-		if s.arch == "qwen3" {
+		if s.arch == "qwen3" || s.arch == "gemma3" {
 			vec(p+"attn_q_norm.weight", D)
 			vec(p+"attn_k_norm.weight", D)
 		}
 		mat(p+"attn_output.weight", s.heads*D, s.embd, 0)
+		sandwich := s.arch == "gemma2" || s.arch == "gemma3"
+		if sandwich {
+			vec(p+"post_attention_norm.weight", s.embd)
+		}
 		vec(p+"ffn_norm.weight", s.embd)
 		mat(p+"ffn_gate.weight", s.embd, s.ff, 0)
 		mat(p+"ffn_up.weight", s.embd, s.ff, 0)
 		mat(p+"ffn_down.weight", s.ff, s.embd, 0)
+		if sandwich {
+			vec(p+"post_ffw_norm.weight", s.embd)
+			if s.zeroFFN {
+				clear(ts[len(ts)-1].vals)
+			}
+		}
 	}
 	return ts
 }

@@ -83,6 +83,7 @@ const (
 	TemplateChatML      = "chatml"       // <|im_start|>role\ncontent<|im_end|>\n (Qwen)
 	TemplateChatMLThink = "chatml-think" // chatml whose assistant turn opens with <think>\n (Qwen3.5)
 	TemplateLlama3      = "llama3"       // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
+	TemplateGemma       = "gemma"        // <start_of_turn>role\ncontent<end_of_turn>\n, assistant as model (Gemma)
 )
 
 // chatFormat is how Chat writes a conversation.
@@ -111,9 +112,11 @@ func (t *Tokenizer) builtinTemplate(tmpl string) string {
 	has := func(s string) bool { _, ok := t.index[s]; return ok }
 	chatml := strings.Contains(tmpl, "<|im_start|>") && !strings.Contains(tmpl, "<|im_sep|>") && !strings.Contains(tmpl, "<end_of_utterance>")
 	llama3 := strings.Contains(tmpl, "<|start_header_id|>") && strings.Contains(tmpl, "<|end_header_id|>")
+	gemma := strings.Contains(tmpl, "<start_of_turn>")
 	if tmpl == "" {
 		chatml = has("<|im_start|>") && has("<|im_end|>")
 		llama3 = has("<|start_header_id|>") && has("<|end_header_id|>") && has("<|eot_id|>")
+		gemma = has("<start_of_turn>") && has("<end_of_turn>")
 	}
 	switch {
 	case chatml && t.preName == "qwen35":
@@ -122,6 +125,8 @@ func (t *Tokenizer) builtinTemplate(tmpl string) string {
 		return TemplateChatML
 	case llama3:
 		return TemplateLlama3
+	case gemma:
+		return TemplateGemma
 	}
 	return ""
 }
@@ -134,11 +139,11 @@ func (t *Tokenizer) ChatTemplate() string { return t.chat.name }
 func (t *Tokenizer) ChatTemplateError() error { return t.chat.err }
 
 // WithChatTemplate returns a tokenizer like t that writes chats with spec instead: a built-in
-// template's name (chatml, chatml-think, llama3) or the text of a Jinja template.
+// template's name (chatml, chatml-think, llama3, gemma) or the text of a Jinja template.
 func (t *Tokenizer) WithChatTemplate(spec string) (*Tokenizer, error) {
 	c := *t
 	switch spec {
-	case TemplateChatML, TemplateChatMLThink, TemplateLlama3:
+	case TemplateChatML, TemplateChatMLThink, TemplateLlama3, TemplateGemma:
 		c.chat = chatFormat{name: spec}
 	case "":
 		return nil, fmt.Errorf("tokenizer: an empty chat template")
@@ -172,11 +177,11 @@ func (t *Tokenizer) Chat(msgs []Message, vars map[string]any) (string, error) {
 	if t.chat.name == "" {
 		switch {
 		case t.templateText == "":
-			return "", fmt.Errorf("tokenizer: the model has no tokenizer.chat_template, and no chatml or llama3 special tokens")
+			return "", fmt.Errorf("tokenizer: the model has no tokenizer.chat_template, and no chatml, llama3 or gemma special tokens")
 		case t.chat.err != nil:
-			return "", fmt.Errorf("tokenizer: %w (and it is not a chatml or llama3 template)", t.chat.err)
+			return "", fmt.Errorf("tokenizer: %w (and it is not a chatml, llama3 or gemma template)", t.chat.err)
 		}
-		return "", fmt.Errorf("tokenizer: the model's tokenizer.chat_template is not a chatml or llama3 template")
+		return "", fmt.Errorf("tokenizer: the model's tokenizer.chat_template is not a chatml, llama3 or gemma template")
 	}
 	if len(msgs) == 0 {
 		return "", fmt.Errorf("tokenizer: a chat needs at least one message")
@@ -193,6 +198,9 @@ func (t *Tokenizer) Chat(msgs []Message, vars map[string]any) (string, error) {
 	}
 	if t.chat.name == TemplateJinja {
 		return t.renderJinja(msgs, vars)
+	}
+	if t.chat.name == TemplateGemma {
+		return gemmaChat(msgs), nil
 	}
 	var b strings.Builder
 	for _, m := range msgs {
@@ -252,4 +260,34 @@ func (t *Tokenizer) renderJinja(msgs []Message, vars map[string]any) (string, er
 func (t *Tokenizer) specialText(id int32) string {
 	s, _, _ := t.Token(id) // "" for an id outside the vocabulary
 	return s
+}
+
+// gemmaChat writes msgs as llama.cpp's built-in gemma template does: Gemma has no system turn,
+// so the system messages' contents (trimmed, joined) open the next user turn, followed by a
+// blank line; the assistant's role is "model"; every content is trimmed; the model's turn is
+// opened for the answer. One difference: a system content of white space alone still leaves
+// the blank line (llama.cpp's writes nothing), so that what the template writes never depends
+// on what a content says (EncodeChat).
+func gemmaChat(msgs []Message) string {
+	var b strings.Builder
+	system, pending := "", false
+	for _, m := range msgs {
+		if m.Role == "system" {
+			system += strings.TrimSpace(m.Content)
+			pending = pending || m.Content != ""
+			continue
+		}
+		role := m.Role
+		if role == "assistant" {
+			role = "model"
+		}
+		fmt.Fprintf(&b, "<start_of_turn>%s\n", role)
+		if pending && role != "model" {
+			b.WriteString(system + "\n\n")
+			system, pending = "", false
+		}
+		b.WriteString(strings.TrimSpace(m.Content) + "<end_of_turn>\n")
+	}
+	b.WriteString("<start_of_turn>model\n")
+	return b.String()
 }

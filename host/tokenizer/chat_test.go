@@ -19,6 +19,7 @@ func TestChat(t *testing.T) {
 	}{
 		{"qwen3", TemplateChatML, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi \n<|im_end|>\n<|im_start|>assistant\n"},
 		{"qwen35moe", TemplateChatMLThink, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi \n<|im_end|>\n<|im_start|>assistant\n<think>\n"},
+		{"gemma2", TemplateGemma, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"}, // llama.cpp's gemma
 		{"llama", "", ""}, // the fixtures' Llama vocabulary has no header tokens
 	} {
 		tk := fixtureTokenizer(t, tc.arch, 1024)
@@ -36,9 +37,13 @@ func TestChat(t *testing.T) {
 			t.Errorf("%s: %q, %v\nwant %q", tc.arch, got, err, tc.want)
 		}
 		// The template's special tokens are tokens once parsed.
-		start, _ := tk.lookup("<|im_start|>")
+		opener := "<|im_start|>"
+		if tc.template == TemplateGemma {
+			opener = "<start_of_turn>"
+		}
+		start, _ := tk.lookup(opener)
 		if ids := tk.Encode(got, Options{ParseSpecial: true}); ids[0] != start {
-			t.Errorf("%s: %v does not open with <|im_start|>", tc.arch, ids[:4])
+			t.Errorf("%s: %v does not open with %s", tc.arch, ids[:4], opener)
 		}
 	}
 	// Qwen3.5's template closes the thinking block at once when asked not to think.
@@ -79,7 +84,7 @@ func TestChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Chat(msgs, nil); err == nil || !strings.Contains(err.Error(), "does not compile") || !strings.Contains(err.Error(), "not a chatml or llama3") {
+	if _, err := other.Chat(msgs, nil); err == nil || !strings.Contains(err.Error(), "does not compile") || !strings.Contains(err.Error(), "not a chatml, llama3 or gemma") {
 		t.Errorf("unknown template: %v", err)
 	}
 	// A file's template that compiles is the one used.

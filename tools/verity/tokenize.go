@@ -30,7 +30,7 @@ func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
 type chatTemplateFlags struct{ spec, file string }
 
 func (c *chatTemplateFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.spec, "chat-template", "", "chat template instead of the model's: chatml, chatml-think, llama3, or a Jinja template's text")
+	cmd.Flags().StringVar(&c.spec, "chat-template", "", "chat template instead of the model's: chatml, chatml-think, llama3, gemma, or a Jinja template's text")
 	cmd.Flags().StringVar(&c.file, "chat-template-file", "", "chat template instead of the model's: a Jinja template file")
 }
 
