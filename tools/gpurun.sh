@@ -411,7 +411,7 @@ bench_phase bench-target-megakernel 60 llama-1b-q4_k_m -- --megakernel --model l
 peer_phase torchref 75
 bench_phase bench-bf16 60 llama-1b-bf16 -- --model llama-1b-bf16 --prompt 2048 -r 2
 bench_phase bench-bf16-megakernel 45 llama-1b-bf16 -- --megakernel --model llama-1b-bf16 --prompt 2048 -r 2
-bench_phase seed001 100 "" -- --protocol seed001 --calls 4
+bench_phase seed001 100 "" -- --protocol seed001 --calls 2
 bench_phase bench-1b 75 llama-1b-q4_k_m -- --model llama-1b-q4_k_m --widths 1,2,4,8,16,32,64 --spec 0.9,0.8,0.7,0.6,0.5 --batch 1,8,64
 bench_phase bench-small 60 small-llama-q4_k_m,small-q35moe-q4_k_m -- --model small-llama-q4_k_m --model small-q35moe-q4_k_m \
 	--widths 1,8,64 --ops 16 --spec 0.9,0.8,0.7 --batch 1,8

@@ -242,9 +242,11 @@ func kernelRates(out io.Writer, s *megakernel.Schedule, km *megakernel.KernelMod
 	sort.Slice(rs, func(a, b int) bool { return rs[a].bytes > rs[b].bytes })
 	share := km.Card.BandwidthGBs / float64(km.Card.SMs*qps)
 	fmt.Fprintf(out, " (a queue's share of the bandwidth %.1f GB/s):", share)
+	sep := " "
 	for _, r := range rs[:min(4, len(rs))] {
 		if r.limiter != "" {
-			fmt.Fprintf(out, " %s %.1f GB/s (%.0f%%, %s);", r.entry, r.gbs, 100*r.gbs/share, r.limiter)
+			fmt.Fprintf(out, "%s%s %.1f GB/s (%.0f%%, %s)", sep, r.entry, r.gbs, 100*r.gbs/share, r.limiter)
+			sep = "; "
 		}
 	}
 	return nil
