@@ -22,6 +22,7 @@ func init() {
 	RegisterTraffic(rmsnormActTraffic)
 	RegisterTraffic(binaryActTraffic)
 	RegisterTraffic(binaryTraffic)
+	RegisterTraffic(unaryTraffic)
 	RegisterTraffic(biasTraffic)
 	RegisterTraffic(gatherTraffic)
 	RegisterTraffic(embedTraffic)
@@ -209,6 +210,11 @@ func binaryActTraffic(entry string, a kernels.BinaryActArgs) (Traffic, error) {
 func binaryTraffic(_ string, a kernels.BinaryArgs) (Traffic, error) {
 	x := int64(a.N) * f32
 	return Traffic{Streams: []Stream{{Param: "A", Bytes: x}, {Param: "B", Bytes: x}, {Param: "Y", Bytes: x, Write: true}}}, nil
+}
+
+func unaryTraffic(_ string, a kernels.UnaryArgs) (Traffic, error) {
+	x := int64(a.N) * f32
+	return Traffic{Streams: []Stream{{Param: "X", Bytes: x}, {Param: "Y", Bytes: x, Write: true}}}, nil
 }
 
 func biasTraffic(_ string, a kernels.BiasArgs) (Traffic, error) {
