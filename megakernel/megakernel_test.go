@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -362,4 +363,44 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("a stream that decodes does not re-encode to itself")
 		}
 	})
+}
+
+// A schedule whose instructions take other grids and parameters (a patched step's) re-encodes
+// from the old stream to exactly what Encode writes; anything else is refused.
+func TestReencode(t *testing.T) {
+	c := newChain(t, 5, 3, 20)
+	s, err := megakernel.Build(c.ops, megakernel.Config{SMs: 5, PartBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := s.Encode()
+	p := *s
+	p.Instrs = slices.Clone(s.Instrs)
+	for _, i := range []int{0, len(p.Instrs) / 2, len(p.Instrs) - 1} {
+		in := &p.Instrs[i]
+		in.GridX += in.GridX/3 + 1 // more blocks, the same parts
+		in.Params = slices.Clone(in.Params)
+		in.Params[0] ^= 0x100
+	}
+	got, ok := p.Reencode(prev, s)
+	if !ok || !bytes.Equal(got, p.Encode()) {
+		t.Fatalf("Reencode: ok %v, equal to Encode %v", ok, bytes.Equal(got, p.Encode()))
+	}
+	if same, ok := s.Reencode(prev, s); !ok || !bytes.Equal(same, prev) {
+		t.Fatal("Reencode of the schedule itself differs")
+	}
+	q := p
+	q.Queues = slices.Clone(p.Queues)
+	q.Queues[0] = slices.Clone(q.Queues[0])
+	r := p
+	r.Instrs = slices.Clone(p.Instrs)
+	r.Instrs[1].Parts++
+	for name, x := range map[string]*megakernel.Schedule{"other queues": &q, "other parts": &r} {
+		if _, ok := x.Reencode(prev, s); ok {
+			t.Errorf("%s: re-encoded", name)
+		}
+	}
+	if _, ok := p.Reencode(prev[:len(prev)-8], s); ok {
+		t.Error("a short stream: re-encoded")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"verity/device"
 )
@@ -367,4 +368,79 @@ func (r *reader) pad8() {
 	if r.off&4 != 0 && r.u32() != 0 && r.err == nil {
 		r.err = errors.New("megakernel: stream padding is not zero")
 	}
+}
+
+// Reencode is s's stream made from prev, the stream of schedule from, when s differs from it
+// only in the grids and parameters of some instructions (a schedule patched with a step's new
+// arguments: the same kernels, threads, parts, dependencies, prefetches and queues, the queues
+// the very same slices): prev is copied and only those instructions' records, parameters and
+// items are rewritten. ok is false when s is not such a copy of from (then Encode it).
+func (s *Schedule) Reencode(prev []byte, from *Schedule) (stream []byte, ok bool) {
+	if len(s.Instrs) != len(from.Instrs) || len(s.Queues) != len(from.Queues) || s.PrefetchBytes != from.PrefetchBytes ||
+		len(prev) < 4*headerWords {
+		return nil, false
+	}
+	for q := range s.Queues {
+		a, b := s.Queues[q], from.Queues[q]
+		if len(a) != len(b) || len(a) > 0 && &a[0] != &b[0] {
+			return nil, false
+		}
+	}
+	var changed []int
+	nParams, nDeps := 0, 0
+	for i := range s.Instrs {
+		a, b := &s.Instrs[i], &from.Instrs[i]
+		if a.Kernel != b.Kernel || a.Threads != b.Threads || a.Parts != b.Parts || len(a.Params) != len(b.Params) ||
+			a.Prefetch != b.Prefetch || !slices.Equal(a.Deps, b.Deps) || a.GridX <= 0 || a.GridY <= 0 ||
+			int64(a.GridX)*int64(a.GridY) < int64(a.Parts) {
+			return nil, false
+		}
+		if a.GridX != b.GridX || a.GridY != b.GridY || !slices.Equal(a.Params, b.Params) {
+			changed = append(changed, i)
+		}
+		nParams += len(a.Params)
+		nDeps += len(a.Deps)
+	}
+	nItems := s.Items()
+	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + itemWords*nItems
+	words += words & 1
+	if len(prev) != 4*words+8*nParams || binary.LittleEndian.Uint32(prev) != magic || binary.LittleEndian.Uint32(prev[4:]) != version ||
+		binary.LittleEndian.Uint32(prev[8:]) != TableHash() {
+		return nil, false
+	}
+	stream = slices.Clone(prev)
+	if len(changed) == 0 {
+		return stream, true
+	}
+	word := func(w int) []byte { return stream[4*w:] }
+	first := make([][]int32, len(s.Instrs)) // each changed instruction's parts' first blocks (partBlocks)
+	for _, i := range changed {
+		in := &s.Instrs[i]
+		rec := headerWords + instrWords*i
+		binary.LittleEndian.PutUint32(word(rec+3), uint32(in.GridX))
+		binary.LittleEndian.PutUint32(word(rec+4), uint32(in.GridY))
+		po := int(binary.LittleEndian.Uint32(word(rec + 1)))
+		p := stream[4*words+8*po:]
+		for _, v := range in.Params {
+			binary.LittleEndian.PutUint64(p, v)
+			p = p[8:]
+		}
+		f := make([]int32, in.Parts+1)
+		for part := range f {
+			lo, _ := partBlocks(in, part)
+			f[part] = int32(lo)
+		}
+		first[i] = f
+	}
+	at := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1
+	for _, q := range s.Queues {
+		for _, it := range q {
+			if f := first[it.Instr]; f != nil {
+				binary.LittleEndian.PutUint32(word(at+2), uint32(f[it.Part]))
+				binary.LittleEndian.PutUint32(word(at+3), uint32(f[it.Part+1]))
+			}
+			at += itemWords
+		}
+	}
+	return stream, true
 }

@@ -186,8 +186,15 @@ func (r *deviceRunner) load(s *megakernel.Schedule) error {
 		return nil
 	}
 	stream, ok := r.streams[s]
-	if !ok { // encoded once per schedule: a step alternates between a few
-		stream = s.Encode()
+	if !ok { // encoded once per schedule (a step alternates between a few), a patched one from its original's
+		for from, prev := range r.streams {
+			if stream, ok = s.Reencode(prev, from); ok {
+				break
+			}
+		}
+		if !ok {
+			stream = s.Encode()
+		}
 		if len(r.streams) >= keptSchedules {
 			clear(r.streams)
 		}

@@ -183,3 +183,69 @@ func TestMegakernelPatchesGrowingAttention(t *testing.T) {
 		t.Errorf("%d schedules built and %d patched, want 1 and some", m.Builds, m.Patched)
 	}
 }
+
+// A device runner given a schedule that differs from one it ran only in an instruction's
+// arguments (as a patched step's does) makes its stream from the old one, and the kernels see
+// the new arguments: on the PTX interpreter, the second add writes where its new argument says.
+func TestMegakernelRunnerReencodes(t *testing.T) {
+	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 2, NoRaceCheck: true}})
+	defer b.Close()
+	const n = 512
+	var p [4]device.Ptr
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	for i := range p {
+		var err error
+		if p[i], err = b.Alloc(4 * n); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Write(p[i], device.F32Bytes(x)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []kernels.BinaryArgs{{A: p[0], B: p[0], Y: p[1], N: n}, {A: p[1], B: p[0], Y: p[2], N: n}}
+	ops := []megakernel.Op{
+		{Name: "y", Kernel: kernels.Add, Args: args[0], Reads: []megakernel.Resource{1}, Writes: []megakernel.Resource{2}, Bytes: 12 * n},
+		{Name: "z", Kernel: kernels.Add, Args: args[1], Reads: []megakernel.Resource{1, 2}, Writes: []megakernel.Resource{3}, Bytes: 12 * n},
+	}
+	r, err := exec.NewMegakernelRunner(b, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := megakernel.Build(ops, megakernel.Config{SMs: 2, PartBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(s); err != nil {
+		t.Fatal(err)
+	}
+	moved := *s
+	moved.Instrs = slices.Clone(s.Instrs)
+	a := args[1]
+	a.Y = p[3]
+	ps, err := device.Params(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved.Instrs[1].Params = nil
+	for _, q := range ps {
+		moved.Instrs[1].Params = append(moved.Instrs[1].Params, q.Bits)
+	}
+	if _, ok := moved.Reencode(s.Encode(), s); !ok {
+		t.Fatal("the moved schedule does not re-encode from the first")
+	}
+	if err := r.Run(&moved); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*n)
+	if err := b.Read(got, p[3]); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range device.AsF32(got) {
+		if v != 3*x[i] {
+			t.Fatalf("element %d: %v, want %v", i, v, 3*x[i])
+		}
+	}
+}
