@@ -2,6 +2,8 @@ package model_test
 
 import (
 	"bytes"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,6 +248,77 @@ func TestResidualAddsFuse(t *testing.T) {
 			if op.Kind == model.OpConvert && normOut[op.In[0]] && reads[op.In[0]] == 1 {
 				t.Errorf("%s: %s converts a norm's output that nothing else reads", c.fixture, op.Name)
 			}
+		}
+	}
+}
+
+// The Gemma families' Programs: the embedding scale, a window on the local layers only, the
+// local layers' own RoPE table, soft caps where the family has them; and their errors.
+func TestBuildGemma(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		windows   []int
+		caps      float32 // attention soft cap
+		finalCap  float32
+		ropes     int
+		postNorms bool
+	}{
+		{"tiny-gemma-f32", []int{0, 0}, 0, 0, 1, false},
+		{"tiny-gemma2-f32", []int{24, 0}, 50, 30, 1, true},
+		{"tiny-gemma3-f32", []int{20, 20, 0}, 0, 0, 2, true},
+		{"small-gemma3-q6_k", []int{40, 40, 40, 40, 40, 0}, 0, 0, 2, true},
+	} {
+		p, err := build(t, fixtureWriter(t, c.name))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var windows []int
+		var scale, finalCap float32
+		geglus, postNorms := 0, 0
+		for _, op := range p.Ops {
+			switch op.Kind {
+			case model.OpAttention:
+				windows = append(windows, op.Window)
+				if op.SoftCap != c.caps {
+					t.Errorf("%s: %s soft cap %g, want %g", c.name, op.Name, op.SoftCap, c.caps)
+				}
+			case model.OpScale:
+				scale = op.Scale
+			case model.OpSoftCap:
+				finalCap = op.SoftCap
+			case model.OpGeGLU:
+				geglus++
+			case model.OpRMSNorm:
+				if strings.Contains(op.Name, "post_") {
+					postNorms++
+				}
+			}
+		}
+		wantScale := float32(math.Sqrt(float64(p.Config.NEmbd)))
+		if !slices.Equal(windows, c.windows) || scale != wantScale || finalCap != c.finalCap || geglus != p.Config.NLayer ||
+			len(p.Ropes) != c.ropes || (postNorms == 2*p.Config.NLayer) != c.postNorms {
+			t.Errorf("%s: windows %v, scale %g, final cap %g, %d geglu, %d rope tables, %d post norms", c.name, windows, scale, finalCap, geglus, len(p.Ropes), postNorms)
+		}
+	}
+	for _, c := range []struct {
+		name, fixture string
+		damage        func(w *gguf.Writer)
+		want          string
+	}{
+		{"gemma2 with an output head", "tiny-gemma2-f32", func(w *gguf.Writer) {
+			if err := w.AddTensor("output.weight", dtype.F32, []int64{64, 320}, make([]byte, 4*64*320)); err != nil {
+				t.Fatal(err)
+			}
+		}, "has no output.weight"},
+		{"negative soft cap", "tiny-gemma2-f32", func(w *gguf.Writer) { w.Set("gemma2.attn_logit_softcapping", gguf.F32(-1)) }, "soft cap"},
+		{"zero window pattern", "tiny-gemma3-f32", func(w *gguf.Writer) { w.Set("gemma3.attention.sliding_window_pattern", gguf.U32(0)) }, "sliding_window_pattern"},
+		{"bad local RoPE base", "tiny-gemma3-f32", func(w *gguf.Writer) { w.Set("gemma3.rope.freq_base_swa", gguf.F32(0.5)) }, "freq_base_swa"},
+		{"partial RoPE", "tiny-gemma3-f32", func(w *gguf.Writer) { w.Set("gemma3.rope.dimension_count", gguf.U32(16)) }, "rope.dimension_count"},
+	} {
+		w := fixtureWriter(t, c.fixture)
+		c.damage(w)
+		if _, err := build(t, w); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one mentioning %s", c.name, err, c.want)
 		}
 	}
 }

@@ -126,6 +126,9 @@ func Load(f *gguf.File, opt Options) (*Model, error) {
 		return nil, err
 	}
 	c.Tied = !l.has("output.weight")
+	if c.Gemma && c.Arch != "gemma3" && !c.Tied {
+		return nil, fmt.Errorf("reference: %s has no output.weight (llama.cpp's head is token_embd): %w", c.Arch, ErrUnsupported)
+	}
 	m.output = m.embd
 	if !c.Tied {
 		if m.output, err = l.matrix("output.weight", E, c.NVocab); err != nil {
