@@ -61,7 +61,7 @@ func Tanh32(x float32) float32 {
 		return float32(math.Copysign(1, float64(x)))
 	}
 	hi, lo, j := expCore(-2 * a)
-	eh, el := scale(hi, j), scale(lo, j)
+	eh, el := float32(scale(hi, j)), float32(scale(lo, j)) // products (scale), rounded before the additions read them
 	nh := 1 - eh
 	nl := (-eh - (nh - 1)) - el
 	dh := 1 + eh
@@ -108,12 +108,14 @@ func GELU32(x float32) float32 {
 	case x <= -12:
 		return float32(math.Copysign(0, -1))
 	}
-	x2 := x * x
-	x3 := x2 * x
+	// Products that an addition reads are converted explicitly: the Go spec lets the compiler
+	// fuse them into it otherwise (it does with GOAMD64=v3).
+	x2 := float32(x * x)
+	x3 := float32(x2 * x)
 	e3 := FMA32(x2, x, -x3) + float32(FMA32(x, x, -x2)*x) // two roundings, not fused
-	h1 := f32(geluKHiBits) * x
+	h1 := float32(f32(geluKHiBits) * x)
 	l1 := FMA32(f32(geluKHiBits), x, -h1)
-	h3 := f32(geluCHiBits) * x3
+	h3 := float32(f32(geluCHiBits) * x3)
 	l3 := FMA32(f32(geluCHiBits), x3, -h3)
 	zh := h1 + h3
 	b := zh - h1
@@ -131,7 +133,7 @@ func GELU32(x float32) float32 {
 		hi, lo, j = expCore(zh)
 		lo = FMA32(hi, zl, lo)
 	}
-	eh, el := scale(hi, j), scale(lo, j)
+	eh, el := float32(scale(hi, j)), float32(scale(lo, j))
 	d := 1 + eh
 	e := (eh - (d - 1)) + el
 	q := 1 / d
