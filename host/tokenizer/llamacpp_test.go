@@ -94,6 +94,7 @@ var vocabularies = []struct {
 	{"llama", "small-llama-q4_k_m", 1024, ""},
 	{"qwen3", "small-qwen3-q6_k", 1024, ""},
 	{"qwen35moe", "small-q35moe-q4_k_m", 1024, ""},
+	{"gemma2", "small-gemma2-q4_k_m", 1024, ""}, // <start_of_turn>, <end_of_turn>, <bos>, <eos>
 	{"llama", "tiny-llama-q8_0", 320, "gpt-2"},
 	{"llama", "tiny-llama-q8_0", 320, "default"},
 	// Every pre-tokenizer again, with a vocabulary built to tell them apart (see
