@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
-	"src/matvec.cu":            "2ef2c4b2689ada99e65a2f9b5024eaba456736c725d8cc038be45f84a3d686bd",
+	"src/matvec.cu":            "502ee7859f794ca536c467419f47a2851c11f7656effcc898275a0e4a8e57ced",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
@@ -41,25 +41,25 @@ var sources = map[string]string{
 	"src/grid.cuh":             "ebd24cb59ae06e436b4253cff5e6fd29f3004b27f185c3a041590a7aa8e9eb00",
 	"src/megakernel_table.cuh": "d2124f06a8666e93bc7e2f69933477261eed475f50a8e2d9f14bfe61b4741327",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
-	"src/num.cuh":              "cf15380e2317665b388227a150befc5467842f79725ddd9e5460d3e1b2a27427",
-	"src/packed.cuh":           "d9f46e90e0165994e697d4158cd63b9db3e1b1f69c9b60275e0f9bb0495e18b3",
+	"src/num.cuh":              "181da8e5b1fda29f2024ae297b44e674aacbb2848567074625df12400da02f5e",
+	"src/packed.cuh":           "6a554732d0cef83c562e759e4a748b723e351def3dbfab5da228895c6159d6d5",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
 	"act.ptx":         "8e5e46473b8ea5dc7978db70c6c3e611a1e11ed5d02495596651b27e657fc33a",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "e500a2f255eb59597957743e9a13ffa3593a56dfed0a0fad576917b8af956385",
+	"attention.ptx":   "d001481e8f3f045faf84164f432248c69ca31df447e8cedd59bcb31e2ba470d1",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
-	"embed.ptx":       "85fb7864130ddcac90fbfe8be16ad97bcfeb75d45556e0ae6bf56eea234e6c6d",
+	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
-	"matvec.ptx":      "65eb8c7f9010cc94313e102ca311de6fc75933a4aa4ed7f097bab6121ed791bf",
-	"megakernel.ptx":  "ad14155d7c53990df9c74e0a2247e337534851283273eb05595d987995fa6eba",
-	"moe.ptx":         "a1b9ff325a753240a33f6b745824bfc86cfac998b79b948cfb3cc5124341ff7c",
+	"matvec.ptx":      "0d77b8e460aa137fe6550f014d597afb684cd650e5bce3668c0d209e9a76d212",
+	"megakernel.ptx":  "2aebdc9084e0a8e6efb4ad117c2afc1946dbb0048fd19cad5e33939925ac5852",
+	"moe.ptx":         "1e6d949b01266e44b50e73617ee5f195f268a23bd0583eec0a1333c052a2c5bc",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
-	"routing.ptx":     "b799cf017a2af1ac9657403a2ca9325affec3ca4968ca6dd519d099cd8a18036",
+	"routing.ptx":     "a2d9faefbc3b6bb4649d302113df21c7cfc9758bf817c5703c08ea4e5ea3f057",
 }
 
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "5aad798ae4722f94c28aae1c168e2bfcaaf3d7eb8e454be253008bee5211b752",
+		sha256:  "e8cb34995263ec435f70b754957da512527243e6d55275fad84fd3830a8c19e1",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "c2f11e8d775d526417936a4a15212c67af071f03ea71e5e1a73997ce5b78245c",
+		sha256:  "2413290b2517015769b61d4eca050dba68e950d54e9d963f4077d9f87dc8825e",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "4fedd6d720632d23300359849f71d07815727fea64026c304aaa7c14391d8428",
+		sha256:  "2ca4e3e9741bde0a63b415da42499e748379564804bb26a58f6fd95335c38755",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -113,15 +113,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"add_bias_f32", "add_f32", "gather_f32", "geglu_f32", "scale_f32", "sigmoid_mul_f32", "softcap_f32", "swiglu_f32"},
 	},
 	"embed.sm_37.cubin": {
-		sha256:  "f4c8d3216e5c8b4b983a81461708b7edfe3f16500f11c0899e268c3122fb92d3",
+		sha256:  "6d078e6b1f9c40d5015fc0ee456a8638a2bac42e21a248c6d291b5189cf8e7d7",
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
 	"embed.sm_80.cubin": {
-		sha256:  "55d787a25b66a72b4e3468e20db24f9ef9f41d360c6dc90bcbdd564779d6d7d0",
+		sha256:  "63aa8ac27cd8160d09760ee429ffbe12b6dd89ea335311009044106c53deaef0",
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
 	"embed.sm_90.cubin": {
-		sha256:  "5e070cba445f77c097a22aea5c1d1133858fa0b2072d9433d85e75be2fbeb441",
+		sha256:  "6557f84f648c810d44006a6bfdf76ab36410023de5d3cb6de624e2ac1046d718",
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
 	"gate.sm_37.cubin": {
@@ -149,35 +149,35 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "f2393a83b077e577428e291f9efab41af10058284dcbb161b9e8b1316f99aa36",
+		sha256:  "fb2fc0a733cd99bca470da21ef1da4b2c2039ca2a0c96c83a317cd42f67fc4c3",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "a1652fdddbfeb401e27621f99f5553786e9077d15f176fe69381a831946160f1",
+		sha256:  "b63b96dc6e9736c8cfcd33bb865b14510a7804fcdb316aa3f17ee141596febe3",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "2afbed71886a414b1d5ff753d8d99f97b5fc4ca7c25499409b119d6bd7240d5f",
+		sha256:  "93d995e5a3bf8d96d64eec9bce5ffa4cac9990fa7b13cdb1e87066ac78d3fc7a",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "454bba9c28328cb9c150eded5b678b86d1c113df0e1a485dd17276e9f8da60e8",
+		sha256:  "06395ee2cab95148dd9b61acebe99c51ae47cc2626cb22524d1290064f3d1958",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "9c0a11643993ceaefcb9ec96cd23506e08627600be946f3e86afea22126ddbc4",
+		sha256:  "12d61c3b9280a3be80c1ac84912870ba16dff2eb29eb6f84139db56578bca49d",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
-		sha256:  "1b4de19ec77b249143740e62a61752b63ffb1488285c188daed1d2ed14af1cc2",
+		sha256:  "e55aad2eab48a4d5614a7cf4b9190eb884d6be07f83f34d625c710af67077b1f",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"moe.sm_80.cubin": {
-		sha256:  "13220c518ba01d18361f458ba27eb2633897458f1763f047a528a95301aacf9f",
+		sha256:  "dd8f0969e1e870f5970493e09eb7f5a973912a6bf72d1a11d15d82f511b292ba",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"moe.sm_90.cubin": {
-		sha256:  "1d7a0b4919d3ee63d3c4f875a852f39bcfe6efba484f307fb255c075edb9241a",
+		sha256:  "c173d471d08209affa3c1ad1c492a758444a44c6de23b2df37a41e7aca3851b6",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"norm.sm_37.cubin": {
@@ -205,15 +205,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {
-		sha256:  "0587f83933dbf0aaf254731c71167376d87f3243e1e9a11c5cac1a7d9b4cbbda",
+		sha256:  "575641c02fc66948bf52d745d5bbd6200b3420d24736821f3ebcad09e179a56c",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 	"routing.sm_80.cubin": {
-		sha256:  "9295753ba7104c9739df253501915a5494b8d620ef8fc6bd747afdb018422b2c",
+		sha256:  "dcff3e93cf51d9c11b1109d146115c25201a9bc6bab083b6736df76875e6b4a0",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 	"routing.sm_90.cubin": {
-		sha256:  "d209508260fd8236451809a927bd5e4d998de69352d58942e5be2af8763bfa4b",
+		sha256:  "ae6808b97bf24d3be35d21c5212584439ac6df7c84b715a46f8bd4c35bf9e537",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 }

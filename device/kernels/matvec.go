@@ -226,8 +226,21 @@ func MatVecFor(t dtype.Type, n int) (*device.Kernel[MatVecArgs], error) {
 	return MatVec(t)
 }
 
-// rowsPerBlock is the number of weight rows one thread block handles (one warp per row).
+// rowsPerBlock is the number of weight rows one thread block of MatVec handles (4 warps, one
+// per row); a block of MatVec8 handles rowsPerBlock·MatVec8Rows.
 const rowsPerBlock = 4
+
+// MatVec8Rows is the number of weight rows one warp of MatVec8 handles for weight type t
+// (ptx/src/matvec.cu): each column's activations are read once per that many rows. Two for the
+// 16- and 32-bit and legacy formats; one for the K-quants, whose weight units already hold most
+// of a lane's registers (the megakernel holds every body in 128).
+func MatVec8Rows(t dtype.Type) int {
+	switch t {
+	case dtype.F32, dtype.F16, dtype.BF16, dtype.Q4_0, dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.Q8_0:
+		return 2
+	}
+	return 1
+}
 
 func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {
 	return &device.Kernel[MatVecArgs]{
@@ -240,8 +253,12 @@ func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {
 			if int(a.Cols)%f.Unit != 0 || int(a.Cols)%f.Type.BlockSize() != 0 {
 				return device.Geometry{}, fmt.Errorf("row length %d is not a multiple of the %s block %d and unit %d", a.Cols, f.Type, f.Type.BlockSize(), f.Unit)
 			}
+			per := rowsPerBlock
+			if prefix == "matvec8_" {
+				per *= MatVec8Rows(f.Type)
+			}
 			return device.Geometry{
-				Grid:  device.Dim3{X: uint32((int(a.Rows) + rowsPerBlock - 1) / rowsPerBlock), Y: 1, Z: 1},
+				Grid:  device.Dim3{X: uint32((int(a.Rows) + per - 1) / per), Y: 1, Z: 1},
 				Block: device.Dim3{X: 32 * rowsPerBlock, Y: 1, Z: 1},
 			}, nil
 		},

@@ -22,23 +22,26 @@ type budget struct {
 }
 
 var budgets = []budget{
-	// matvec, one column, on large matrices (issue 16's target: 85 %)
-	{"matvec_", "ffn_up/rows=8192/cols=2048/n=1", 22},
-	{"matvec_", "ffn_down/rows=2048/cols=8192/n=1", 13},
-	{"matvec_", "output/", 92},
-	{"matvec_", "bandwidth/", 20},
-	// matvec8, eight columns (a tree verify), on large matrices (target: 80 %)
-	{"matvec8_", "ffn_up/rows=8192/cols=2048/n=8", 2.5},
-	{"matvec8_", "ffn_down/rows=2048/cols=8192/n=8", 3},
-	{"matvec8_", "bandwidth/", 3},
+	// matvec, one column, on large matrices (issue 16's target: 85 %; met by bf16, f32 at
+	// ffn_up, the legacy formats at ffn_up and q8_0/q5_0 at ffn_down, q5_K and q6_K at ffn_up
+	// within 2 points; the least is q2_K's, latency-bound at 47 % and 33 %)
+	{"matvec_", "ffn_up/rows=8192/cols=2048/n=1", 46},
+	{"matvec_", "ffn_down/rows=2048/cols=8192/n=1", 33},
+	{"matvec_", "output/", 89},
+	{"matvec_", "bandwidth/", 48},
+	// matvec8, eight columns (a tree verify), on large matrices (target: 80 %, met by none: the
+	// eight columns' activations, read per warp, bound the load/store unit and issue)
+	{"matvec8_", "ffn_up/rows=8192/cols=2048/n=8", 7},
+	{"matvec8_", "ffn_down/rows=2048/cols=8192/n=8", 7.5},
+	{"matvec8_", "bandwidth/", 7.5},
 	// the other shapes and kernels: no regression
-	{"matvec_", "", 2.5},
-	{"matvec8_", "", 2.5},
-	{"moe_matvec_", "", 26},
-	{"moe_gate_up_", "", 25},
-	{"moe_down_", "", 13},
+	{"matvec_", "", 4},
+	{"matvec8_", "", 3.4}, // one column of a legacy format on 512 rows: 64 blocks of two rows a warp
+	{"moe_matvec_", "", 31},
+	{"moe_gate_up_", "", 33},
+	{"moe_down_", "", 12.5},
 	{"act_", "", 7},
-	{"attention_", "", 0.03},
+	{"attention_", "", 13}, // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},
 	{"gdn_conv_", "", 2.5},
 	{"gdn_scan_", "", 0.5},

@@ -37,7 +37,12 @@
 //	lsu      warps × L1/shared cycles (one request's wavefronts a cycle)
 //	issue    warps × instructions / schedulers
 //
-// and the largest names the limiter. Prediction reports the time, the floor, their ratio, and
+// and the largest names the limiter. A family whose kernel reads through addresses the lane
+// analysis cannot follow (attention_f32: slot indices staged in shared memory, a switch on the
+// cache's element type) counts its work instead (Traffic.Work: per working block the warp
+// instructions and L1/shared cycles of its loops as the source writes them, and its waits for
+// DRAM, the L2 and barriers in order); each wave of resident blocks then waits through one
+// block's chain, and the busiest SM computes its blocks' share besides. Prediction reports the time, the floor, their ratio, and
 // the quantities behind them: bytes in flight per SM against what the bandwidth needs
 // (bandwidth × DRAM latency / SMs), load/store cycles per KB moved against the SM's budget, and
 // the dependent loads of the hottest loop. Launch overhead is reported beside, never in, the

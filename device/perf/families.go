@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"verity/device/dtype"
 	"verity/device/kernels"
 )
 
@@ -48,7 +49,8 @@ func n64(v ...int32) int64 {
 }
 
 // matvec, matvec8: every weight row once per pass of columns (once in all when the matrix
-// stays in the L2), every warp reading all N activation rows, Y written (and read with Acc).
+// stays in the L2), every warp reading all N activation rows — a warp of matvec8 handles
+// rowsPerWarp rows — and Y written (and read with Acc).
 func matvecTraffic(entry string, a kernels.MatVecArgs) (Traffic, error) {
 	t, f, err := weightType(entry)
 	if err != nil {
@@ -64,7 +66,7 @@ func matvecTraffic(entry string, a kernels.MatVecArgs) (Traffic, error) {
 	y := n64(a.N, a.Rows) * f32
 	tr := Traffic{Streams: []Stream{
 		{Param: "W", Bytes: w * passes(w, int(a.N), columns(entry)), Requested: w * p},
-		{Param: "X", Bytes: x, Requested: x * int64(a.Rows)},
+		{Param: "X", Bytes: x, Requested: x * ((int64(a.Rows) + rowsPerWarp(entry, t) - 1) / rowsPerWarp(entry, t))},
 		{Param: "Y", Bytes: y, Write: true},
 	}}
 	if a.Acc != 0 {
@@ -268,24 +270,144 @@ func kvStoreTraffic(_ string, a kernels.KVStoreArgs) (Traffic, error) {
 		{Param: "KCache", Bytes: x, Write: true}, {Param: "VCache", Bytes: x, Write: true}}}, nil
 }
 
-// attention: the key lists are data; taken as every row attending to all NSlots slots, so that
-// each slot's K and V rows of the row's KV head are read once from DRAM and then by every
-// (row, query head) warp that shares them.
+// attention: the key lists are data; taken as a tree step's (devicetest's real cases): the
+// first NSlots − Rows slots are a history every row attends to, and row r also attends to r+1
+// slots of its own (its path; a decode row, Rows = 1, to one). ptx/src/attention.cu runs a
+// block per (row, KV head, chunk of kernels.AttnChunk keys); of the rows of a group of
+// attnGroup, the first computes a chunk that holds the same slots for all of them (the
+// history's whole chunks) for every row and query head, the others' blocks return at once. So
+// each history slot's K and V rows come from DRAM once, and a computed chunk stages its keys'
+// K and V rows (the last, partial chunk again from the L2 per row) and reads the queries of
+// its pairs; each pair's partial result goes to Part, which the chunks' last block reads back
+// to merge.
 func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
-	kv := n64(a.NSlots, a.NKV, a.HeadDim) * f32
-	warps := n64(a.Rows, a.NHead)
-	perWarp := n64(a.NSlots, a.HeadDim) * f32
-	q := n64(a.Rows, a.NHead, a.HeadDim) * f32
-	keys := n64(a.Rows, a.NSlots) * 4
-	return Traffic{Note: "assumes every row attends to all NSlots slots", Streams: []Stream{
-		{Param: "Q", Bytes: q, Requested: 2 * q * int64(a.NSlots)},
-		// K is read twice per warp (the maximum, then the weights), V once
-		{Param: "KCache", Bytes: kv, Requested: 2 * warps * perWarp},
-		{Param: "VCache", Bytes: kv, Requested: warps * perWarp},
-		{Param: "Keys", Bytes: keys, Requested: 4 * warps * int64(a.NSlots) * 4},
-		{Param: "KeyOff", Bytes: int64(a.Rows+1) * 4, Requested: warps * 8},
+	kes, err := cacheBytes(a.KType)
+	if err != nil {
+		return Traffic{}, err
+	}
+	ves, err := cacheBytes(a.VType)
+	if err != nil {
+		return Traffic{}, err
+	}
+	rows, nkv, hd, chunk := int64(a.Rows), int64(a.NKV), int64(a.HeadDim), int64(kernels.AttnChunk)
+	g := int64(a.NHead / a.NKV) // query heads per KV head
+	hist := max(0, int64(a.NSlots)-rows)
+	whole := hist / chunk // the history's whole chunks, shared by a group's rows
+	var keys, blocks, staged, pairs, parts int64
+	for r := range rows {
+		n := hist + r + 1
+		keys += n
+		nc := (n + chunk - 1) / chunk
+		parts += nc
+		blocks += nc
+		// this row's own chunks past the shared ones: computed by its block alone
+		staged += n - whole*chunk
+		pairs += nc - whole
+	}
+	groups := (rows + attnGroup - 1) / attnGroup
+	staged += groups * whole * chunk     // keys staged per KV head
+	pairs = pairs*g + whole*g*rows       // (row, query head) pairs computed per KV head, by chunk
+	gn := min(rows, attnGroup)           // rows whose slots a block loads
+	kv := int64(a.NSlots) * nkv * hd     // cache elements of each of K and V
+	part := pairs * nkv * (hd + 2) * f32 // partial results written
+	q := rows * int64(a.NHead) * hd * f32
+	// the working blocks: a group's shared history chunks, and every row's own chunks
+	var work Work
+	var instrs, lsu float64
+	add := func(n, p, keys int64) { // n blocks of p pairs over chunks of keys keys
+		b := attnBlock(p, keys, hd, kes, ves)
+		work.Blocks += n * nkv
+		instrs += float64(n*nkv) * b.Instrs
+		lsu += float64(n*nkv) * b.LSUCycles
+		work.DRAMWaits, work.L2Waits, work.Syncs = b.DRAMWaits, b.L2Waits, b.Syncs
+	}
+	add(groups*whole, gn*g, chunk)
+	for r := range rows {
+		n := hist + r + 1
+		for c := whole; c*chunk < n; c++ {
+			add(1, g, min(chunk, n-c*chunk))
+		}
+	}
+	work.Instrs, work.LSUCycles = instrs/float64(work.Blocks), lsu/float64(work.Blocks)
+	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
+		float64(kv*(kes+ves))/1e6), Streams: []Stream{
+		{Param: "Q", Bytes: q, Requested: pairs * nkv * hd * f32},
+		{Param: "KCache", Bytes: kv * kes, Requested: staged * nkv * hd * kes},
+		{Param: "VCache", Bytes: kv * ves, Requested: staged * nkv * hd * ves},
+		{Param: "Keys", Bytes: keys * 4, Requested: blocks * nkv * gn * chunk * 4},
+		{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: blocks * nkv * (2*gn*chunk + 2*gn + 2) * 4},
+		{Param: "Part", Bytes: part, Write: true},
+		{Param: "Part", Requested: parts * int64(a.NHead) * (hd + 2) * f32}, // the merge's reads, from the L2
 		{Param: "Out", Bytes: q, Write: true},
 	}}, nil
+}
+
+// attnBlock counts one working block of attention_f32 (ptx/src/attention.cu) computing p
+// (row, query head) pairs over a chunk of keys keys: warp instructions and L1/shared cycles
+// of its loops as the source writes them, and its waits in order — the row's key offsets and
+// slots (L2), each pair of staged slices (DRAM: two are in flight ahead), each slice's queries
+// (L2), the partial results' fence and counter (L2) and, for the last block, the merge's three
+// passes over the partial results (L2).
+func attnBlock(p, keys, hd, kes, ves int64) Work {
+	const ds, pmax, warps = 64, 32, 8
+	ns := (hd + ds - 1) / ds
+	passes := (p + pmax - 1) / pmax
+	var in, lsu float64
+	for p0 := int64(0); p0 < p; p0 += pmax {
+		np := min(pmax, p-p0)
+		for pg := int64(0); pg < 4; pg++ { // two warps per pair group
+			ni := (np - pg + 3) / 4
+			if ni <= 0 {
+				continue
+			}
+			nt := int64(1) // att_scores and att_values are instantiated for 1, 2, 4 and 8 pairs
+			for nt < ni {
+				nt *= 2
+			}
+			for d0 := int64(0); d0 < hd; d0 += ds {
+				w := min(ds, hd-d0)
+				// scores: per 4 dims, 4 key loads, nt query vectors, 4·nt FMAs and the loop
+				in += 2 * float64(w/4) * float64(4+nt+4*nt+2)
+				lsu += 2 * float64(w/4) * float64(4+nt)
+				// values: per 4 keys, 4 value loads, nt weight vectors, 4·nt FMAs
+				in += 2 * float64((keys+3)/4) * float64(4+nt+4*nt+2)
+				lsu += 2 * float64((keys+3)/4) * float64(4+nt)
+			}
+			// softmax: scale, the warp maximum, exp32, the sum (about 60 instructions a pair)
+			in += 2 * float64(nt) * 60
+			lsu += 2 * float64(nt) * 4
+		}
+		for d0 := int64(0); d0 < hd; d0 += ds {
+			w := min(ds, hd-d0)
+			e := float64(ds * w)                     // a staged slice's elements, keys and values
+			in += e / 32 * (2 + float64(kes)/16) * 2 // loads (16-byte vectors), widening, stores
+			lsu += e/32 + e*float64(kes)/512*4 + e/32 + e*float64(ves)/512*4
+			in += float64(np*w) / 32 * 3 // the pairs' query slice
+			lsu += float64(np*w) / 32 * 2
+		}
+		in += float64(np*(hd+2)) / 32 // the partial results
+		lsu += float64(np*(hd+2)) / 32
+	}
+	in += 400 // the key lists, the group's comparison, the counter
+	lsu += 50
+	total := passes * 2 * ns
+	return Work{Instrs: in, LSUCycles: lsu, DRAMWaits: int((total + 1) / 2),
+		L2Waits: int(2 + ns*passes + 2 + 3), Syncs: int(3 + 2*total + 3*passes)}
+}
+
+// attnGroup is the number of rows attention compares for shared chunks (ATT_GROUP in
+// ptx/src/attention.cu).
+const attnGroup = 8
+
+// cacheBytes is the size of a K/V cache element of type t (a dtype value: f32, f16, bf16).
+func cacheBytes(t int32) (int64, error) {
+	switch dtype.Type(t) {
+	case dtype.F32:
+		return 4, nil
+	case dtype.F16, dtype.BF16:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("perf: attention: no K/V cache type %d", t)
 }
 
 func gatedNormTraffic(_ string, a kernels.GatedNormArgs) (Traffic, error) {

@@ -168,6 +168,10 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 	p.LatencyUS = tw * float64(warpsSM) / float64(p.ResidentWarps) / clock
 	p.LSUUS = lw * float64(warpsSM) / clock
 	p.IssueUS = iw * float64(warpsSM) / float64(c.Schedulers) / clock
+	if w := tr.Work; w != nil && w.Blocks > 0 {
+		workModel(c, &p, w, blocks, wpb)
+		tw, lw = p.WarpCycles, p.WarpLSUCycles
+	}
 	p.TimeUS, p.Limiter = p.DRAMUS, "dram"
 	for _, l := range []struct {
 		name string
@@ -194,6 +198,29 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 	}
 	p.LSUBudgetPerKB = 1024 / bpc
 	return p, nil
+}
+
+// workModel times a launch from its family's Work: the working blocks spread over the SMs,
+// BlocksPerSM of them at once; each wave of resident blocks waits through one block's chain
+// together, and the busiest SM computes its blocks' instructions at its issue rate (or their
+// L1/shared cycles, if more) besides.
+func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
+	clock := c.ClockGHz * 1e3
+	perSM := (w.Blocks + int64(c.SMs) - 1) / int64(c.SMs)
+	res := min(int64(p.BlocksPerSM), perSM)
+	waves := (perSM + res - 1) / res
+	chain := float64(w.DRAMWaits*c.DRAMLatency + w.L2Waits*c.L2Latency + w.Syncs*c.SyncLatency)
+	compute := max(float64(perSM)*w.Instrs/float64(c.Schedulers), float64(perSM)*w.LSUCycles)
+	p.LatencyUS = (float64(waves)*chain + compute) / clock
+	p.IssueUS = float64(perSM) * w.Instrs / float64(c.Schedulers) / clock
+	p.LSUUS = float64(perSM) * w.LSUCycles / clock
+	// per warp of the launch, on average (PartUS): the working blocks' share
+	frac := float64(w.Blocks) / float64(blocks)
+	p.WarpInstrs = frac * w.Instrs / float64(wpb)
+	p.WarpLSUCycles = frac * w.LSUCycles / float64(wpb)
+	p.WarpCycles = frac * (chain + w.Instrs/float64(wpb))
+	p.Chain = w.DRAMWaits + w.L2Waits
+	p.Hot = "counted by its family"
 }
 
 // PartUS is the modelled time of n of the launch's blocks run on one SM of card c, with that

@@ -20,6 +20,23 @@ type Traffic struct {
 	Streams []Stream
 	// Note says what the figures assume (data-dependent choices: expert ids, key lists).
 	Note string
+	// Work, where set, is the launch's work as its family counts it, for a kernel whose loads
+	// the lane analysis cannot attribute: the model then times the launch from it instead of
+	// from its regions (Model).
+	Work *Work
+}
+
+// Work is what the working blocks of a launch do, counted from the kernel's source. A block
+// waits for DRAM, the L2 and its barriers one after another (Chain), and computes for Instrs
+// warp instructions and LSUCycles of the L1/shared data path; the blocks resident on an SM at
+// once wait together and compute together.
+type Work struct {
+	// Blocks is the number of blocks that do the work; the others return at once.
+	Blocks int64
+	// Instrs and LSUCycles are one working block's warp instructions and L1/shared cycles.
+	Instrs, LSUCycles float64
+	// DRAMWaits, L2Waits and Syncs are one working block's dependent waits.
+	DRAMWaits, L2Waits, Syncs int
 }
 
 // Stream is one buffer's traffic in a launch.
@@ -145,6 +162,15 @@ func passes(w int64, n, c int) int64 {
 		return 1
 	}
 	return int64((n + c - 1) / c)
+}
+
+// rowsPerWarp is how many weight rows one warp of a matvec handles (ptx/src/matvec.cu): one,
+// or kernels.MatVec8Rows for the matvec8 family.
+func rowsPerWarp(entry string, t dtype.Type) int64 {
+	if strings.HasPrefix(entry, "matvec8_") {
+		return int64(kernels.MatVec8Rows(t))
+	}
+	return 1
 }
 
 // columns is how many activation rows a matvec-style kernel applies each weight unit to in one

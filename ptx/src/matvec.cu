@@ -2,23 +2,30 @@
 // device/kernels/matvec.go, two per weight format: Y[c][r] = Σ_i W[r][i]·X[c][i] for r < Rows, c < N, with W in repack's device layout
 // (packed.cuh) and X already converted to the format's activation layout by an act.cu kernel.
 //
-// Launch (the spec's Shape): ceil(Rows/4) blocks of 128 threads, one warp per weight row.
 // Order, the contract of the package doc of device/kernels: the row is cut into units (each
 // format's own); lane l folds units l, l+32, l+64, … in increasing order into its float32
 // accumulator, starting at +0, with the format's unit step; then the xor butterfly
 // 16, 8, 4, 2, 1 (num.WarpSum) combines the 32 accumulators and lane 0 writes the result.
 // With add_y (MatVecArgs.Acc) lane 0 adds the result to y's value instead of storing it.
-// Columns go in passes of C: a lane loads each of its weight units once per pass and folds it
-// into the accumulator of every column of the pass, each with the one-column arithmetic, so a
-// launch with N columns gives each column the bits of a one-column launch while reading the
-// weights ceil(N / C) times. matvec8 has C = 8 (kernels.MaxColumns: a tree verify's nodes);
-// matvec has C = 1, for decoding, where the eight accumulators and the unrolled column loop
-// would only cost registers (and so occupancy); its unit loop is unrolled twice to keep two
-// weight loads in flight per lane.
+//
+// matvec (decoding): ceil(Rows/4) blocks of 128 threads, one warp per weight row, one column
+// after another. A lane keeps MV_AHEAD units' loads in flight: before folding unit k it has
+// issued the loads of units up to k + MV_AHEAD − 1, so that one warp's wait for memory covers
+// several units, not one.
+//
+// matvec8 (a tree verify's columns): each warp handles R weight rows (R = kernels.MatVec8Rows:
+// 2 for the 16- and 32-bit and legacy formats, 1 for the K-quants, whose weight units already
+// hold most of a lane's registers), ceil(Rows/4R) blocks of 128 threads; columns go in passes
+// of kernels.MaxColumns = 8. A lane loads unit u of each of its rows once per pass, then each
+// column's activations of that unit once, and folds them into the accumulator of every (row,
+// column) with the one-column arithmetic: the weights are read once per 8 columns, the
+// activations once per R rows. Each (row, column) thus gets the bits of a one-column launch.
 #include "packed.cuh"
 #include "grid.cuh"
 
-template <typename P, typename F, int C>
+#define MV_AHEAD 2
+
+template <typename P, typename F>
 static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                               float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                               int32_t add_y) {
@@ -29,45 +36,107 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	int64_t xb = F::act_bytes(cols);
 	int32_t units = cols / F::UNIT;
 	const uint8_t *wr = w + r * l.stride;
+	for (int32_t c = 0; c < n; c++) {
+		const uint8_t *xc = x + c * xb;
+		// wq[d], xq[d]: unit lane + 32(k + d), loaded before unit k is folded
+		typename P::W wq[MV_AHEAD] = {};
+		typename P::X xq[MV_AHEAD] = {};
+#pragma unroll
+		for (int d = 0; d < MV_AHEAD; d++) {
+			int32_t u = lane + 32 * d;
+			if (u < units) {
+				wq[d] = P::load(wr, l, lane, u, d);
+				xq[d] = P::xload(wq[d], xc, u);
+			}
+		}
+		float acc = 0.0f;
+		int32_t k = 0;
+		for (int32_t u = lane; u < units; u += 32, k++) {
+			acc = P::apply(acc, wq[0], xq[0]);
+#pragma unroll
+			for (int d = 0; d + 1 < MV_AHEAD; d++) wq[d] = wq[d + 1], xq[d] = xq[d + 1];
+			int32_t un = u + 32 * MV_AHEAD;
+			if (un < units) {
+				wq[MV_AHEAD - 1] = P::load(wr, l, lane, un, k + MV_AHEAD);
+				xq[MV_AHEAD - 1] = P::xload(wq[MV_AHEAD - 1], xc, un);
+			}
+		}
+		float v = warp_sum(acc);
+		if (lane == 0) {
+			float *yp = y + (int64_t)c * rows + r;
+			*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
+		}
+	}
+}
+
+template <typename P, typename F, int R>
+static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
+                                               float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
+                                               int32_t add_y) {
+	const int C = 8; // kernels.MaxColumns
+	int32_t r0 = (gr.bx * (gr.ntid / 32) + gr.tid / 32) * R;
+	int lane = gr.tid & 31;
+	if (r0 >= rows) return; // the whole warp leaves together
+	// row r0 + i exists when i < rows − r0 (the same in every lane; compared, not clamped: the
+	// SASS of a clamp to R, VIMNMX with an immediate, is beyond nvdisasm 11.8)
+	const int32_t nr = rows - r0;
+	PkLayout l = P::layout(cols);
+	int64_t xb = F::act_bytes(cols);
+	int32_t units = cols / F::UNIT;
+	const uint8_t *wr = w + r0 * l.stride;
 	for (int32_t c0 = 0; c0 < n; c0 += C) {
 		int32_t nc = min(n - c0, C); // the same in every lane
 		const uint8_t *xc = x + c0 * xb;
-		float acc[C];
+		float acc[R][C];
 #pragma unroll
-		for (int j = 0; j < C; j++) acc[j] = 0.0f;
+		for (int i = 0; i < R; i++)
+#pragma unroll
+			for (int j = 0; j < C; j++) acc[i][j] = 0.0f;
 		int32_t k = 0;
-#pragma unroll(C == 1 ? 2 : 1)
+#pragma unroll 1
 		for (int32_t u = lane; u < units; u += 32, k++) {
-			typename P::W wu = P::load(wr, l, lane, u, k);
+			typename P::W wu[R];
 #pragma unroll
-			for (int j = 0; j < C; j++)
-				if (j < nc) acc[j] = P::apply(acc[j], wu, xc + j * xb, u);
+			for (int i = 0; i < R; i++)
+				if (i < nr) wu[i] = P::load(wr + i * l.stride, l, lane, u, k);
+#pragma unroll
+			for (int j = 0; j < C; j++) {
+				if (j < nc) {
+					typename P::X xj = P::xload(wu[0], xc + j * xb, u);
+#pragma unroll
+					for (int i = 0; i < R; i++)
+						if (i < nr) acc[i][j] = P::apply(acc[i][j], wu[i], xj);
+				}
+			}
 		}
 #pragma unroll
-		for (int j = 0; j < C; j++) {
-			if (j < nc) {
-				float v = warp_sum(acc[j]);
-				if (lane == 0) {
-					float *yp = y + (int64_t)(c0 + j) * rows + r;
-					*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
+		for (int i = 0; i < R; i++) {
+#pragma unroll
+			for (int j = 0; j < C; j++) {
+				if (i < nr && j < nc) {
+					float v = warp_sum(acc[i][j]);
+					if (lane == 0) {
+						float *yp = y + (int64_t)(c0 + j) * rows + r0 + i;
+						*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
+					}
 				}
 			}
 		}
 	}
 }
 
-#define MATVEC(suffix, P, F)                                                                                    \
+#define MATVEC(suffix, P, F, R)                                                                                  \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
 	                                                              int32_t cols, int32_t n, int32_t add_y) {       \
-		matvec<P, F, 1>(gr, w, x, y, rows, cols, n, add_y);                                                             \
+		matvec<P, F>(gr, w, x, y, rows, cols, n, add_y);                                                             \
 	}                                                                                                           \
 	__device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
-		matvec<P, F, 8>(gr, w, x, y, rows, cols, n, add_y);                                                             \
+		matvec8<P, F, R>(gr, w, x, y, rows, cols, n, add_y);                                                          \
 	}                                                                                                           \
 	ENTRY(matvec_##suffix,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
@@ -78,16 +147,16 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32)
-MATVEC(f16_f16, PkF16, FmtF16)
-MATVEC(bf16_bf16, PkBF16, FmtBF16)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K)
+MATVEC(f32_f32, PkF32, FmtF32, 2)
+MATVEC(f16_f16, PkF16, FmtF16, 2)
+MATVEC(bf16_bf16, PkBF16, FmtBF16, 2)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 2)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 2)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 1)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 1)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 1)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 1)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1)

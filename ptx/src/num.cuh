@@ -71,17 +71,24 @@ NUM_FN float min32(float a, float b) {
 
 // --- half precision (num/half.go) ---
 
-// f16_to_f32 mirrors num.F16ToF32: exact; NaN payloads are kept.
+// f16_to_f32 mirrors num.F16ToF32: exact; NaN payloads are kept. On the device the widening is
+// the hardware's (cvt.f32.f16, exact) with a NaN's bits rebuilt (a conversion may not keep its
+// payload); on the host the same bits without branches, every case computed and one selected.
 NUM_FN float f16_to_f32(uint16_t h) {
 	uint32_t sign = (uint32_t)(h >> 15) << 31;
 	uint32_t exp = ((uint32_t)h >> 10) & 0x1fu;
 	uint32_t man = (uint32_t)h & 0x3ffu;
-	if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | man << 13);
-	if (exp != 0) return __uint_as_float(sign | (exp + 112u) << 23 | man << 13);
-	if (man == 0) return __uint_as_float(sign);
-	// subnormal: ±0 + ±(man · 2^-24), every step exact
-	float v = __fmul_rn(__fmul_rn(__uint2float_rn(man), 0x1p-24f), sign ? -1.0f : 1.0f);
-	return __fadd_rn(__uint_as_float(sign), v);
+	uint32_t special = sign | 0x7f800000u | man << 13; // infinite or NaN: the mantissa kept
+#ifdef __CUDA_ARCH__
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+	return exp == 0x1fu ? __uint_as_float(special) : f;
+#else
+	uint32_t normal = sign | (exp + 112u) << 23 | man << 13;
+	// subnormal or zero: ±man · 2^-24, exact (man < 2^10)
+	uint32_t sub = sign | __float_as_uint(__fmul_rn(__uint2float_rn(man), 0x1p-24f));
+	return __uint_as_float(exp == 0x1fu ? special : exp == 0 ? sub : normal);
+#endif
 }
 
 // f32_to_f16 mirrors num.F32ToF16: round to nearest even, overflow to ±Inf, gradual underflow,

@@ -40,10 +40,10 @@ template <int B> PK_FN uint32_t word_group(const uint32_t *w, int g) {
 	return (w[g % B] >> (B * (g / B))) & mask;
 }
 
-// spread4 moves bits 0 … 3 of h to bit 4 of bytes 0 … 3 (the fifth bit of four q5 values).
-PK_FN uint32_t spread4(uint32_t h) {
-	return ((h & 1) | (h & 2) << 7 | (h & 4) << 14 | (h & 8) << 21) << 4;
-}
+// spread4 moves bits 0 … 3 of h to bit 4 of bytes 0 … 3 (the fifth bit of four q5 values): the
+// product adds h's four bits shifted by 4, 11, 18 and 25, whose sets of positions are disjoint
+// (no carries), and bit b of h lands at 8b + 4.
+PK_FN uint32_t spread4(uint32_t h) { return ((h & 0xfu) * 0x02040810u) & 0x10101010u; }
 
 // Plane loads: the width-byte unit k of lane `lane` (unit lane + 32k) of a plane at p.
 PK_FN void plane_load(uint32_t *w, const uint8_t *p, int lane, int32_t k, int width) {
@@ -92,21 +92,46 @@ template <int NF, int SB, int UPB, int BV, int W0, int W1> PK_FN PkLayout pk_lay
 	return l;
 }
 
-// Activation words: the 32 int8 quants of unit u as eight little-endian words.
-PK_FN void q8k_words(uint32_t *a, const uint8_t *x, int32_t u) { // q8_K, 4-byte aligned
-	const uint32_t *p = (const uint32_t *)(x + Q8K_BYTES * (int64_t)(u >> 3) + 4 + 32 * (u & 7));
+// Activation words: the 32 int8 quants of unit s of super-block i as eight little-endian words.
+PK_FN void q8k_words(uint32_t *a, const uint8_t *x, int32_t i, int s) { // q8_K, 4-byte aligned
+	const uint32_t *p = (const uint32_t *)(x + Q8K_BYTES * (int64_t)i + 4 + 32 * s);
 #pragma unroll
 	for (int m = 0; m < 8; m++) a[m] = p[m];
 }
-PK_FN void q8_0_words(uint32_t *a, const uint8_t *x, int32_t u) { // q8_0: 34-byte blocks, 2-byte aligned
-	const uint16_t *p = (const uint16_t *)(x + 34 * (int64_t)u + 2);
+// q8_0_load reads block u of a q8_0 row (34-byte blocks, 2-byte aligned: a row follows the
+// one before it directly, 34·blocks bytes on) with aligned 32-bit loads, and returns its d
+// (fp16 bits). A block that starts at a word boundary: its first word holds d and q0 q1, each
+// quant word straddles two loaded words (a funnel shift joins them), and its last two quant
+// bytes are read alone, so that no load passes the block's end. A block that starts 2 bytes
+// past one: the word before holds d in its high half (and the block before's last bytes, or,
+// for a buffer's first block, nothing: buffers are word-aligned) and the next eight words are
+// its quants.
+PK_FN uint16_t q8_0_load(uint32_t *a, const uint8_t *x, int32_t u) {
+	const uint8_t *b = x + 34 * (int64_t)u;
+	bool odd = ((uintptr_t)b & 2) != 0;
+	const uint32_t *p = (const uint32_t *)((uintptr_t)b & ~(uintptr_t)3);
+	uint32_t v[9];
 #pragma unroll
-	for (int m = 0; m < 8; m++) a[m] = (uint32_t)p[2 * m] | (uint32_t)p[2 * m + 1] << 16;
+	for (int m = 0; m < 8; m++) v[m] = p[m];
+	const uint16_t *t = (const uint16_t *)(p + 8);
+	v[8] = (uint32_t)t[0] | (odd ? (uint32_t)t[1] << 16 : 0u);
+#pragma unroll
+	for (int m = 0; m < 8; m++) a[m] = odd ? v[m + 1] : __funnelshift_r(v[m], v[m + 1], 16);
+	return (uint16_t)(odd ? v[0] >> 16 : v[0]);
 }
 PK_FN void q8_1_words(uint32_t *a, const uint8_t *x, int32_t u) { // q8_1: 36-byte blocks, 4-byte aligned
 	const uint32_t *p = (const uint32_t *)(x + 36 * (int64_t)u + 4);
 #pragma unroll
 	for (int m = 0; m < 8; m++) a[m] = p[m];
+}
+// q8_1_ds is the fp16 d (low half) and s (high half) of q8_1 block u, as one word.
+PK_FN uint32_t q8_1_ds(const uint8_t *x, int32_t u) { return *(const uint32_t *)(x + 36 * (int64_t)u); }
+
+// q8k_bsums returns bsums[2s] and bsums[2s+1] of q8_K block y — unit s's two 16-value sums —
+// from one aligned 32-bit load.
+PK_FN void q8k_bsums(const uint8_t *y, int s, int32_t *b0, int32_t *b1) {
+	uint32_t v = *(const uint32_t *)(y + 260 + 4 * s);
+	*b0 = (int32_t)(int16_t)v, *b1 = (int32_t)(int16_t)(v >> 16);
 }
 
 // sum_bytes is Σ of the 32 int8 activations (exact).
@@ -123,6 +148,9 @@ struct PkF32 {
 	struct W {
 		float4 v;
 	};
+	struct X {
+		float4 v;
+	};
 	PK_FN PkLayout layout(int32_t cols) {
 		PkLayout l = {align_up(4 * (int64_t)cols, 256), 0, 0, 0, 0};
 		return l;
@@ -131,19 +159,45 @@ struct PkF32 {
 		W w = {((const float4 *)row)[u]};
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		float4 b = ((const float4 *)x)[u];
-		acc = __fmaf_rn(w.v.x, b.x, acc);
-		acc = __fmaf_rn(w.v.y, b.y, acc);
-		acc = __fmaf_rn(w.v.z, b.z, acc);
-		return __fmaf_rn(w.v.w, b.w, acc);
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) {
+		X a = {((const float4 *)x)[u]};
+		return a;
 	}
+	PK_FN float apply(float acc, const W &w, const X &b) {
+		acc = __fmaf_rn(w.v.x, b.v.x, acc);
+		acc = __fmaf_rn(w.v.y, b.v.y, acc);
+		acc = __fmaf_rn(w.v.z, b.v.z, acc);
+		return __fmaf_rn(w.v.w, b.v.w, acc);
+	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
-template <float (*DEC)(uint16_t)> struct Pk16 {
+// has_special2 reports whether either fp16 half of word v is infinite or NaN (exponent 31):
+// adding 1 to a 5-bit exponent of 31 carries into the half's sign bit, and into nothing else.
+PK_FN bool has_special2(uint32_t v) { return (((v & 0x7c007c00u) + 0x04000400u) & 0x80008000u) != 0; }
+
+// f16_finite_to_f32 widens a finite fp16 value (exact).
+PK_FN float f16_finite_to_f32(uint16_t h) {
+#ifdef __CUDA_ARCH__
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+	return f;
+#else
+	return f16_to_f32(h);
+#endif
+}
+
+// Pk16: fp16 (F16 true) or bf16 weights and activations. A unit of fp16 values none of which
+// is infinite or NaN — nearly always — is widened by the hardware alone (f16_finite_to_f32),
+// any other by f16_to_f32, which keeps a NaN's payload: the same bits either way.
+template <bool F16> struct Pk16 {
 	struct W {
 		uint4 v;
 	};
+	struct X {
+		uint4 v;
+	};
+	PK_FN float dec(uint16_t h) { return F16 ? f16_to_f32(h) : bf16_to_f32(h); }
 	PK_FN PkLayout layout(int32_t cols) {
 		PkLayout l = {align_up(2 * (int64_t)cols, 256), 0, 0, 0, 0};
 		return l;
@@ -152,21 +206,55 @@ template <float (*DEC)(uint16_t)> struct Pk16 {
 		W w = {((const uint4 *)row)[u]};
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		uint4 b = ((const uint4 *)x)[u];
-		uint32_t wa[4] = {w.v.x, w.v.y, w.v.z, w.v.w}, xb[4] = {b.x, b.y, b.z, b.w};
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) {
+		X a = {((const uint4 *)x)[u]};
+		return a;
+	}
+	PK_FN float apply(float acc, const W &w, const X &b) {
+		uint32_t wa[4] = {w.v.x, w.v.y, w.v.z, w.v.w}, xb[4] = {b.v.x, b.v.y, b.v.z, b.v.w};
+		if (F16 && !(has_special2(wa[0]) || has_special2(wa[1]) || has_special2(wa[2]) || has_special2(wa[3]) ||
+		             has_special2(xb[0]) || has_special2(xb[1]) || has_special2(xb[2]) || has_special2(xb[3]))) {
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				acc = __fmaf_rn(f16_finite_to_f32((uint16_t)wa[k]), f16_finite_to_f32((uint16_t)xb[k]), acc);
+				acc = __fmaf_rn(f16_finite_to_f32((uint16_t)(wa[k] >> 16)), f16_finite_to_f32((uint16_t)(xb[k] >> 16)), acc);
+			}
+			return acc;
+		}
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
-			acc = __fmaf_rn(DEC((uint16_t)wa[k]), DEC((uint16_t)xb[k]), acc);
-			acc = __fmaf_rn(DEC((uint16_t)(wa[k] >> 16)), DEC((uint16_t)(xb[k] >> 16)), acc);
+			acc = __fmaf_rn(dec((uint16_t)wa[k]), dec((uint16_t)xb[k]), acc);
+			acc = __fmaf_rn(dec((uint16_t)(wa[k] >> 16)), dec((uint16_t)(xb[k] >> 16)), acc);
 		}
 		return acc;
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
-typedef Pk16<f16_to_f32> PkF16;
-typedef Pk16<bf16_to_f32> PkBF16;
+typedef Pk16<true> PkF16;
+typedef Pk16<false> PkBF16;
 
 // --- legacy formats: one unit per 32-value block; fp16 d (and m) of block u at 2u (2·blocks + 2u).
+
+// Q8Act: a q8_0 unit (block u: 32 quants as words and d) or a q8_1 one (with s).
+struct Q8Act {
+	uint32_t a[8];
+	float d, s;
+};
+
+PK_FN Q8Act q8_0_act(const uint8_t *x, int32_t u) {
+	Q8Act a;
+	a.d = f16_to_f32(q8_0_load(a.a, x, u));
+	a.s = 0.0f;
+	return a;
+}
+
+PK_FN Q8Act q8_1_act(const uint8_t *x, int32_t u) {
+	Q8Act a;
+	q8_1_words(a.a, x, u);
+	uint32_t ds = q8_1_ds(x, u);
+	a.d = f16_to_f32((uint16_t)ds), a.s = f16_to_f32((uint16_t)(ds >> 16));
+	return a;
+}
 
 // Q8_0: S = Σ q_j·a_j; acc = fma(float32(S), d·d_x, acc).
 struct PkQ8_0 {
@@ -174,6 +262,7 @@ struct PkQ8_0 {
 		uint32_t q[8];
 		float d;
 	};
+	typedef Q8Act X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<1, 0, 1, 32, 32, 0>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
@@ -181,14 +270,14 @@ struct PkQ8_0 {
 		w.d = f16_at(row + 2 * u);
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		uint32_t a[8];
-		q8_0_words(a, x, u);
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s = 0;
 #pragma unroll
-		for (int m = 0; m < 8; m++) s = dot4(w.q[m], a[m], s);
-		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, f16_at(x + 34 * (int64_t)u)), acc);
+		for (int m = 0; m < 8; m++) s = dot4(w.q[m], x.a[m], s);
+		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, x.d), acc);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // qs4_sum is Σ q_j·a_j for ggml's 16-byte nibble layout (byte j: value j low, j+16 high).
@@ -219,6 +308,7 @@ struct PkQ4_0 {
 		uint32_t q[4];
 		float d;
 	};
+	typedef Q8Act X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<1, 0, 1, 32, 16, 0>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
@@ -226,12 +316,12 @@ struct PkQ4_0 {
 		w.d = f16_at(row + 2 * u);
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		uint32_t a[8];
-		q8_0_words(a, x, u);
-		int32_t s = qs4_sum(w.q, a) - 8 * sum_bytes(a);
-		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, f16_at(x + 34 * (int64_t)u)), acc);
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
+		int32_t s = qs4_sum(w.q, x.a) - 8 * sum_bytes(x.a);
+		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, x.d), acc);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // Q4_1: S = Σ q_j·a_j; t = fma(float32(S), d·d_x, m·s_x); acc = acc + t.
@@ -240,6 +330,7 @@ struct PkQ4_1 {
 		uint32_t q[4];
 		float d, m;
 	};
+	typedef Q8Act X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<2, 0, 1, 32, 16, 0>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
@@ -248,13 +339,12 @@ struct PkQ4_1 {
 		w.m = f16_at(row + 2 * (l.blocks + u));
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		uint32_t a[8];
-		q8_1_words(a, x, u);
-		const uint8_t *xb = x + 36 * (int64_t)u;
-		float t = __fmaf_rn(__int2float_rn(qs4_sum(w.q, a)), __fmul_rn(w.d, f16_at(xb)), __fmul_rn(w.m, f16_at(xb + 2)));
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_1_act(x, u); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
+		float t = __fmaf_rn(__int2float_rn(qs4_sum(w.q, x.a)), __fmul_rn(w.d, x.d), __fmul_rn(w.m, x.s));
 		return __fadd_rn(acc, t);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // Q5_0: S = Σ (q_j − 16)·a_j; acc = fma(float32(S), d·d_x, acc).
@@ -263,6 +353,7 @@ struct PkQ5_0 {
 		uint32_t q[4], qh;
 		float d;
 	};
+	typedef Q8Act X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<1, 0, 1, 32, 16, 4>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
@@ -271,12 +362,12 @@ struct PkQ5_0 {
 		w.d = f16_at(row + 2 * u);
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		uint32_t a[8];
-		q8_0_words(a, x, u);
-		int32_t s = qs5_sum(w.q, w.qh, a) - 16 * sum_bytes(a);
-		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, f16_at(x + 34 * (int64_t)u)), acc);
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
+		int32_t s = qs5_sum(w.q, w.qh, x.a) - 16 * sum_bytes(x.a);
+		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, x.d), acc);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // Q5_1: S = Σ q_j·a_j; t = fma(float32(S), d·d_x, m·s_x); acc = acc + t.
@@ -285,6 +376,7 @@ struct PkQ5_1 {
 		uint32_t q[4], qh;
 		float d, m;
 	};
+	typedef Q8Act X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<2, 0, 1, 32, 16, 4>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
@@ -294,20 +386,40 @@ struct PkQ5_1 {
 		w.m = f16_at(row + 2 * (l.blocks + u));
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		uint32_t a[8];
-		q8_1_words(a, x, u);
-		const uint8_t *xb = x + 36 * (int64_t)u;
-		float t = __fmaf_rn(__int2float_rn(qs5_sum(w.q, w.qh, a)), __fmul_rn(w.d, f16_at(xb)),
-		                    __fmul_rn(w.m, f16_at(xb + 2)));
+	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_1_act(x, u); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
+		float t = __fmaf_rn(__int2float_rn(qs5_sum(w.q, w.qh, x.a)), __fmul_rn(w.d, x.d), __fmul_rn(w.m, x.s));
 		return __fadd_rn(acc, t);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // --- K-quants: unit u is sub-block s = u mod 8 of super-block i = u / 8; the fp16 fields of
 // block i at 2i (and 2·blocks + 2i), its unpacked scales at scales + SB·i. The combined scales
 // D = float32(d·d_x) and Dmin = float32(dmin·d_x) are formed per activation row, as the Go Dot
-// forms them per super-block.
+// forms them per super-block. A lane's units are u = lane + 32k, so s = lane mod 8 and
+// i = lane/8 + 4k (kq_unit): every address is the lane's first plus a multiple of k, which the
+// compiler advances by a constant instead of recomputing.
+
+// kq_unit sets the super-block and sub-block of unit lane + 32k.
+PK_FN void kq_unit(int lane, int32_t k, int32_t *i, int *s) { *i = (lane >> 3) + 4 * k, *s = lane & 7; }
+
+// KAct is a q8_K unit: sub-block s of super-block y, its quants as words, the block's d and
+// the unit's two 16-value sums.
+struct KAct {
+	uint32_t a[8];
+	float d;
+	int32_t b0, b1;
+};
+
+PK_FN KAct q8k_act(const uint8_t *x, int32_t i, int s) {
+	KAct a;
+	const uint8_t *y = x + Q8K_BYTES * (int64_t)i;
+	q8k_words(a.a, x, i, s);
+	a.d = q8k_d(y);
+	q8k_bsums(y, s, &a.b0, &a.b1);
+	return a;
+}
 
 // kq_sums returns the two 16-value halves' Σ q·a of a unit whose quants are
 // low | high << LB, from planes of LB and HB bits (HB = 0: no high plane).
@@ -333,11 +445,16 @@ struct PkQ2_K {
 		uint32_t q[2];
 		float d, dmin;
 		int32_t sc0, sc1, m0, m1;
+		int32_t i, s; // the unit's super-block and sub-block
 	};
+	typedef KAct X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<2, 32, 8, 256, 8, 0>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
-		int32_t i = u >> 3, s = u & 7;
+		int32_t i;
+		int s;
+		kq_unit(lane, k, &i, &s);
+		w.i = i, w.s = s;
 		plane_load(w.q, row + l.plane0, lane, k, 8);
 		w.d = f16_at(row + 2 * i);
 		w.dmin = f16_at(row + 2 * (l.blocks + i));
@@ -345,20 +462,17 @@ struct PkQ2_K {
 		w.sc0 = sc[2 * s], w.sc1 = sc[2 * s + 1], w.m0 = sc[16 + 2 * s], w.m1 = sc[17 + 2 * s];
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		const uint8_t *y = x + Q8K_BYTES * (int64_t)(u >> 3);
-		int s = u & 7;
-		uint32_t a[8];
-		q8k_words(a, x, u);
+	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
-		kq_sums<2, 0>(w.q, w.q, a, &s0, &s1);
-		float dy = q8k_d(y);
-		float d = __fmul_rn(w.d, dy), dmin = __fmul_rn(w.dmin, dy);
+		kq_sums<2, 0>(w.q, w.q, x.a, &s0, &s1);
+		float d = __fmul_rn(w.d, x.d), dmin = __fmul_rn(w.dmin, x.d);
 		int32_t sum = w.sc0 * s0 + w.sc1 * s1;
-		int32_t msum = w.m0 * q8k_sum(y, 2 * s) + w.m1 * q8k_sum(y, 2 * s + 1);
+		int32_t msum = w.m0 * x.b0 + w.m1 * x.b1;
 		float t = __fmaf_rn(d, __int2float_rn(sum), acc);
 		return __fmaf_rn(-dmin, __int2float_rn(msum), t);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // Q3_K: with u = low | hbit << 2 (q = u − 4), S = (sc_2s − 32)·(Σ_{l<16} u·a − 4·bsums[2s])
@@ -369,11 +483,16 @@ struct PkQ3_K {
 		uint32_t q[2], h;
 		float d;
 		int32_t sc0, sc1;
+		int32_t i, s; // the unit's super-block and sub-block
 	};
+	typedef KAct X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<1, 16, 8, 256, 8, 4>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
-		int32_t i = u >> 3, s = u & 7;
+		int32_t i;
+		int s;
+		kq_unit(lane, k, &i, &s);
+		w.i = i, w.s = s;
 		plane_load(w.q, row + l.plane0, lane, k, 8);
 		plane_load(&w.h, row + l.plane1, lane, k, 4);
 		w.d = f16_at(row + 2 * i);
@@ -381,18 +500,16 @@ struct PkQ3_K {
 		w.sc0 = (int32_t)sc[2 * s] - 32, w.sc1 = (int32_t)sc[2 * s + 1] - 32;
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		const uint8_t *y = x + Q8K_BYTES * (int64_t)(u >> 3);
-		int s = u & 7;
-		uint32_t a[8];
-		q8k_words(a, x, u);
+	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
-		kq_sums<2, 1>(w.q, &w.h, a, &s0, &s1);
-		s0 -= 4 * q8k_sum(y, 2 * s);
-		s1 -= 4 * q8k_sum(y, 2 * s + 1);
-		float d = __fmul_rn(w.d, q8k_d(y));
+		kq_sums<2, 1>(w.q, &w.h, x.a, &s0, &s1);
+		s0 -= 4 * x.b0;
+		s1 -= 4 * x.b1;
+		float d = __fmul_rn(w.d, x.d);
 		return __fmaf_rn(d, __int2float_rn(w.sc0 * s0 + w.sc1 * s1), acc);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // Q4_K and Q5_K: S = sc_s·Σ q·a, M = m_s·(bsums[2s] + bsums[2s+1]); acc = fma(D, S, acc);
@@ -402,11 +519,16 @@ template <int HB> struct PkK45 {
 		uint32_t q[4], h;
 		float d, dmin;
 		int32_t sc, m;
+		int32_t i, s; // the unit's super-block and sub-block
 	};
+	typedef KAct X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<2, 16, 8, 256, 16, 4 * HB>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
-		int32_t i = u >> 3, s = u & 7;
+		int32_t i;
+		int s;
+		kq_unit(lane, k, &i, &s);
+		w.i = i, w.s = s;
 		plane_load(w.q, row + l.plane0, lane, k, 16);
 		w.h = 0;
 		if (HB > 0) plane_load(&w.h, row + l.plane1, lane, k, 4);
@@ -416,19 +538,16 @@ template <int HB> struct PkK45 {
 		w.sc = sc[s], w.m = sc[8 + s];
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		const uint8_t *y = x + Q8K_BYTES * (int64_t)(u >> 3);
-		int s = u & 7;
-		uint32_t a[8];
-		q8k_words(a, x, u);
+	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
-		kq_sums<4, HB>(w.q, &w.h, a, &s0, &s1);
-		float dy = q8k_d(y);
-		float d = __fmul_rn(w.d, dy), dmin = __fmul_rn(w.dmin, dy);
-		int32_t msum = w.m * (q8k_sum(y, 2 * s) + q8k_sum(y, 2 * s + 1));
+		kq_sums<4, HB>(w.q, &w.h, x.a, &s0, &s1);
+		float d = __fmul_rn(w.d, x.d), dmin = __fmul_rn(w.dmin, x.d);
+		int32_t msum = w.m * (x.b0 + x.b1);
 		float t = __fmaf_rn(d, __int2float_rn(w.sc * (s0 + s1)), acc);
 		return __fmaf_rn(-dmin, __int2float_rn(msum), t);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 typedef PkK45<0> PkQ4_K;
 typedef PkK45<1> PkQ5_K;
@@ -440,11 +559,16 @@ struct PkQ6_K {
 		uint32_t q[4], h[2];
 		float d;
 		int32_t sc0, sc1;
+		int32_t i, s; // the unit's super-block and sub-block
 	};
+	typedef KAct X;
 	PK_FN PkLayout layout(int32_t cols) { return pk_layout<1, 16, 8, 256, 16, 8>(cols); }
 	PK_FN W load(const uint8_t *row, const PkLayout &l, int lane, int32_t u, int32_t k) {
 		W w;
-		int32_t i = u >> 3, s = u & 7;
+		int32_t i;
+		int s;
+		kq_unit(lane, k, &i, &s);
+		w.i = i, w.s = s;
 		plane_load(w.q, row + l.plane0, lane, k, 16);
 		plane_load(w.h, row + l.plane1, lane, k, 8);
 		w.d = f16_at(row + 2 * i);
@@ -452,18 +576,16 @@ struct PkQ6_K {
 		w.sc0 = i8_at(sc + 2 * s), w.sc1 = i8_at(sc + 2 * s + 1);
 		return w;
 	}
-	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) {
-		const uint8_t *y = x + Q8K_BYTES * (int64_t)(u >> 3);
-		int s = u & 7;
-		uint32_t a[8];
-		q8k_words(a, x, u);
+	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
-		kq_sums<4, 2>(w.q, w.h, a, &s0, &s1);
-		s0 -= 32 * q8k_sum(y, 2 * s);
-		s1 -= 32 * q8k_sum(y, 2 * s + 1);
-		float d = __fmul_rn(w.d, q8k_d(y));
+		kq_sums<4, 2>(w.q, w.h, x.a, &s0, &s1);
+		s0 -= 32 * x.b0;
+		s1 -= 32 * x.b1;
+		float d = __fmul_rn(w.d, x.d);
 		return __fmaf_rn(d, __int2float_rn(w.sc0 * s0 + w.sc1 * s1), acc);
 	}
+	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
 // row_dot is one column of the matvec arithmetic (matvec.cu with one column per pass): lane

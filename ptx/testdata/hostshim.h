@@ -51,6 +51,11 @@ static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 static inline float __int2float_rn(int32_t i) { return (float)i; }
 static inline float __uint2float_rn(uint32_t u) { return (float)u; }
+// shf.r.clamp.b32: the low word of (hi:lo) >> min(n, 32)
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t n) {
+	uint64_t v = (uint64_t)hi << 32 | lo;
+	return (uint32_t)(v >> (n < 32 ? n : 32));
+}
 // cvt.rzi.s32.f32: truncation, saturating, NaN to 0
 static inline int32_t __float2int_rz(float f) {
 	if (f != f) return 0;

@@ -316,10 +316,11 @@ func sha(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// Large is the size (instructions) above which a function's regions are left out of its
-// facts: the megakernel, an interpreter whose regions are the instruction bodies the other
-// kernels' facts already describe.
-const Large = 20000
+// interpreters are the entries whose regions are left out of their facts: the megakernel, an
+// interpreter whose regions are the instruction bodies the other kernels' facts already
+// describe. (A kernel is never left out for its size: attention_f32's chunked body is over
+// 20000 instructions, and the model must read it.)
+var interpreters = map[string]bool{"megakernel": true}
 
 // factsFile is facts_sm<arch>.json.
 type factsFile struct {
@@ -337,7 +338,7 @@ func render(arch int, versions []string, units []*unit) ([]byte, error) {
 	for _, u := range units {
 		ff.Cubins[u.file()] = sha(u.cubin)
 		for _, f := range u.facts {
-			if f.Instrs > Large {
+			if interpreters[f.Entry] {
 				f.Regions = nil
 			}
 			ff.Kernels = append(ff.Kernels, f)

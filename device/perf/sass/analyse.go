@@ -227,6 +227,9 @@ func regsOf(in *Inst, c class) (dst, src []int) {
 			if a.Index >= 0 && a.Index != RZ {
 				src = append(src, a.Index)
 			}
+			if a.UBase >= 0 && a.UBase != URZ {
+				src = append(src, urBase+a.UBase)
+			}
 		default:
 			if !ok {
 				continue
@@ -363,6 +366,9 @@ func (l *lanes) operand(s *state, o Operand) *val {
 	case OpImm:
 		return constVal(o.Imm)
 	case OpConst:
+		if o.UBase >= 0 {
+			return uniformVal(0, noParam) // indexed by a uniform register: the same in every lane
+		}
 		if o.Index >= 0 {
 			if o.Index == RZ {
 				return uniformVal(0, noParam)
@@ -499,7 +505,13 @@ func (l *lanes) step(s *state, in *Inst, c class) {
 		}
 	case "LEA":
 		if in.Has("HI") {
+			// LEA.HI d, a, b, c, s: b + the high word of (c:a) << s; with c = 0, b + a >> (32 − s)
 			res = generic(vs...)
+			if k, ok := shiftAmount(arg(3)); ok && !in.Has("X") && !in.Has("SX32") && k > 0 && k < 32 {
+				if z, ok := arg(2).constant(); ok && z == 0 {
+					res = add(shr(arg(0), 32-k, false), arg(1))
+				}
+			}
 		} else if k, ok := shiftAmount(arg(2)); ok {
 			res = add(mulConst(arg(0), 1<<k), arg(1))
 		} else {

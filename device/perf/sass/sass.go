@@ -67,7 +67,7 @@ type Operand struct {
 	// a uniform register added (-1: none) and the immediate offset (Imm).
 	Wide  bool
 	Scale int
-	UBase int
+	UBase int // OpMem: a uniform register added; OpConst: a uniform index register (-1: none)
 	Text  string
 	Index int // OpConst: index register, -1 when none
 }
@@ -102,6 +102,9 @@ func ParseSASS(r io.Reader) ([]Function, error) {
 		f := &out[len(out)-1]
 		for _, u := range uses {
 			addr, ok := labels[u.label]
+			if !ok {
+				addr, ok = unprintedLabel(f, f.Insts[u.inst])
+			}
 			if !ok {
 				return fmt.Errorf("sass: %s: label %s is not defined", f.Name, u.label)
 			}
@@ -145,11 +148,17 @@ func ParseSASS(r io.Reader) ([]Function, error) {
 			return nil, fmt.Errorf("sass line %d: %v", n, err)
 		}
 		in.Addr = int(addr)
+		f := &out[len(out)-1]
+		if k := len(f.Insts); k > 0 {
+			// an instruction nvdisasm leaves out (its line and its label's): a placeholder
+			for a := f.Insts[k-1].Addr + instBytes; a < in.Addr; a += instBytes {
+				f.Insts = append(f.Insts, Inst{Op: Unprinted, Text: Unprinted, Addr: a})
+			}
+		}
 		for _, l := range pending {
 			labels[l] = in.Addr
 		}
 		pending = pending[:0]
-		f := &out[len(out)-1]
 		for i, a := range in.Args {
 			if u := useRE.FindStringSubmatch(a.Text); u != nil {
 				uses = append(uses, use{len(f.Insts), i, u[1]})
@@ -164,6 +173,37 @@ func ParseSASS(r io.Reader) ([]Function, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// instBytes is the size of one instruction (sm_70 on).
+const instBytes = 16
+
+// Unprinted is the opcode of a placeholder for an instruction nvdisasm 11.8 leaves out of its
+// listing, line and label alike (sm_90's VIMNMX with an immediate operand, which ptxas 11.8
+// emits for a clamp such as min(x, 2)): taken as one ALU instruction.
+const Unprinted = "UNPRINTED"
+
+// unprintedLabel finds the address of a label nvdisasm used but never printed, which belongs
+// to a left-out instruction (a placeholder): the only placeholder of the function, or, for a
+// BSSY's reconvergence point, the first one after the BSSY.
+func unprintedLabel(f *Function, use Inst) (int, bool) {
+	var at []int
+	for _, in := range f.Insts {
+		if in.Op == Unprinted {
+			at = append(at, in.Addr)
+		}
+	}
+	if len(at) == 1 {
+		return at[0], true
+	}
+	if use.Op == "BSSY" {
+		for _, a := range at {
+			if a > use.Addr {
+				return a, true
+			}
+		}
+	}
+	return 0, false
 }
 
 func parseInst(s string) (Inst, error) {
@@ -313,10 +353,18 @@ func parseConst(s string, o Operand) (Operand, error) {
 			o.Off += v
 			continue
 		}
-		if m := regRE.FindStringSubmatch(t); m != nil && m[2] == "R" {
-			o.Index = RZ
+		if m := regRE.FindStringSubmatch(t); m != nil {
+			n := RZ
+			if m[2] == "UR" {
+				n = URZ
+			}
 			if m[3] != "Z" {
-				o.Index, _ = strconv.Atoi(m[3])
+				n, _ = strconv.Atoi(m[3])
+			}
+			if m[2] == "UR" {
+				o.UBase = n
+			} else {
+				o.Index = n
 			}
 			continue
 		}

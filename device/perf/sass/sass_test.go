@@ -122,3 +122,37 @@ func TestLanesArithmetic(t *testing.T) {
 		t.Error("join")
 	}
 }
+
+// TestUnprinted: an instruction nvdisasm leaves out, with its label (sm_90's VIMNMX with an
+// immediate), becomes a placeholder at its address, and a branch to it (the only one of the
+// function) or a BSSY's reconvergence point (the first after it) finds it.
+func TestUnprinted(t *testing.T) {
+	const text = `
+        .section        .text.k,"ax",@progbits
+.text.k:
+        /*0000*/                   MOV R3, RZ ;
+        /*0010*/                   BSSY B0, ` + "`" + `(.L_x_7) ;
+        /*0020*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*0040*/                   ISETP.NE.AND P0, PT, R3, 0x8, PT ;
+        /*0050*/               @P0 BRA ` + "`" + `(.L_x_7) ;
+        /*0060*/                   EXIT ;
+`
+	fs, err := ParseSASS(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fs[0]
+	if len(f.Insts) != 7 || f.Insts[3].Op != Unprinted || f.Insts[3].Addr != 0x30 {
+		t.Fatalf("instructions %+v", f.Insts)
+	}
+	for _, i := range []int{1, 5} {
+		if a := f.Insts[i].Args[len(f.Insts[i].Args)-1]; a.Kind != OpImm || a.Imm != 0x30 {
+			t.Errorf("%s: target %+v, want 0x30", f.Insts[i].Text, a)
+		}
+	}
+	// two placeholders: a branch's target is ambiguous
+	two := strings.Replace(text, "/*0060*/", "/*0080*/", 1)
+	if _, err := ParseSASS(strings.NewReader(two)); err == nil || !strings.Contains(err.Error(), "not defined") {
+		t.Errorf("two placeholders: %v", err)
+	}
+}

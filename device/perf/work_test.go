@@ -1,0 +1,93 @@
+package perf
+
+import (
+	"math"
+	"testing"
+
+	"verity/device"
+	"verity/device/devicetest"
+	"verity/device/kernels"
+	"verity/device/perf/sass"
+)
+
+// TestWorkModel: a launch timed from its family's Work, by hand. 264 working blocks of 256
+// threads at 128 registers: two per SM, one wave on the busiest SM (two blocks); the wave
+// waits 1 DRAM and 2 L2 round trips (800 + 2·260 cycles), then computes its two blocks'
+// 2·4000 instructions at 4 a cycle (2000 cycles; their 2·900 L1/shared cycles are fewer):
+// 3320 cycles at 1.98 GHz.
+func TestWorkModel(t *testing.T) {
+	c := Cards["H200"]
+	f := &sass.Facts{Entry: "work", Arch: 90, Registers: 128}
+	geo := device.Geometry{Grid: device.Dim3{X: 264, Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}
+	tr := Traffic{Streams: []Stream{{Param: "A", Bytes: 1 << 20}},
+		Work: &Work{Blocks: 264, Instrs: 4000, LSUCycles: 900, DRAMWaits: 1, L2Waits: 2}}
+	p, err := Model(c, f, geo, tr, []string{"A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 3320 / (c.ClockGHz * 1e3)
+	if math.Abs(p.TimeUS-want) > 1e-9 || p.Limiter != "latency" || p.BlocksPerSM != 2 {
+		t.Errorf("time %.4f µs (%s, %d blocks per SM), want %.4f µs (latency, 2)", p.TimeUS, p.Limiter, p.BlocksPerSM, want)
+	}
+	if w := 2 * 4000 / 4 / (c.ClockGHz * 1e3); math.Abs(p.IssueUS-w) > 1e-9 {
+		t.Errorf("issue %.4f µs, want %.4f", p.IssueUS, w)
+	}
+}
+
+// attentionKVFloorUS is the time an attention launch's K and V caches take at the card's
+// bandwidth: issue 16's yardstick for attention.
+func attentionKVFloorUS(c Card, a kernels.AttentionArgs) float64 {
+	kes, _ := cacheBytes(a.KType)
+	ves, _ := cacheBytes(a.VType)
+	return float64(int64(a.NSlots)*int64(a.NKV)*int64(a.HeadDim)*(kes+ves)) / (c.BandwidthGBs * 1e3)
+}
+
+// attentionKVBudgets: the most times its K/V floor attention_f32 may take at 2048 positions,
+// Llama-3.2-1B shape, f16 cache (issue 16's target is 2 for decode and for an 8-node verify;
+// the model puts decode at 3.4 and verify at 8.6, and verify cannot come within 2 under the
+// contract: its float32 FMAs alone, 2 per (node, head, key, dim), take 2.1 times the K/V floor
+// at the card's full FP32 rate, 2.6 on the busiest SM of 320 chunk blocks).
+var attentionKVBudgets = []struct {
+	shape string
+	times float64
+}{
+	{"llama-3.2-1b/rows=1/heads=32/kv=8/head_dim=64/slots=2049/cache=f16,f16", 3.6},
+	{"llama-3.2-1b/rows=8/heads=32/kv=8/head_dim=64/slots=2056/cache=f16,f16", 9},
+}
+
+// TestAttentionAgainstKV: attention's predicted time against its K/V floor stays within its
+// budget, and the 8-node verify's float32 FMAs alone exceed twice that floor (why issue 16's
+// target is out of reach for it).
+func TestAttentionAgainstKV(t *testing.T) {
+	c := Cards[DefaultCard]
+	seen := 0
+	for _, s := range devicetest.RealShapes("attention_f32") {
+		for _, b := range attentionKVBudgets {
+			if s.Name != b.shape {
+				continue
+			}
+			seen++
+			a := s.Args.(kernels.AttentionArgs)
+			p, err := Predict(c, kernels.Attention, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv := attentionKVFloorUS(c, a)
+			r := p.TimeUS / kv
+			t.Logf("%s: %.2f µs predicted (%s-bound), %.2f times its K/V floor of %.2f µs", s.Name, p.TimeUS, p.Limiter, r, kv)
+			if r > b.times {
+				t.Errorf("%s: %.2f µs predicted, %.2f times its K/V floor of %.2f µs (budget %.1f)", s.Name, p.TimeUS, r, kv, b.times)
+			}
+			if a.Rows == 8 {
+				hist := int64(a.NSlots - a.Rows)
+				fmas := 2 * int64(a.Rows) * int64(a.NHead) * hist * int64(a.HeadDim)
+				if fmaUS := float64(fmas) / (c.PeakFlops() / 2) * 1e6; fmaUS < 2*kv {
+					t.Errorf("%s: %.2f µs of FMAs at the card's peak, within twice the K/V floor %.2f µs", s.Name, fmaUS, kv)
+				}
+			}
+		}
+	}
+	if seen != len(attentionKVBudgets) {
+		t.Errorf("%d of %d attention shapes found among the real sizes", seen, len(attentionKVBudgets))
+	}
+}
