@@ -326,3 +326,20 @@ func FuzzChat(f *testing.F) {
 		}
 	})
 }
+
+// Gemma's turns end with <end_of_turn>, which ends generation as <eos> does; <bos> is added.
+func TestGemmaTokens(t *testing.T) {
+	tk := fixtureTokenizer(t, "gemma2", 1024)
+	for _, s := range []string{"<end_of_turn>", "<eos>"} {
+		id, ok := tk.lookup(s)
+		if !ok || !tk.IsEOG(id) {
+			t.Errorf("%s (%d, %v) does not end generation", s, id, ok)
+		}
+	}
+	if start, _ := tk.lookup("<start_of_turn>"); tk.IsEOG(start) {
+		t.Error("<start_of_turn> ends generation")
+	}
+	if bos, _ := tk.lookup("<bos>"); !tk.AddsBOS() || tk.BOS() != bos {
+		t.Errorf("BOS %d, adds it: %v", tk.BOS(), tk.AddsBOS())
+	}
+}
