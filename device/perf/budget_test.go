@@ -43,7 +43,7 @@ var budgets = []budget{
 	{"act_", "", 7},
 	{"attention_", "", 13}, // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},
-	{"gdn_conv_", "", 2.5},
+	{"gdn_conv_", "", 4},
 	{"gdn_scan_", "", 0.5},
 	{"moe_combine_", "", 10},
 	{"moe_router_", "", 0.01},

@@ -135,6 +135,7 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 
 	// each region's executions per warp, from the bytes its accesses move per execution
 	counts := regionCounts(f, tr, params, p.Warps)
+	stand := standIn(f, tr, params)
 	var tw, iw, lw, mw float64
 	hotT := -1.0
 	for i, r := range f.Regions {
@@ -142,7 +143,7 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 		if n == 0 {
 			continue
 		}
-		t := float64(regionCycles(c, r, tr, params))
+		t := float64(regionCycles(c, r, tr, params, stand))
 		t = max(t, float64(r.Instrs))
 		tw += n * t
 		iw += n * float64(r.Instrs)
@@ -277,14 +278,20 @@ func fromDRAM(tr Traffic, params []string, i int) bool {
 	return float64(req) < 1.5*float64(bytes)
 }
 
-// regionCycles is one execution of a region's critical path on card c.
-func regionCycles(c Card, r sass.Region, tr Traffic, params []string) int {
+// regionCycles is one execution of a region's critical path on card c; a wait for a load of
+// unknown buffer is priced as one of the buffer it stands for (standIn), as regionCounts
+// counts it.
+func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int) int {
 	p := r.Path
 	t := p.Issue + p.ALU + p.Shared*c.SharedLatency + p.Shuffle*c.ShuffleLatency + p.Const*c.ConstLatency +
 		p.Local*c.DRAMLatency + p.Sync*c.SyncLatency
 	for _, g := range p.Global {
 		lat := c.L2Latency
-		if fromDRAM(tr, params, g.Param) {
+		k := g.Param
+		if k < 0 {
+			k = stand
+		}
+		if fromDRAM(tr, params, k) {
 			lat = c.DRAMLatency
 		}
 		t += g.N * lat
@@ -292,14 +299,10 @@ func regionCycles(c Card, r sass.Region, tr Traffic, params []string) int {
 	return max(t, 0)
 }
 
-// regionCounts is how many times each region runs per warp. The straight code runs once. A
-// loop's driver is the parameter it moves the most bytes through per iteration; the loops
-// sharing a driver run equally often, as many times as that parameter's requested bytes per
-// warp (less what the straight code moves) take. A loop that moves nothing runs as often as
-// the nearest loop before it that does.
-func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []float64 {
+// standIn is the parameter that accesses of unknown buffer stand for: the largest requested
+// buffer that no access names (-1: none).
+func standIn(f *sass.Facts, tr Traffic, params []string) int {
 	req := requested(tr, params)
-	// accesses of unknown buffer stand for the largest requested buffer no access names
 	attributed := map[int]bool{}
 	for _, r := range f.Regions {
 		for _, a := range r.Access {
@@ -314,6 +317,17 @@ func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []flo
 			stand = i
 		}
 	}
+	return stand
+}
+
+// regionCounts is how many times each region runs per warp. The straight code runs once. A
+// loop's driver is the parameter it moves the most bytes through per iteration; the loops
+// sharing a driver run equally often, as many times as that parameter's requested bytes per
+// warp (less what the straight code moves) take. A loop that moves nothing runs as often as
+// the nearest loop before it that does.
+func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []float64 {
+	req := requested(tr, params)
+	stand := standIn(f, tr, params)
 	param := func(a sass.Access) int {
 		if a.Param < 0 {
 			return stand

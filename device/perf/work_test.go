@@ -91,3 +91,30 @@ func TestAttentionAgainstKV(t *testing.T) {
 		t.Errorf("%d of %d attention shapes found among the real sizes", seen, len(attentionKVBudgets))
 	}
 }
+
+// TestUnknownLoadsPricedAsTheirStandIn: a wait for a load the lane analysis could not attribute
+// costs what a wait for the buffer it stands for costs (an L2 round trip for a buffer read again
+// and again), as the loop counts count it, not a DRAM round trip.
+func TestUnknownLoadsPricedAsTheirStandIn(t *testing.T) {
+	c := Cards["H200"]
+	facts := func(param int) *sass.Facts {
+		return &sass.Facts{Entry: "k", Arch: 90, Registers: 32, Regions: []sass.Region{
+			{Instrs: 10},
+			{Loop: true, Instrs: 20, Path: sass.Path{Issue: 20, Global: []sass.Waits{{Param: param, N: 1}}},
+				Access: []sass.Access{{Op: sass.Load, Space: sass.Global, Param: param, Width: 4, Bytes: 128, Sectors: 4, Cycles: 1}}},
+		}}
+	}
+	geo := device.Geometry{Grid: device.Dim3{X: 1024, Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}
+	tr := Traffic{Streams: []Stream{{Param: "X", Bytes: 1 << 20, Requested: 64 << 20}}}
+	known, err := Model(c, facts(0), geo, tr, []string{"X"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown, err := Model(c, facts(-1), geo, tr, []string{"X"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unknown.LatencyUS != known.LatencyUS || known.WarpCycles <= 0 {
+		t.Errorf("latency %.3f µs with the load unattributed, %.3f attributed", unknown.LatencyUS, known.LatencyUS)
+	}
+}
