@@ -45,8 +45,9 @@ func attentionKVFloorUS(c Card, a kernels.AttentionArgs) float64 {
 // attentionKVBudgets: the most times its K/V floor attention_f32 may take at 2048 positions,
 // Llama-3.2-1B shape, f16 cache (issue 16's target is 2 for decode and for an 8-node verify;
 // the model puts decode at 3.4 and verify at 8.6, and verify cannot come within 2 under the
-// contract: its float32 FMAs alone, 2 per (node, head, key, dim), take 2.1 times the K/V floor
-// at the card's full FP32 rate, 2.6 on the busiest SM of 320 chunk blocks).
+// contract: its float32 FMAs alone, 2 per (node, head, key, dim), take 2.06 times the K/V floor
+// at the card's full FP32 rate, 2.6 with its 320 chunk blocks spread evenly over the 132 SMs and
+// 3.2 on an SM that runs three of them).
 var attentionKVBudgets = []struct {
 	shape string
 	times float64
