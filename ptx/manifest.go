@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
-	"src/matvec.cu":            "502ee7859f794ca536c467419f47a2851c11f7656effcc898275a0e4a8e57ced",
+	"src/matvec.cu":            "9d3570804ca8c22a14e474b72d1f23f8beed9245f9378f5e9da5d2f5a0f94f6b",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
@@ -54,8 +54,8 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
-	"matvec.ptx":      "0d77b8e460aa137fe6550f014d597afb684cd650e5bce3668c0d209e9a76d212",
-	"megakernel.ptx":  "2aebdc9084e0a8e6efb4ad117c2afc1946dbb0048fd19cad5e33939925ac5852",
+	"matvec.ptx":      "1ab0d33bc1948f9574b91b4f150302ce86160ececc0c2fd369d310db09d8c0c8",
+	"megakernel.ptx":  "c6c6bbfb9c2ee102c00a54e8a424eff11926fb7bf0ec2167f47ce9700a6c7318",
 	"moe.ptx":         "1e6d949b01266e44b50e73617ee5f195f268a23bd0583eec0a1333c052a2c5bc",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -149,23 +149,23 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "fb2fc0a733cd99bca470da21ef1da4b2c2039ca2a0c96c83a317cd42f67fc4c3",
+		sha256:  "cc3246bad823c5a0129f2233f8d82ffdc3d35b4334b08bbbbcb43db19c91b99e",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "b63b96dc6e9736c8cfcd33bb865b14510a7804fcdb316aa3f17ee141596febe3",
+		sha256:  "5738336c4ad8f7e4cd8ae0a3609787627462806a5e5b1f5bb81662828bd5d41b",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "93d995e5a3bf8d96d64eec9bce5ffa4cac9990fa7b13cdb1e87066ac78d3fc7a",
+		sha256:  "ae0f56d1f2a741097278b82dec716812d1223a63e225d8628041f3c8199fdb04",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "06395ee2cab95148dd9b61acebe99c51ae47cc2626cb22524d1290064f3d1958",
+		sha256:  "9964d437016670b7078e8fd3ee8b23cfdec657b9cf0c8b2bdc5860714d6fac8c",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "12d61c3b9280a3be80c1ac84912870ba16dff2eb29eb6f84139db56578bca49d",
+		sha256:  "cd57a3dba7dc81457f89d1d9c03f99089f5516c56d17f67d7268205c6c30bed7",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

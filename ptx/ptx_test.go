@@ -20,8 +20,8 @@ import (
 	"testing"
 
 	"verity/device"
-	_ "verity/device/kernels" // registers the kernel specs
-	_ "verity/megakernel"     // registers the megakernel
+	"verity/device/kernels" // also registers the kernel specs
+	_ "verity/megakernel"   // registers the megakernel
 )
 
 // noPTXYet lists the Go kernel specs that have no CUDA kernel yet. A new spec without PTX must
@@ -647,6 +647,40 @@ func TestSharedMemoryConvention(t *testing.T) {
 			if name == "" || !regexp.MustCompile(want).MatchString(line) {
 				t.Errorf("%s.ptx: %s: shared memory belongs in the entry's ENTRY_SHARED struct (grid.cuh)", m, line)
 			}
+		}
+	}
+}
+
+// TestMatVec8Rows checks that the rows per warp of each matvec8 kernel in src/matvec.cu (its
+// MATVEC line's G, the launch's grid) are kernels.MatVec8Rows of its weight type, and that the
+// megakernel's rows per pass divide them.
+func TestMatVec8Rows(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("src", "matvec.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, (\d+), (true|false), (\d+)\)$`)
+	ms := line.FindAllStringSubmatch(string(src), -1)
+	if len(ms) != len(kernels.WeightTypes()) {
+		t.Fatalf("src/matvec.cu has %d MATVEC lines, the kernels %d weight types", len(ms), len(kernels.WeightTypes()))
+	}
+	for _, m := range ms {
+		g, _ := strconv.Atoi(m[2])
+		mk, _ := strconv.Atoi(m[4])
+		found := false
+		for _, ty := range kernels.WeightTypes() {
+			if f, err := kernels.Lookup(ty); err == nil && ty.String()+"_"+f.Act.String() == m[1] {
+				found = true
+				if r := kernels.MatVec8Rows(ty); r != g {
+					t.Errorf("matvec8 %s: %d rows a warp in src/matvec.cu, kernels.MatVec8Rows %d", ty, g, r)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("MATVEC line for %s: no such weight type", m[1])
+		}
+		if mk < 1 || g%mk != 0 {
+			t.Errorf("matvec8 %s: the megakernel's %d rows a pass do not divide the warp's %d", m[1], mk, g)
 		}
 	}
 }

@@ -231,15 +231,22 @@ func MatVecFor(t dtype.Type, n int) (*device.Kernel[MatVecArgs], error) {
 const rowsPerBlock = 4
 
 // MatVec8Rows is the number of weight rows one warp of MatVec8 handles for weight type t
-// (ptx/src/matvec.cu): each column's activations are read once per that many rows. Two for the
-// 16- and 32-bit and legacy formats; one for the K-quants, whose weight units already hold most
-// of a lane's registers (the megakernel holds every body in 128).
+// (ptx/src/matvec.cu): the standalone kernel reads each column's activations once per that many
+// rows. The megakernel's instantiation of the same body keeps this grid but may fold a warp's
+// rows in several passes of fewer rows, to stay within its register budget: the same bits.
 func MatVec8Rows(t dtype.Type) int {
-	switch t {
-	case dtype.F32, dtype.F16, dtype.BF16, dtype.Q4_0, dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.Q8_0:
-		return 2
+	if r, ok := matvec8Rows[t]; ok {
+		return r
 	}
 	return 1
+}
+
+// matvec8Rows: rows per warp of matvec8, as the MATVEC lines of ptx/src/matvec.cu have them
+// (the static model's best at ffn_up and ffn_down of eight columns).
+var matvec8Rows = map[dtype.Type]int{
+	dtype.F32: 4, dtype.F16: 1, dtype.BF16: 2,
+	dtype.Q4_0: 2, dtype.Q4_1: 2, dtype.Q5_0: 2, dtype.Q5_1: 4, dtype.Q8_0: 2,
+	dtype.Q2_K: 2, dtype.Q3_K: 4, dtype.Q4_K: 2, dtype.Q5_K: 2, dtype.Q6_K: 1,
 }
 
 func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {

@@ -13,13 +13,13 @@
 // issued the loads of units up to k + MV_AHEAD − 1, so that one warp's wait for memory covers
 // several units, not one.
 //
-// matvec8 (a tree verify's columns): each warp handles R weight rows (R = kernels.MatVec8Rows:
-// 2 for the 16- and 32-bit and legacy formats, 1 for the K-quants, whose weight units already
-// hold most of a lane's registers), ceil(Rows/4R) blocks of 128 threads; columns go in passes
-// of kernels.MaxColumns = 8. A lane loads unit u of each of its rows once per pass, then each
-// column's activations of that unit once, and folds them into the accumulator of every (row,
-// column) with the one-column arithmetic: the weights are read once per 8 columns, the
-// activations once per R rows. Each (row, column) thus gets the bits of a one-column launch.
+// matvec8 (a tree verify's columns): each warp handles G weight rows (G = kernels.MatVec8Rows,
+// per format in the MATVEC lines below), ceil(Rows/4G) blocks of 128 threads; columns go in
+// passes of kernels.MaxColumns = 8. A lane loads unit u of each of the rows of a pass once, then
+// each column's activations of that unit once, and folds them into the accumulator of every
+// (row, column) with the one-column arithmetic: the weights are read once per 8 columns, the
+// activations once per pass's rows. Each (row, column) thus gets the bits of a one-column launch,
+// whatever the rows per warp or pass.
 #include "packed.cuh"
 #include "grid.cuh"
 
@@ -69,55 +69,76 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	}
 }
 
-template <typename P, typename F, int R>
+template <typename P, typename F, int G, int R, bool B>
 static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                                float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                                int32_t add_y) {
+	static_assert(G % R == 0, "a warp's rows are whole passes of R rows");
 	const int C = 8; // kernels.MaxColumns
-	int32_t r0 = (gr.bx * (gr.ntid / 32) + gr.tid / 32) * R;
+	int32_t w0 = (gr.bx * (gr.ntid / 32) + gr.tid / 32) * G;
 	int lane = gr.tid & 31;
-	if (r0 >= rows) return; // the whole warp leaves together
-	// row r0 + i exists when i < rows − r0 (the same in every lane; compared, not clamped: the
-	// SASS of a clamp to R, VIMNMX with an immediate, is beyond nvdisasm 11.8)
-	const int32_t nr = rows - r0;
+	if (w0 >= rows) return; // the whole warp leaves together
 	PkLayout l = P::layout(cols);
 	int64_t xb = F::act_bytes(cols);
 	int32_t units = cols / F::UNIT;
-	const uint8_t *wr = w + r0 * l.stride;
-	for (int32_t c0 = 0; c0 < n; c0 += C) {
-		int32_t nc = min(n - c0, C); // the same in every lane
-		const uint8_t *xc = x + c0 * xb;
-		float acc[R][C];
-#pragma unroll
-		for (int i = 0; i < R; i++)
-#pragma unroll
-			for (int j = 0; j < C; j++) acc[i][j] = 0.0f;
-		int32_t k = 0;
+	// the warp's G rows, R at a time (one group when R = G)
 #pragma unroll 1
-		for (int32_t u = lane; u < units; u += 32, k++) {
-			typename P::W wu[R];
+	for (int32_t g = 0; g < G; g += R) {
+		int32_t r0 = w0 + g;
+		if (r0 >= rows) break; // the same in every lane
+		// row r0 + i exists when i < rows − r0 (the same in every lane; compared, not clamped:
+		// the SASS of a clamp to R, VIMNMX with an immediate, is beyond nvdisasm 11.8)
+		const int32_t nr = rows - r0;
+		const uint8_t *wr = w + r0 * l.stride;
+		for (int32_t c0 = 0; c0 < n; c0 += C) {
+			int32_t nc = min(n - c0, C); // the same in every lane
+			const uint8_t *xc = x + c0 * xb;
+			float acc[R][C];
 #pragma unroll
 			for (int i = 0; i < R; i++)
-				if (i < nr) wu[i] = P::load(wr + i * l.stride, l, lane, u, k);
 #pragma unroll
-			for (int j = 0; j < C; j++) {
-				if (j < nc) {
-					typename P::X xj = P::xload(wu[0], xc + j * xb, u);
+				for (int j = 0; j < C; j++) acc[i][j] = 0.0f;
+			int32_t k = 0;
+#pragma unroll 1
+			for (int32_t u = lane; u < units; u += 32, k++) {
+				typename P::W wu[R];
+				if (B) {
+					// branch-free, so that all the unit's loads can be in flight at once: a row or
+					// column past the last reads the last one's bytes again, into an accumulator
+					// that is never stored
+#pragma unroll
+					for (int i = 0; i < R; i++) wu[i] = P::load(wr + (i < nr ? i : nr - 1) * l.stride, l, lane, u, k);
+#pragma unroll
+					for (int j = 0; j < C; j++) {
+						typename P::X xj = P::xload(wu[0], xc + (j < nc ? j : nc - 1) * xb, u);
+#pragma unroll
+						for (int i = 0; i < R; i++) acc[i][j] = P::apply(acc[i][j], wu[i], xj);
+					}
+				} else {
 #pragma unroll
 					for (int i = 0; i < R; i++)
-						if (i < nr) acc[i][j] = P::apply(acc[i][j], wu[i], xj);
+						if (i < nr) wu[i] = P::load(wr + i * l.stride, l, lane, u, k);
+#pragma unroll
+					for (int j = 0; j < C; j++) {
+						if (j < nc) {
+							typename P::X xj = P::xload(wu[0], xc + j * xb, u);
+#pragma unroll
+							for (int i = 0; i < R; i++)
+								if (i < nr) acc[i][j] = P::apply(acc[i][j], wu[i], xj);
+						}
+					}
 				}
 			}
-		}
 #pragma unroll
-		for (int i = 0; i < R; i++) {
+			for (int i = 0; i < R; i++) {
 #pragma unroll
-			for (int j = 0; j < C; j++) {
-				if (i < nr && j < nc) {
-					float v = warp_sum(acc[i][j]);
-					if (lane == 0) {
-						float *yp = y + (int64_t)(c0 + j) * rows + r0 + i;
-						*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
+				for (int j = 0; j < C; j++) {
+					if (i < nr && j < nc) {
+						float v = warp_sum(acc[i][j]);
+						if (lane == 0) {
+							float *yp = y + (int64_t)(c0 + j) * rows + r0 + i;
+							*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
+						}
 					}
 				}
 			}
@@ -125,7 +146,21 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	}
 }
 
-#define MATVEC(suffix, P, F, R)                                                                                  \
+// MATVEC(suffix, P, F, G, B, M): matvec8's geometry and form per weight format, chosen by the
+// static model (device/perf) at ffn_up and ffn_down of n = 8. A warp owns G rows
+// (kernels.MatVec8Rows: the grid); the standalone kernel folds all G in one pass over the
+// weights, branch-free when B (every row's and column's loads of a unit issued together); the
+// megakernel, whose every body must fit its register budget, folds M of them at a time
+// (G/M passes, the same grid), with the guarded form.
+#ifdef MEGAKERNEL
+#define MV8_PASS(G, M) M
+#define MV8_FREE(B) false
+#else
+#define MV8_PASS(G, M) G
+#define MV8_FREE(B) B
+#endif
+
+#define MATVEC(suffix, P, F, G, B, M)                                                                                 \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
@@ -136,7 +171,7 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
-		matvec8<P, F, R>(gr, w, x, y, rows, cols, n, add_y);                                                          \
+		matvec8<P, F, G, MV8_PASS(G, M), MV8_FREE(B)>(gr, w, x, y, rows, cols, n, add_y);                                                      \
 	}                                                                                                           \
 	ENTRY(matvec_##suffix,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
@@ -147,16 +182,16 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32, 2)
-MATVEC(f16_f16, PkF16, FmtF16, 2)
-MATVEC(bf16_bf16, PkBF16, FmtBF16, 2)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 2)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 2)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 1)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 1)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 1)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 1)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1)
+MATVEC(f32_f32, PkF32, FmtF32, 4, true, 2)
+MATVEC(f16_f16, PkF16, FmtF16, 1, true, 1)
+MATVEC(bf16_bf16, PkBF16, FmtBF16, 2, true, 2)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 2, false, 2)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, true, 2)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 2, false, 2)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 4, true, 2)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, true, 2)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, true, 1)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 4, true, 1)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, true, 1)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, true, 1)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1, true, 1)
