@@ -78,7 +78,10 @@ type Executor struct {
 	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
 	// the executor's allocations, which change only when the key lists grow (cleared then).
 	lowered map[[3]int][]Launch // by (rows, output rows, attention chunks)
-	scratch []int32             // the step's key lists and offsets, as written
+	// halves holds the two ops each fused gate-and-convert op runs as in a launcher's step
+	// (splitBinaryAct), made once so that a step's launches name the same ops every time.
+	halves  map[*model.Op]*[2]model.Op
+	scratch []int32 // the step's key lists and offsets, as written
 	// Attention's scratch: each chunk's partial results (grown to the step's need) and the
 	// per-row counters its kernel leaves at zero (kernels.AttentionArgs Part and Count).
 	attnPart, attnCount device.Ptr
@@ -766,6 +769,9 @@ func (e *Executor) runLauncher(rows, outs int) error {
 	if !ok {
 		var err error
 		if ls, err = e.Lower(rows, outs); err != nil {
+			return err
+		}
+		if ls, err = e.splitBinaryAct(ls); err != nil {
 			return err
 		}
 		if e.lowered == nil {

@@ -249,3 +249,48 @@ func TestMegakernelRunnerReencodes(t *testing.T) {
 		}
 	}
 }
+
+// A megakernel step runs each SwiGLU fused with its conversion as the element-wise SwiGLU and
+// the conversion (the fused kernel holds a queue per row); the logits stay the eager
+// executor's, which runs the fused kernel (TestMegakernelKeepsSchedules).
+func TestMegakernelSplitsFusedGates(t *testing.T) {
+	f, err := fixtures.Parse("tiny-llama-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Build(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fused := 0
+	for _, op := range p.Ops {
+		if op.Kind == model.OpSwiGLU && p.Buffers[op.Out].Kind == model.ActBuf {
+			fused++
+		}
+	}
+	if fused == 0 {
+		t.Fatal("the fixture's program fuses no SwiGLU with its conversion")
+	}
+	b := cpu.New(1)
+	defer b.Close()
+	e, err := exec.New(b, p, exec.Options{MaxRows: 4, NSlots: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, err := e.Schedule(2, 2, 8, megakernel.Config{SMs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := megakernel.Kernels()
+	entries := map[string]int{}
+	for _, in := range s.Instrs {
+		entries[kinds[in.Kernel].Entry()]++
+	}
+	if n := entries["swiglu_act_q8_0"]; n != 0 {
+		t.Errorf("%d fused swiglu_act_q8_0 instructions, want none", n)
+	}
+	if entries["swiglu_f32"] != fused || entries["act_q8_0"] < fused {
+		t.Errorf("%d swiglu_f32 and %d act_q8_0 instructions, want %d and at least %d", entries["swiglu_f32"], entries["act_q8_0"], fused, fused)
+	}
+}
