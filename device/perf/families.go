@@ -52,11 +52,7 @@ func n64(v ...int32) int64 {
 // stays in the L2), every warp reading all N activation rows — a warp of matvec8 handles
 // rowsPerWarp rows — and Y written (and read with Acc).
 func matvecTraffic(entry string, a kernels.MatVecArgs) (Traffic, error) {
-	t, f, err := weightType(entry)
-	if err != nil {
-		return Traffic{}, err
-	}
-	row, err := usedRowBytes(t, int64(a.Cols))
+	t, f, row, err := weightRow(entry, a.Cols)
 	if err != nil {
 		return Traffic{}, err
 	}
@@ -81,11 +77,7 @@ func distinctExperts(n, k, ne int32) int64 { return min(int64(n)*int64(k), int64
 const expertNote = "assumes the routed slots pick distinct experts"
 
 func moeMatVecTraffic(entry string, a kernels.MoEMatVecArgs) (Traffic, error) {
-	t, f, err := weightType(entry)
-	if err != nil {
-		return Traffic{}, err
-	}
-	row, err := usedRowBytes(t, int64(a.Cols))
+	_, f, row, err := weightRow(entry, a.Cols)
 	if err != nil {
 		return Traffic{}, err
 	}
@@ -104,11 +96,7 @@ func moeMatVecTraffic(entry string, a kernels.MoEMatVecArgs) (Traffic, error) {
 }
 
 func moeGateUpTraffic(entry string, a kernels.MoEGateUpArgs) (Traffic, error) {
-	t, f, err := weightType(entry)
-	if err != nil {
-		return Traffic{}, err
-	}
-	row, err := usedRowBytes(t, int64(a.Cols))
+	_, f, row, err := weightRow(entry, a.Cols)
 	if err != nil {
 		return Traffic{}, err
 	}
@@ -125,11 +113,7 @@ func moeGateUpTraffic(entry string, a kernels.MoEGateUpArgs) (Traffic, error) {
 }
 
 func moeDownTraffic(entry string, a kernels.MoEDownArgs) (Traffic, error) {
-	t, f, err := weightType(entry)
-	if err != nil {
-		return Traffic{}, err
-	}
-	row, err := usedRowBytes(t, int64(a.Cols))
+	_, f, row, err := weightRow(entry, a.Cols)
 	if err != nil {
 		return Traffic{}, err
 	}

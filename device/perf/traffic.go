@@ -134,6 +134,16 @@ func weightType(entry string) (dtype.Type, *kernels.Format, error) {
 	return t, f, err
 }
 
+// weightRow is a weight kernel's weight type, its format and usedRowBytes of a row of cols.
+func weightRow(entry string, cols int32) (dtype.Type, *kernels.Format, int64, error) {
+	t, f, err := weightType(entry)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	row, err := usedRowBytes(t, int64(cols))
+	return t, f, row, err
+}
+
 // usedRowBytes is what a matvec reads of one packed row of cols values of type t: its fp16
 // fields, unpacked scales and plane bytes (the GGUF bytes for float types), not the padding.
 func usedRowBytes(t dtype.Type, cols int64) (int64, error) {
