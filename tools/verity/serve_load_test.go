@@ -379,7 +379,14 @@ func (c *loadClient) session(ctx context.Context, tk task) (outcome, error) {
 	}
 	resp.Body.Close()
 	c.stats.status(resp.StatusCode)
-	if resp.StatusCode != 204 && !(c.lb && resp.StatusCode == 404) {
+	switch {
+	case resp.StatusCode == 204, c.lb && resp.StatusCode == 404:
+	case resp.StatusCode == 410:
+		// evicted while idle between its last round and the close: what it emitted stands
+		c.stats.mu.Lock()
+		c.stats.evicted++
+		c.stats.mu.Unlock()
+	default:
 		return "", fmt.Errorf("close: %d", resp.StatusCode)
 	}
 	// what it emitted up to tk.tokens (a last round may run past it)
