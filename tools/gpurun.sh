@@ -89,10 +89,11 @@ work=$here/work  # everything the check writes; published to $out after every ph
 cache=$here/cache # the bench fixtures, kept between calls on the same machine
 div=${VERITY_TIME_DIVISOR:-1}
 sc() { echo $((($1 + div - 1) / div)); } # a time in seconds, divided (rounded up)
-reserve=$(sc 15)  # seconds kept for the last report (at least 3)
-[ "$reserve" -ge 3 ] || reserve=3
-margin=$(sc 10)   # seconds kept for the kills a timeout sends
+reserve=$(sc 15)  # seconds kept for the last report (at least 4: starting gpureport and tar on a busy machine)
+[ "$reserve" -ge 4 ] || reserve=4
 kill_after=$(sc 5)
+margin=$(sc 10)   # seconds kept for the kills a timeout sends: its TERM at the limit, KILL kill_after later
+[ "$margin" -ge $((2 * kill_after)) ] || margin=$((2 * kill_after))
 t0=$EPOCHREALTIME
 
 if [ -f "$here/bin.tar.gz" ]; then
