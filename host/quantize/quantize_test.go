@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,11 +21,42 @@ import (
 
 func fixtureFile(t *testing.T, name string) *gguf.File {
 	t.Helper()
-	f, err := fixtures.Parse(name)
+	f, err := gguf.Parse(fixtureBytes(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// derivedF32 names F32 forms of catalogue shapes that the catalogue holds only quantised (its
+// small Gemmas): the weights of the entry named, every 2-D weight F32, as the catalogue's own
+// F32 entries are.
+var derivedF32 = map[string]string{
+	"small-gemma2-f32": "small-gemma2-q4_k_m",
+	"small-gemma3-f32": "small-gemma3-q6_k",
+}
+
+// fixtureBytes generates the catalogue fixture name, or a derivedF32 one, in memory.
+func fixtureBytes(t *testing.T, name string) []byte {
+	t.Helper()
+	from, ok := derivedF32[name]
+	if !ok {
+		b, err := fixtures.Bytes(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	s, err := fixtures.Lookup(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Name, s.FileType, s.Types = name, fixtures.FileF32, fixtures.Pure(fixtures.FileF32.Base(), s.NLayer)
+	var buf bytes.Buffer
+	if _, err := fixtures.WriteTo(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // Re-quantising an F32 fixture gives the tensors of the fixture generated directly with that
@@ -151,20 +187,39 @@ func TestEmptyTensors(t *testing.T) {
 	}
 }
 
+var update = flag.Bool("update", false, "with VERITY_ORACLE: rewrite testdata/llama_quantize.txt's hashes from llama.cpp's llama_quantize")
+
 // TestLlamaCppQuantize: quantising the F32 fixtures gives llama.cpp's files byte for byte —
 // every file type on every architecture's tiny fixture (rows of 64: the fallbacks; 8 experts:
-// the Mixtral rules), the K-quant mixes on the small ones, and the flags. testdata holds the
-// SHA-256 of llama.cpp's llama_model_quantize output for each line (commit 22dc605, the
-// oracle's llama_quantize: `llama_quantize --quantize IN OUT --ftype FT [flags]`). The
-// Qwen3.5-MoE lines (a 210 MB fixture) run only with VERITY_QUANTIZE_ALL=1.
+// the Mixtral rules), the K-quant mixes on the small ones (and on F32 forms of the small
+// Gemmas, derivedF32), and the flags. testdata holds the SHA-256 of llama.cpp's
+// llama_model_quantize output for each line (commit 22dc605, the oracle's llama_quantize:
+// `llama_quantize --quantize IN OUT --ftype FT [flags]`). The Qwen3.5-MoE lines (a 210 MB
+// fixture) run only with VERITY_QUANTIZE_ALL=1.
+//
+// To add lines, or regenerate the hashes: build the oracle (shared/oracle: `make
+// llama_quantize llama_quant.so` in a copy of it), add the lines with any hash, and run
+// VERITY_ORACLE=/path/to/copy go test -run TestLlamaCppQuantize -update ./host/quantize: each
+// line's fixture is written to a temporary file and quantised by llama.cpp, and its hash
+// replaces the line's (then Verity's output is checked against it as usual).
 func TestLlamaCppQuantize(t *testing.T) {
-	b, err := os.ReadFile("testdata/llama_quantize.txt")
+	const file = "testdata/llama_quantize.txt"
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	oracle, tmp := os.Getenv("VERITY_ORACLE"), ""
+	if *update {
+		if oracle == "" {
+			t.Fatal("-update needs VERITY_ORACLE (the oracle's directory, with llama_quantize built)")
+		}
+		tmp = t.TempDir()
+	}
 	files := map[string]*gguf.File{}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
+	paths := map[string]string{}
+	n, changed := 0, 0
+	lines := strings.Split(string(b), "\n")
+	for li, line := range lines {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -201,8 +256,28 @@ func TestLlamaCppQuantize(t *testing.T) {
 		}
 		f, ok := files[fixture]
 		if !ok {
-			f = fixtureFile(t, fixture)
+			raw := fixtureBytes(t, fixture)
+			if f, err = gguf.Parse(raw); err != nil {
+				t.Fatal(err)
+			}
 			files[fixture] = f
+			if *update {
+				paths[fixture] = filepath.Join(tmp, fixture+".gguf")
+				if err := os.WriteFile(paths[fixture], raw, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if *update {
+			h, err := llamaQuantize(oracle, paths[fixture], filepath.Join(tmp, "out.gguf"), ftName, flags)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			if h != want {
+				want = h
+				lines[li] = strings.Join(append([]string{h + " ", fixture, ftName}, flags...), " ")
+				changed++
+			}
 		}
 		h := sha256.New()
 		if _, err := quantize.Write(f, h, o); err != nil {
@@ -214,7 +289,34 @@ func TestLlamaCppQuantize(t *testing.T) {
 		}
 		n++
 	}
-	if n < 100 {
+	if *update && changed > 0 {
+		if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d of %d hashes rewritten from llama.cpp's output", file, changed, n)
+	}
+	if n < 220 {
 		t.Errorf("only %d cases", n)
 	}
+}
+
+// llamaQuantize quantises in with the oracle's llama_quantize (llama.cpp's
+// llama_model_quantize) into out and returns the output's SHA-256.
+func llamaQuantize(oracle, in, out, ft string, flags []string) (string, error) {
+	args := append([]string{"--quantize", in, out, "--ftype", ft, "-q"}, flags...)
+	cmd := exec.Command(filepath.Join(oracle, "llama_quantize"), args...)
+	cmd.Dir = oracle
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("llama_quantize %v: %v\n%s", args, err, msg)
+	}
+	fh, err := os.Open(out)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
