@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -342,8 +343,14 @@ func resolveModel(m string, cmd *cobra.Command) (string, string, error) {
 	if m == "" {
 		return "", "", fmt.Errorf("no model given: --model FILE or a fixture name (verity fixture lists them)")
 	}
-	if _, err := os.Stat(m); err == nil || strings.HasSuffix(m, ".gguf") || strings.ContainsRune(m, filepath.Separator) {
+	_, err := os.Stat(m)
+	if err == nil {
 		return m, filepath.Base(m), nil
+	}
+	if strings.HasSuffix(m, ".gguf") || strings.ContainsRune(m, filepath.Separator) {
+		// a file that is not there fails here, before anything (bench's bandwidth probe) is
+		// allocated for it
+		return "", "", fmt.Errorf("%s: %w", m, errors.Unwrap(err))
 	}
 	s, err := fixtures.Lookup(m)
 	if err != nil {

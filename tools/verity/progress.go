@@ -52,8 +52,9 @@ func byteProgress(w io.Writer, total int64, desc string) (update func(done, tota
 	return update, finish
 }
 
-// barDelay is how long a job runs before its bar appears: shorter jobs show none.
-const barDelay = 2 * time.Second
+// barDelay is how long a job runs before its bar appears: shorter jobs show none (a
+// variable for tests).
+var barDelay = 2 * time.Second
 
 // jobProgress reports a job of a known number of steps (fixtures checked, bench runs): on a
 // terminal, a bar that appears once the job has run barDelay and is redrawn every second; on
