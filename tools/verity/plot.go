@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -63,6 +64,7 @@ func savePlots(path string, grid [][]*plot.Plot, cellW, cellH vg.Length) error {
 	for i, row := range grid {
 		for j, p := range row {
 			if p != nil {
+				legendInData(p, canvases[i][j])
 				p.Draw(canvases[i][j])
 			}
 		}
@@ -78,10 +80,48 @@ func savePlots(path string, grid [][]*plot.Plot, cellW, cellH vg.Length) error {
 	return f.Commit()
 }
 
+// legendInData moves p's legend into its data area, a little in from the axes: gonum/plot
+// places it in the area beside the axes, whose top the data area does not reach when the
+// axis label needs room (on a log axis it reserves room for the label as if centred at the
+// arithmetic mean of the range, high on the axis), so a legend at the top overlapped the
+// axis's end and the title.
+func legendInData(p *plot.Plot, c draw.Canvas) {
+	inset := vg.Millimeter * 1.5
+	top := c.Max.Y
+	if p.Title.Text != "" {
+		top -= p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+	}
+	d := p.DataCanvas(c)
+	if p.Legend.Top {
+		p.Legend.YOffs = -(top - d.Max.Y) - inset
+	} else {
+		p.Legend.YOffs = inset
+	}
+	if p.Legend.Left {
+		p.Legend.XOffs = inset
+	} else {
+		p.Legend.XOffs = -(c.Max.X - d.Max.X) - inset
+	}
+}
+
 // palette are the series' colours (Okabe and Ito's, told apart by colour-blind readers).
 var palette = []color.Color{
 	color.RGBA{0, 114, 178, 255}, color.RGBA{213, 94, 0, 255}, color.RGBA{0, 158, 115, 255}, color.RGBA{204, 121, 167, 255},
 	color.RGBA{230, 159, 0, 255}, color.RGBA{86, 180, 233, 255}, color.RGBA{0, 0, 0, 255}, color.RGBA{240, 228, 66, 255},
+}
+
+// plainTicks are gonum/plot's default ticks labelled in the fewest digits (2500, not
+// 2500.00).
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // newPlot is a plot with a title, axis labels and a light grid.
@@ -90,6 +130,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
+	p.Y.Tick.Marker = plainTicks{}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	return p
@@ -101,8 +142,21 @@ type errPoints struct {
 	plotter.YErrors
 }
 
-// addSeries draws one series: a line through the points, a marker on each and its error bars.
+// addSeries draws one series: a line through the points, a marker on each and its error bars,
+// in the i-th colour.
 func addSeries(p *plot.Plot, name string, i int, pts errPoints) error {
+	return addStyledSeries(p, name, i, 0, pts)
+}
+
+// seriesDashes and seriesGlyphs tell apart kinds of series (a bench sweep's tests) where the
+// colour tells apart something else.
+var (
+	seriesDashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)}}
+	seriesGlyphs = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.SquareGlyph{}, draw.RingGlyph{}}
+)
+
+// addStyledSeries is addSeries in colour i with the k-th dashes and marker.
+func addStyledSeries(p *plot.Plot, name string, i, k int, pts errPoints) error {
 	sort.Sort(byX(pts))
 	c := palette[i%len(palette)]
 	l, s, err := plotter.NewLinePoints(pts.XYs)
@@ -110,7 +164,9 @@ func addSeries(p *plot.Plot, name string, i int, pts errPoints) error {
 		return err
 	}
 	l.Color, s.Color = c, c
-	s.Shape = draw.CircleGlyph{}
+	l.Dashes = seriesDashes[k%len(seriesDashes)]
+	s.Shape = seriesGlyphs[k%len(seriesGlyphs)]
+	s.Radius = vg.Points(3)
 	p.Add(l, s)
 	if pts.YErrors != nil {
 		e, err := plotter.NewYErrorBars(pts)
@@ -198,6 +254,9 @@ func sweepPlot(path string, rows []bench.Result, tests []bench.Test) error {
 		p := newPlot("t/s "+a.title, a.label, "t/s (mean ± sd)")
 		series := map[string]*errPoints{}
 		var order []string
+		// colour by what the series' name says besides the test (the other swept settings, the
+		// model), dashes and marker by the test: nine series in eight colours stay apart
+		kindOf, restOf := map[string]string{}, map[string]string{}
 		for _, t := range tests {
 			name := a.series(t)
 			// a series holds one point per x: the other swept settings are its own series
@@ -211,13 +270,19 @@ func sweepPlot(path string, rows []bench.Result, tests []bench.Test) error {
 				s = &errPoints{YErrors: plotter.YErrors{}}
 				series[name] = s
 				order = append(order, name)
+				kindOf[name], restOf[name] = kind(t), strings.Replace(name, kind(t), "", 1)
 			}
 			s.XYs = append(s.XYs, plotter.XY{X: float64(a.x(t)), Y: t.AvgTS})
 			s.YErrors = append(s.YErrors, struct{ Low, High float64 }{t.StddevTS, t.StddevTS})
 		}
+		kinds, rests := indexOf(order, kindOf), indexOf(order, restOf)
 		var xs []float64
-		for i, name := range order {
-			if err := addSeries(p, name, i, *series[name]); err != nil {
+		for _, name := range order {
+			colour := rests[restOf[name]]
+			if len(rests) == 1 {
+				colour = kinds[kindOf[name]]
+			}
+			if err := addStyledSeries(p, name, colour, kinds[kindOf[name]], *series[name]); err != nil {
 				return err
 			}
 			for _, xy := range series[name].XYs {
@@ -228,36 +293,70 @@ func sweepPlot(path string, rows []bench.Result, tests []bench.Test) error {
 		roomForLegend(p, len(order))
 		cells = append(cells, p)
 	}
-	// the verify cost curve and batched decoding, by run
+	// the verify cost curve and batched decoding: a chart of each for each model and thread
+	// count, a series for each run (its depth and prompt)
+	type group struct {
+		title        string
+		curve, batch []bench.Result
+	}
+	var groups []*group
+	byKey := map[string]*group{}
 	for _, r := range rows {
+		key := fmt.Sprintf("%s, %d threads", r.Model, r.Threads)
+		g := byKey[key]
+		if g == nil {
+			g = &group{title: key}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
 		if len(r.Curve) > 1 {
-			p := newPlot(fmt.Sprintf("tree verify against its width, %s, %d threads", r.Model, r.Threads), "tree nodes", "nodes/s (median of the trees)")
-			var pts errPoints
-			for _, c := range r.Curve {
-				pts.XYs = append(pts.XYs, plotter.XY{X: float64(c.Nodes), Y: float64(c.Nodes) / (c.MS / 1e3)})
-			}
-			if err := addSeries(p, fmt.Sprintf("after %d+%d tokens", r.Depth+r.Prompt, r.Decoded), 0, pts); err != nil {
-				return err
-			}
-			integerAxis(p, xsOf(pts.XYs))
-			roomForLegend(p, 1)
-			cells = append(cells, p)
+			g.curve = append(g.curve, r)
 		}
 		if len(r.Batch) > 1 {
-			p := newPlot(fmt.Sprintf("batched decoding, %s, %d threads", r.Model, r.Threads), "sessions decoding at once", "tok/s")
-			var all, per errPoints
-			for _, b := range r.Batch {
-				all.XYs = append(all.XYs, plotter.XY{X: float64(b.Sessions), Y: b.TPS})
-				per.XYs = append(per.XYs, plotter.XY{X: float64(b.Sessions), Y: b.PerSess})
+			g.batch = append(g.batch, r)
+		}
+	}
+	for _, g := range groups {
+		if len(g.curve) > 0 {
+			p := newPlot("tree verify against its width, "+g.title, "tree nodes", "nodes/s (median of the trees)")
+			var xs []float64
+			for i, r := range g.curve {
+				var pts errPoints
+				for _, c := range r.Curve {
+					pts.XYs = append(pts.XYs, plotter.XY{X: float64(c.Nodes), Y: float64(c.Nodes) / (c.MS / 1e3)})
+				}
+				if err := addSeries(p, fmt.Sprintf("after %d+%d tokens", r.Depth+r.Prompt, r.Decoded), i, pts); err != nil {
+					return err
+				}
+				xs = append(xs, xsOf(pts.XYs)...)
 			}
-			if err := addSeries(p, "all sessions", 0, all); err != nil {
-				return err
+			integerAxis(p, xs)
+			roomForLegend(p, len(g.curve))
+			cells = append(cells, p)
+		}
+		if len(g.batch) > 0 {
+			p := newPlot("batched decoding, "+g.title, "sessions decoding at once", "tok/s")
+			var xs []float64
+			for i, r := range g.batch {
+				var all, per errPoints
+				for _, b := range r.Batch {
+					all.XYs = append(all.XYs, plotter.XY{X: float64(b.Sessions), Y: b.TPS})
+					per.XYs = append(per.XYs, plotter.XY{X: float64(b.Sessions), Y: b.PerSess})
+				}
+				run := ""
+				if len(g.batch) > 1 {
+					run = fmt.Sprintf(", depth %d, prompt %d", r.Depth, r.Prompt)
+				}
+				if err := addStyledSeries(p, "all sessions"+run, i, 0, all); err != nil {
+					return err
+				}
+				if err := addStyledSeries(p, "per session"+run, i, 1, per); err != nil {
+					return err
+				}
+				xs = append(xs, xsOf(all.XYs)...)
 			}
-			if err := addSeries(p, "per session", 1, per); err != nil {
-				return err
-			}
-			integerAxis(p, xsOf(all.XYs))
-			roomForLegend(p, 2)
+			integerAxis(p, xs)
+			roomForLegend(p, 2*len(g.batch))
 			cells = append(cells, p)
 		}
 	}
@@ -273,6 +372,17 @@ func sweepPlot(path string, rows []bench.Result, tests []bench.Test) error {
 		grid = append(grid, cells[i:min(i+perRow, len(cells))])
 	}
 	return savePlots(path, grid, 16*vg.Centimeter, 11*vg.Centimeter)
+}
+
+// indexOf numbers the distinct values of key over names, in order of first appearance.
+func indexOf(names []string, key map[string]string) map[string]int {
+	idx := map[string]int{}
+	for _, n := range names {
+		if _, ok := idx[key[n]]; !ok {
+			idx[key[n]] = len(idx)
+		}
+	}
+	return idx
 }
 
 // integerAxis ticks the x axis at the values it has (counts: prompt lengths, threads, tree
@@ -405,9 +515,11 @@ func comparePlot(path string, cs []bench.Comparison, alpha, minChange float64) e
 		if c.Significant(alpha, minChange) {
 			verdict = map[bool]string{true: "better", false: "worse"}[c.Better]
 		}
+		// each group's first test says the group: the model and the backend (threads), so
+		// that the same test at another thread count is not taken for a repeat
 		name := strings.TrimSuffix(c.Metric, " t/s")
-		if len(cs) > 1 && i > 0 && cs[i-1].Model != c.Model || i == 0 {
-			name = c.Model + "\n" + name
+		if i == 0 || cs[i-1].Model != c.Model || cs[i-1].Backend != c.Backend {
+			name = c.Model + "\n" + c.Backend + "\n" + name
 		}
 		names = append(names, fmt.Sprintf("%s\n%+.1f%% %s", name, 100*c.Change, verdict))
 	}
@@ -426,9 +538,11 @@ func comparePlot(path string, cs []bench.Comparison, alpha, minChange float64) e
 	bb.LineStyle.Width, nb.LineStyle.Width = 0, 0
 	bb.Offset, nb.Offset = -w/2, w/2
 	// the base's noise band around each pair: 1 ± its relative sd
+	var band *plotter.Polygon
 	for i := range bErr.XYs {
 		sd := bErr.YErrors[i].Low
-		band, err := plotter.NewPolygon(plotter.XYs{{X: float64(i) - 0.45, Y: 1 - sd}, {X: float64(i) + 0.45, Y: 1 - sd},
+		var err error
+		band, err = plotter.NewPolygon(plotter.XYs{{X: float64(i) - 0.45, Y: max(0, 1-sd)}, {X: float64(i) + 0.45, Y: max(0, 1-sd)},
 			{X: float64(i) + 0.45, Y: 1 + sd}, {X: float64(i) - 0.45, Y: 1 + sd}})
 		if err != nil {
 			return err
@@ -440,14 +554,15 @@ func comparePlot(path string, cs []bench.Comparison, alpha, minChange float64) e
 	p.Add(bb, nb)
 	barErrors(p, bErr, -w/2)
 	barErrors(p, nErr, w/2)
-	p.Legend.Add("base", bb)
-	p.Legend.Add("new", nb)
+	p.Legend.Add("base (mean ± sd)", bb)
+	p.Legend.Add("new (mean ± sd)", nb)
+	p.Legend.Add("the base's noise: 1 ± its sd", band)
 	p.NominalX(names...)
 	hi := 1.0
 	for i := range now {
 		hi = max(hi, now[i]+nErr.YErrors[i].High, 1+bErr.YErrors[i].High)
 	}
-	p.Y.Min, p.Y.Max = 0, hi+0.15
+	p.Y.Min, p.Y.Max = 0, hi+0.15+0.1*hi // and room for the legend
 	return savePlots(path, [][]*plot.Plot{{p}}, vg.Length(max(16, 3*len(now)))*vg.Centimeter, 12*vg.Centimeter)
 }
 
@@ -468,9 +583,15 @@ func (o offsetErrors) Plot(c draw.Canvas, p *plot.Plot) {
 	ls := draw.LineStyle{Color: color.Black, Width: vg.Points(1)}
 	for i, xy := range o.pts.XYs {
 		x := trX(xy.X) + o.offset
-		lo, hi := trY(xy.Y-o.pts.YErrors[i].Low), trY(xy.Y+o.pts.YErrors[i].High)
-		c.StrokeLine2(ls, x, lo, x, hi)
-		c.StrokeLine2(ls, x-vg.Points(3), lo, x+vg.Points(3), lo)
-		c.StrokeLine2(ls, x-vg.Points(3), hi, x+vg.Points(3), hi)
+		// an sd past the axis (a rate cannot be negative) ends at the axis, without a cap
+		lo, hi := xy.Y-o.pts.YErrors[i].Low, xy.Y+o.pts.YErrors[i].High
+		loY, hiY := trY(max(lo, p.Y.Min)), trY(min(hi, p.Y.Max))
+		c.StrokeLine2(ls, x, loY, x, hiY)
+		if lo >= p.Y.Min {
+			c.StrokeLine2(ls, x-vg.Points(3), loY, x+vg.Points(3), loY)
+		}
+		if hi <= p.Y.Max {
+			c.StrokeLine2(ls, x-vg.Points(3), hiY, x+vg.Points(3), hiY)
+		}
 	}
 }

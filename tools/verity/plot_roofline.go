@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -49,8 +50,7 @@ func stepRoofline(ex *exec.Executor, rows, context int, card perf.Card) ([]roofl
 // on the log axes and are counted in the title.
 func rooflinePlot(path, title string, card perf.Card, pts []rooflinePoint) error {
 	p := newPlot("", "arithmetic intensity (flops per DRAM byte)", "attained GFLOP/s (modelled)")
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker, p.Y.Tick.Marker = decadeTicks{}, decadeTicks{}
 	byGroup := map[string]plotter.XYs{}
 	skipped := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -60,7 +60,7 @@ func rooflinePlot(path, title string, card perf.Card, pts []rooflinePoint) error
 			continue
 		}
 		x, y := pt.flops/pt.bytes, pt.flops/pt.us/1e3
-		byGroup[pt.group] = append(byGroup[pt.group], plotter.XY{X: x, Y: y})
+		byGroup[pt.group] = append(byGroup[pt.group], logXY(x, y))
 		lo, hi = math.Min(lo, x), math.Max(hi, x)
 	}
 	if len(byGroup) == 0 {
@@ -69,7 +69,7 @@ func rooflinePlot(path, title string, card perf.Card, pts []rooflinePoint) error
 	peak := card.PeakFlops() / 1e9 // GFLOP/s
 	ridge := peak / card.BandwidthGBs
 	lo, hi = math.Min(lo, ridge)/4, math.Max(hi, ridge)*4
-	roof, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo * card.BandwidthGBs}, {X: ridge, Y: peak}, {X: hi, Y: peak}})
+	roof, err := plotter.NewLine(plotter.XYs{logXY(lo, lo*card.BandwidthGBs), logXY(ridge, peak), logXY(hi, peak)})
 	if err != nil {
 		return err
 	}
@@ -97,8 +97,8 @@ func rooflinePlot(path, title string, card perf.Card, pts []rooflinePoint) error
 	if skipped > 0 {
 		p.Title.Text += fmt.Sprintf("\n(%d launches without flops or bytes not drawn)", skipped)
 	}
-	p.X.Min, p.X.Max = lo, hi
-	p.Y.Max = peak * 30 // room for the legend above the roof
+	p.X.Min, p.X.Max = math.Log10(lo), math.Log10(hi)
+	p.Y.Max = math.Log10(peak * 30) // room for the legend above the roof
 	return savePlots(path, [][]*plot.Plot{{p}}, 22*vg.Centimeter, 15*vg.Centimeter)
 }
 
@@ -108,28 +108,27 @@ func rooflinePlot(path, title string, card perf.Card, pts []rooflinePoint) error
 func kernelsPlot(path string, card perf.Card, rows []kernelRow) error {
 	p := newPlot(fmt.Sprintf("each kernel at its real model sizes on %s:\npredicted time against DRAM bytes (modelled)", card.Name),
 		"DRAM bytes (MB)", "time (µs)")
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker, p.Y.Tick.Marker = decadeTicks{}, decadeTicks{}
 	byLimit := map[string]plotter.XYs{}
-	lo, hi, fastest := math.Inf(1), math.Inf(-1), math.Inf(1)
+	lo, hi, fastest, slowest := math.Inf(1), math.Inf(-1), math.Inf(1), 0.0
 	for _, r := range rows {
 		if r.Case == "" || r.Error != "" || r.Bytes <= 0 || r.TimeUS <= 0 {
 			continue
 		}
 		mb := float64(r.Bytes) / 1e6
-		byLimit[r.Limiter] = append(byLimit[r.Limiter], plotter.XY{X: mb, Y: r.TimeUS})
-		lo, hi, fastest = math.Min(lo, mb), math.Max(hi, mb), math.Min(fastest, r.TimeUS)
+		byLimit[r.Limiter] = append(byLimit[r.Limiter], logXY(mb, r.TimeUS))
+		lo, hi, fastest, slowest = math.Min(lo, mb), math.Max(hi, mb), math.Min(fastest, r.TimeUS), math.Max(slowest, r.TimeUS)
 	}
 	if len(byLimit) == 0 {
 		return fmt.Errorf("--plot: no kernel case to draw")
 	}
 	lo, hi = lo/2, hi*2
-	floor, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo * 1e6 / (card.BandwidthGBs * 1e3)}, {X: hi, Y: hi * 1e6 / (card.BandwidthGBs * 1e3)}})
+	floor, err := plotter.NewLine(plotter.XYs{logXY(lo, lo*1e6/(card.BandwidthGBs*1e3)), logXY(hi, hi*1e6/(card.BandwidthGBs*1e3))})
 	if err != nil {
 		return err
 	}
 	floor.Width = vg.Points(2)
-	gap, err := plotter.NewLine(plotter.XYs{{X: lo, Y: card.LaunchUS}, {X: hi, Y: card.LaunchUS}})
+	gap, err := plotter.NewLine(plotter.XYs{logXY(lo, card.LaunchUS), logXY(hi, card.LaunchUS)})
 	if err != nil {
 		return err
 	}
@@ -151,10 +150,50 @@ func kernelsPlot(path string, card perf.Card, rows []kernelRow) error {
 		p.Add(s)
 		p.Legend.Add(fmt.Sprintf("limited by %s (%d)", l, len(byLimit[l])), s)
 	}
-	p.Legend.Top, p.Legend.Left = true, true
-	p.X.Min, p.X.Max = lo, hi
-	p.Y.Min = math.Min(fastest, card.LaunchUS) / 3
+	// the legend below the floor, where no kernel can be
+	p.Legend.Top, p.Legend.Left = false, false
+	p.X.Min, p.X.Max = math.Log10(lo), math.Log10(hi)
+	p.Y.Min = math.Log10(math.Min(fastest, card.LaunchUS) / 10)
+	p.Y.Max = math.Log10(math.Max(slowest, hi*1e6/(card.BandwidthGBs*1e3)) * 1.5) // the slowest kernel not on the frame
 	return savePlots(path, [][]*plot.Plot{{p}}, 22*vg.Centimeter, 15*vg.Centimeter)
+}
+
+// The rooflines' axes are logarithmic, drawn as the values' log10 on linear axes with
+// decadeTicks: gonum/plot's LogScale reserves room for an axis label as if it were centred at
+// the arithmetic mean of the axis's range, high on a log axis, and so shrank the chart under
+// an empty band.
+func logXY(x, y float64) plotter.XY { return plotter.XY{X: math.Log10(x), Y: math.Log10(y)} }
+
+// decadeTicks tick an axis of log10 values at each power of ten and its multiples, labelled
+// alike at every decade (0.1, 1, 10, 100, 1k, 10k, 100k, 1M; LogTicks writes 100000 beside
+// 1e+06).
+type decadeTicks struct{}
+
+func (decadeTicks) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, t := range (plot.LogTicks{Prec: -1}).Ticks(math.Pow(10, min), math.Pow(10, max)) {
+		v := math.Log10(t.Value)
+		if v < min-1e-9 || v > max+1e-9 {
+			continue
+		}
+		if t.Label != "" {
+			t.Label = decadeLabel(t.Value)
+		}
+		out = append(out, plot.Tick{Value: v, Label: t.Label})
+	}
+	return out
+}
+
+func decadeLabel(v float64) string {
+	for _, u := range []struct {
+		scale  float64
+		suffix string
+	}{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if v >= u.scale && v >= 1e4 { // 1000, 10k, 100k, 1M
+			return strconv.FormatFloat(v/u.scale, 'g', -1, 64) + u.suffix
+		}
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // scheduleRoofline draws the launches of a step of rows rows after context positions on the
