@@ -18,3 +18,10 @@ func SetRoundHook(sv *Service, f func()) {
 	sv.roundHook = f
 	sv.mu.Unlock()
 }
+
+// SetOpenHook makes every open call f once it has its cache space (nil: none).
+func SetOpenHook(sv *Service, f func()) {
+	sv.mu.Lock()
+	sv.openHook = f
+	sv.mu.Unlock()
+}

@@ -65,9 +65,10 @@ const SessionHeader = "X-Verity-Session"
 //
 // Errors are OpenAI's error object {"error": {"message", "type", "param", "code"}} with 400
 // (malformed request, context_length_exceeded, unsupported_parameter), 401 (API key), 404
-// (unknown session or route), 405, 409 (stale position), 410 (session evicted), 413 (body or
-// draft too large), 429 (queue full, session limit) and 503 (queue wait bound, draining), the
-// last two with Retry-After; 504 past the generation deadline.
+// (unknown session or route), 405, 408 (a body that did not arrive within the server's read
+// timeout), 409 (stale position), 410 (session evicted), 413 (body or draft too large), 429
+// (queue full, session limit) and 503 (queue wait bound, draining), the last two with
+// Retry-After; 504 past the generation deadline.
 func (sv *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sessions", sv.handleOpen)
@@ -289,7 +290,9 @@ func (sv *Service) maxBody() int64 {
 
 // decode reads the request body as exactly one JSON object into v (no unknown fields, nothing
 // after it); on failure it has replied. The connection's read deadline, which bounds the
-// body, is lifted once it is read (a long reply must not be cut by it).
+// body, is lifted once the whole body is read (a long reply must not be cut by it); not on
+// failure, so that the rest of a body the client never finishes is not waited for (net/http
+// reads it before the reply: the deadline ends that read, and the connection closes).
 func (sv *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	limit := sv.maxBody()
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
@@ -299,24 +302,34 @@ func (sv *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		if _, terr := dec.Token(); terr != io.EOF {
 			err = errTrailing
 			var tooBig *http.MaxBytesError
-			if errors.As(terr, &tooBig) {
+			if errors.As(terr, &tooBig) || timedOut(terr) {
 				err = terr
 			}
 		}
 	}
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			sv.reply(w, nil, paramErr(ErrTooLarge, "", "a body over %d bytes", limit))
-		} else if errors.Is(err, io.EOF) {
-			sv.reply(w, nil, fmt.Errorf("%w: the body is empty: want a JSON object", ErrBad))
-		} else {
-			sv.reply(w, nil, jsonError(err))
-		}
-		return false
+	if err == nil {
+		http.NewResponseController(w).SetReadDeadline(time.Time{})
+		return true
 	}
-	return true
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		sv.reply(w, nil, paramErr(ErrTooLarge, "", "a body over %d bytes", limit))
+	case timedOut(err):
+		sv.reply(w, nil, &APIError{Err: fmt.Errorf("%w: the request's body did not arrive within the server's read timeout", ErrBad),
+			Code: "request_timeout", Status: http.StatusRequestTimeout})
+	case errors.Is(err, io.EOF):
+		sv.reply(w, nil, fmt.Errorf("%w: the body is empty: want a JSON object", ErrBad))
+	default:
+		sv.reply(w, nil, jsonError(err))
+	}
+	return false
+}
+
+// timedOut reports whether err is a read that ran past the connection's deadline.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // reply writes v as JSON, or err as an error object.
@@ -417,6 +430,7 @@ func (sv *Service) middleware(mux *http.ServeMux) http.Handler {
 		if cors(sw, r, o.CORSOrigins) {
 			return
 		}
+		client = sv.identify(r, keys) // (for the log line of a 404 or 405 as well)
 		// OpenAI-shaped 404 and 405 for paths and methods no route takes
 		if _, pattern := mux.Handler(r); pattern == "" {
 			var allow []string
@@ -436,7 +450,6 @@ func (sv *Service) middleware(mux *http.ServeMux) http.Handler {
 			sv.reply(sw, nil, &APIError{Err: fmt.Errorf("%w: no route %s %s", ErrNoSession, r.Method, r.URL.Path), Code: "not_found"})
 			return
 		}
-		client = sv.identify(r, keys)
 		if client == "" {
 			sv.reply(sw, nil, fmt.Errorf("%w: send \"Authorization: Bearer KEY\" with one of the server's API keys", ErrUnauthorized))
 			return
@@ -454,7 +467,8 @@ func (sv *Service) identify(r *http.Request, keys map[[32]byte]string) string {
 		return "probe"
 	}
 	if len(keys) > 0 {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer") // (a scheme is case-insensitive: RFC 9110)
 		h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 		for k, name := range keys { // constant time in the key
 			if ok && subtle.ConstantTimeCompare(k[:], h[:]) == 1 {

@@ -103,6 +103,11 @@ type Service struct {
 	started  time.Time
 	// roundHook, if set, runs at the start of every verify round (tests)
 	roundHook func()
+	// openHook, if set, runs in every open once it has its cache space (tests)
+	openHook func()
+	// opening counts the verify-API sessions being opened (admitted or waiting), which
+	// OpenSessions counts: a drain waits for them as for the open ones
+	opening atomic.Int64
 	// returning counts completions' sessions between a round and their next, which come
 	// back at once: the batcher waits a moment for them (linger)
 	returning atomic.Int64
@@ -506,6 +511,9 @@ func (sv *Service) open(a openArgs, prompt []int32, smp Sampler, score func(Toke
 		if err := sv.countSession(a.client, 1); err != nil {
 			return Opened{}, err
 		}
+		// until it is in sv.sessions, or has failed
+		sv.opening.Add(1)
+		defer sv.opening.Add(-1)
 	}
 	ss.reserved = sv.perSession.plus(cost{kv: ss.limit})
 	if err := sv.admit.acquire(a.ctx, a.client, ss.reserved, a.bounded, sv.evictIdle); err != nil {
@@ -523,6 +531,12 @@ func (sv *Service) open(a openArgs, prompt []int32, smp Sampler, score func(Toke
 	}
 	if a.admitted != nil {
 		a.admitted()
+	}
+	sv.mu.Lock()
+	hook := sv.openHook
+	sv.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	if err := a.ctx.Err(); err != nil { // admitted as the request ended
 		return fail(context.Cause(a.ctx))
@@ -845,11 +859,13 @@ func (sv *Service) evictIdle() bool {
 	return true
 }
 
-// OpenSessions is the number of verify-API sessions open (completions' own not counted).
+// OpenSessions is the number of verify-API sessions open or being opened (completions' own
+// not counted): an open admitted before a drain began is work in flight, whose session its
+// client will use and close.
 func (sv *Service) OpenSessions() int {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	n := 0
+	n := int(sv.opening.Load())
 	for _, ss := range sv.sessions {
 		if !ss.internal {
 			n++

@@ -185,7 +185,9 @@ type loadClient struct {
 	http   *http.Client
 	lb     bool                    // behind the load balancer: a session on a replica that stopped is gone (404)
 	onOpen func(string, time.Time) // a session opened or a completion begun then was served by this replica (X-Verity-Replica)
-	stats  *loadStats
+	// onVerify, if set, hears of every verify round answered, with the replica that ran it
+	onVerify func(replica string)
+	stats    *loadStats
 }
 
 type loadStats struct {
@@ -193,7 +195,7 @@ type loadStats struct {
 	byStatus  map[int]int
 	refused   int // 429 and 503, retried
 	evicted   int // 410: the session started over
-	lost      int // 404 behind the balancer after a replica stopped: started over
+	lost      int // 404 behind the balancer: the session's replica no longer had it (started over)
 	requests  atomic.Int64
 	failures  []string
 	completed int
@@ -333,9 +335,12 @@ func (c *loadClient) session(ctx context.Context, tk task) (outcome, error) {
 			toks, parents = []int32{int32(r.IntN(300)), int32(r.IntN(300)), int32(r.IntN(300))}, []int{-1, -1, 0}
 		}
 		d["tokens"], d["parents"] = toks, parents
-		code, _, body, err := c.post(ctx, "/v1/sessions/"+op.Session+"/verify", d)
+		code, vh, body, err := c.post(ctx, "/v1/sessions/"+op.Session+"/verify", d)
 		if err != nil {
 			return "", err
+		}
+		if code == 200 && c.onVerify != nil {
+			c.onVerify(vh.Get("X-Verity-Replica"))
 		}
 		switch {
 		case code == 410:
@@ -457,7 +462,7 @@ func (c *loadClient) completion(ctx context.Context, tk task) (outcome, error) {
 // drive runs clients concurrently for d, each taking tasks in turn (odd clients the big ones),
 // and checks every outcome against want. It returns when every client has finished its task
 // in hand.
-func drive(t *testing.T, base string, clients int, d time.Duration, small, big []task, want map[int]outcome, lb bool, onOpen func(string, time.Time)) *loadStats {
+func drive(t *testing.T, base string, clients int, d time.Duration, small, big []task, want map[int]outcome, lb bool, onOpen func(string, time.Time), onVerify func(string)) *loadStats {
 	stats := &loadStats{byStatus: map[int]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute) // a stuck request fails the test, not CI
 	defer cancel()
@@ -468,7 +473,7 @@ func drive(t *testing.T, base string, clients int, d time.Duration, small, big [
 		go func() {
 			defer wg.Done()
 			c := &loadClient{base: base, id: fmt.Sprintf("client-%d", k), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
-				lb: lb, onOpen: onOpen, stats: stats}
+				lb: lb, onOpen: onOpen, onVerify: onVerify, stats: stats}
 			tasks, off := small, 0
 			if k%2 == 1 {
 				tasks, off = big, len(small)
@@ -561,7 +566,7 @@ func TestServeLoad(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	stats := drive(t, base, 64, d, small, big, want, false, nil)
+	stats := drive(t, base, 64, d, small, big, want, false, nil, nil)
 	<-sampled
 	samples = append(samples, rss(pid))
 	stats.check(t, 200, 204, 410, 429, 503)
