@@ -136,3 +136,26 @@ func Q8KBlock(dst []byte, x []float32, vector bool) {
 // RMSNormRow is the rmsnorm of one row, with its vector forms (where the CPU has them) or in
 // portable Go.
 func RMSNormRow(y, x, w []float32, eps float32, vector bool) { rmsnormRowFrom(y, x, w, eps, vector) }
+
+// RowsDots runs t's rows form on the n packed rows at w (w may go on past them) and one
+// activation row x, and reports whether there is one: out[r] is row r's product.
+func RowsDots(t dtype.Type, l *repack.Layout, w, x []byte, n int) ([]float32, bool) {
+	rf := vectorRows[t]
+	if rf == nil {
+		return nil, false
+	}
+	out := make([]float32, n)
+	rf(l, w, x, out)
+	return out, true
+}
+
+// UseRows sets whether one-column matvecs take the rows forms over the tile forms (where the
+// CPU has both) and returns a function restoring the previous setting.
+func UseRows(on bool) func() {
+	old := rowsOverTiles
+	rowsOverTiles = on
+	return func() { rowsOverTiles = old }
+}
+
+// SetRowsPrefetch sets whether the rows forms prefetch the rows ahead.
+func SetRowsPrefetch(on bool) { rowsPrefetch = on }

@@ -292,6 +292,10 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	if err != nil {
 		return fmt.Errorf("output: %w", err)
 	}
+	if rf := vectorRows[f.Type]; rf != nil && n == 1 && preferRows(f.Type, l, rows) {
+		x.For(rows, func(lo, hi int) { matvecRows(rf, l, w, xs, lo, hi, y, a.Acc != 0) })
+		return nil
+	}
 	if tf := vectorTile[f.Type]; tf != nil && rows >= tileRows {
 		x.For((rows+tileRows-1)/tileRows, func(lo, hi int) {
 			matvecTiles(tf, f, l, w, xs, xb, n, rows, lo*tileRows, min(hi*tileRows, rows), y, a.Acc != 0)

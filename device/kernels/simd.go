@@ -47,7 +47,8 @@ func VectorTypes() []dtype.Type {
 }
 
 // TwinPath describes the twin's matvec arithmetic path: the vector instruction set and the
-// weight types it covers, and those with row-tile forms (tile.go), or "portable Go".
+// weight types it covers, those with row-tile forms (tile.go) and those with rows forms for
+// one column (rows.go), or "portable Go".
 func TwinPath() string {
 	if vectorISA == "" {
 		return "portable Go"
@@ -65,6 +66,15 @@ func TwinPath() string {
 	}
 	if len(tiles) > 0 {
 		path += fmt.Sprintf("; AVX-512 VNNI %d-row tiles (%s)", tileRows, strings.Join(tiles, " "))
+	}
+	var runs []string
+	for _, t := range WeightTypes() {
+		if vectorRows[t] != nil {
+			runs = append(runs, t.String())
+		}
+	}
+	if len(runs) > 0 {
+		path += "; one-column row runs (" + strings.Join(runs, " ") + ")"
 	}
 	return path
 }

@@ -26,6 +26,9 @@ func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
+func q6KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
+
+//go:noescape
 func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
@@ -152,6 +155,55 @@ func vectorForms() (map[dtype.Type]dotFunc, string) {
 		dtype.F16:  packedDot16AVX2(dotF16AVX2, num.F16ToF32),
 		dtype.BF16: packedDot16AVX2(dotBF16AVX2, num.BF16ToF32),
 	}, "AVX2+FMA"
+}
+
+// vectorRows holds the rows forms (rows.go) by weight type (nil without the vector forms).
+var vectorRows = rowsForms(vectorCPU)
+
+// rowsForms returns the rows forms, or nil without the instructions they need (on).
+func rowsForms(on bool) map[dtype.Type]rowsFunc {
+	if !on {
+		return nil
+	}
+	return map[dtype.Type]rowsFunc{
+		dtype.Q6_K: func(l *repack.Layout, w, x []byte, out []float32) {
+			if len(out) > 0 {
+				a := newRowsArgs(l, w, x, len(out))
+				q6KRowsAVX2(&w[0], &x[0], &a, &out[0])
+			}
+		},
+	}
+}
+
+// rowsArgs is the rows forms' description of a run of rows (offsets read by simd_amd64.s).
+type rowsArgs struct {
+	stride, low, high, scale, f16, blocks, rows, pfrows, ahead, pfl int64
+}
+
+// rowsAhead is how far ahead of the row it computes a rows form asks the caches for bytes: this
+// many bytes or more, in whole rows.
+const rowsAhead = 4096
+
+// newRowsArgs describes n rows of a K-quant matrix and checks that w and x hold what the
+// assembly reads (it has no bounds checks). Rows whose row ahead lies within w prefetch it,
+// spread over their super-blocks.
+func newRowsArgs(l *repack.Layout, w, x []byte, n int) rowsArgs {
+	if n < 1 || l.Blocks < 1 {
+		panic("kernels: bad rows shape")
+	}
+	stride := l.RowStride
+	_, _ = w[:int64(n)*stride], x[:l.Blocks*q8KBytes]
+	a := rowsArgs{stride: stride, low: l.Planes[0].Off, scale: l.ScaleOff, f16: l.F16Off, blocks: l.Blocks, rows: int64(n)}
+	if len(l.Planes) > 1 {
+		a.high = l.Planes[1].Off
+	}
+	if rowsPrefetch {
+		ahead := (rowsAhead + stride - 1) / stride
+		a.ahead = ahead * stride
+		a.pfrows = min(int64(n), max(0, int64(len(w))/stride-ahead))
+		a.pfl = (stride/64 + l.Blocks - 1) / l.Blocks
+	}
+	return a
 }
 
 // vectorWarpTotal is num.WarpTotal with vector adds (the same pairs, the same bits).

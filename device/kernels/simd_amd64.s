@@ -22,22 +22,45 @@
 
 // One q6_K unit: 16 low-plane bytes as above and 8 high-plane bytes (byte j: values j, j+8,
 // j+16, j+24 in bits 0-1, 2-3, 4-5, 6-7) give the 32 unsigned quants 0…63 in value order;
-// times the activations, as 8 int32 partial sums (4 for values 0-15, then 4 for 16-31).
+// times the activations, as 8 int32 partial sums (4 for values 0-15, then 4 for 16-31). The
+// low plane's 16 bytes go to both halves (broadcast), the upper half shifted right by 4 (its
+// high nibbles); the high plane's 8 bytes to all four quarters, quarter k shifted left by
+// 6 − 2k so that value 8k + j's two bits sit at bits 6-7 of byte j, masked (Y13 = 0xc0
+// bytes) and moved to bits 4-5 (a 16-bit shift: the byte above contributes only zeros).
+// Y12 = the quarters' shifts 6, 4, 2, 0; no cross-lane shuffles.
 #define Q6K_UNIT(qoff, hoff, aoff, dst) \
-	VMOVDQU      qoff(SI), X1        \
-	VPSRLW       $4, X1, X2          \
-	VINSERTI128  $1, X2, Y1, Y1      \
-	VPAND        Y15, Y1, Y1         \
-	VMOVQ        hoff(R12), X2       \
-	VPSRLQ       $2, X2, X3          \
-	VPUNPCKLQDQ  X3, X2, X2          \
-	VPSRLQ       $4, X2, X3          \
-	VINSERTI128  $1, X3, Y2, Y2      \
-	VPAND        Y13, Y2, Y2         \
-	VPSLLW       $4, Y2, Y2          \
-	VPOR         Y2, Y1, Y1          \
-	VPMADDUBSW   aoff(DI), Y1, Y1    \
-	VPMADDWD     Y14, Y1, dst
+	VBROADCASTI128 qoff(SI), Y1                 \
+	VPSRLVQ        q6kLowShift<>(SB), Y1, Y1    \
+	VPAND          Y15, Y1, Y1                  \
+	VPBROADCASTQ   hoff(R12), Y2                \
+	VPSLLVQ        Y12, Y2, Y2                  \
+	VPAND          Y13, Y2, Y2                  \
+	VPSRLW         $2, Y2, Y2                   \
+	VPOR           Y2, Y1, Y1                   \
+	VPMADDUBSW     aoff(DI), Y1, Y1             \
+	VPMADDWD       Y14, Y1, dst
+
+// Q6K_UNIT's shifts: the low plane's halves right by 0 and 4 (qwords 0, 1 and 2, 3), the high
+// plane's quarters left by 6, 4, 2, 0.
+DATA q6kLowShift<>+0(SB)/8, $0
+DATA q6kLowShift<>+8(SB)/8, $0
+DATA q6kLowShift<>+16(SB)/8, $4
+DATA q6kLowShift<>+24(SB)/8, $4
+GLOBL q6kLowShift<>(SB), RODATA|NOPTR, $32
+DATA q6kHighShift<>+0(SB)/8, $6
+DATA q6kHighShift<>+8(SB)/8, $4
+DATA q6kHighShift<>+16(SB)/8, $2
+DATA q6kHighShift<>+24(SB)/8, $0
+GLOBL q6kHighShift<>(SB), RODATA|NOPTR, $32
+
+// Q6K_UNIT's constants: Y15 = 0x0f bytes, Y14 = int16 ones, Y13 = 0xc0 bytes, Y12 = the high
+// plane's shifts.
+#define Q6K_CONSTANTS \
+	CONSTANTS                          \
+	MOVL         $0xc0c0c0c0, AX       \
+	VMOVD        AX, X13               \
+	VPBROADCASTD X13, Y13              \
+	VMOVDQU      q6kHighShift<>(SB), Y12
 
 // D = float32(fp16 at (base)(R10*2) · the q8_K block's float32 d), broadcast into dst.
 #define BLOCK_SCALE(base, x, dst) \
@@ -114,6 +137,90 @@
 	VPERM2I128 $0x31, Y1, Y0, Y3    \
 	VPADDD     Y3, Y2, Y0
 
+// The lane fold of the 32 accumulators at R8 (num.WarpTotal's butterfly, as warpTotalAVX),
+// a NaN made the canonical one, into X0. Clobbers X1, AX.
+#define ROW_FOLD(label) \
+	VMOVUPS      0(R8), Y0        \
+	VMOVUPS      32(R8), Y1       \
+	VADDPS       64(R8), Y0, Y0   \
+	VADDPS       96(R8), Y1, Y1   \
+	VADDPS       Y1, Y0, Y0       \
+	VEXTRACTF128 $1, Y0, X1       \
+	VADDPS       X1, X0, X0       \
+	VMOVHLPS     X0, X0, X1       \
+	VADDPS       X1, X0, X0       \
+	VMOVSHDUP    X0, X1           \
+	VADDSS       X1, X0, X0       \
+	VUCOMISS     X0, X0           \
+	JPC          label            \
+	MOVL         $0x7fffffff, AX  \
+	VMOVD        AX, X0           \
+label:
+
+// Zero the 32 accumulators at R8; clobbers Y0.
+#define ROW_ZERO \
+	VXORPS  Y0, Y0, Y0  \
+	VMOVUPS Y0, 0(R8)   \
+	VMOVUPS Y0, 32(R8)  \
+	VMOVUPS Y0, 64(R8)  \
+	VMOVUPS Y0, 96(R8)
+
+// rowsArgs (simd_amd64.go), at R14:
+//	0 stride, 8 low, 16 high, 24 scale, 32 f16 (the sections' offsets in a row), 40 blocks,
+//	48 rows, 56 pfrows (the rows for which the bytes ahead on are prefetched), 64 ahead,
+//	72 pfl (64-byte lines prefetched per super-block)
+// The frame: the lane accumulators at 0(SP), the row index at 128(SP), the next line to
+// prefetch (0: none) at 136(SP).
+
+// Start row 128(SP) at R9: its prefetch pointer and section pointers.
+#define ROW_START(low, high, label) \
+	XORQ AX, AX                  \
+	MOVQ 128(SP), R13            \
+	CMPQ R13, 56(R14)            \
+	JGE  label                   \
+	MOVQ 64(R14), AX             \
+	ADDQ R9, AX                  \
+label:                           \
+	MOVQ AX, 136(SP)             \
+	MOVQ 8(R14), low             \
+	ADDQ R9, low                 \
+	MOVQ 16(R14), high           \
+	ADDQ R9, high                \
+	MOVQ 24(R14), BX             \
+	ADDQ R9, BX                  \
+	MOVQ 32(R14), DX             \
+	ADDQ R9, DX                  \
+	MOVQ x+8(FP), DI             \
+	MOVQ 40(R14), CX             \
+	XORQ R10, R10
+
+// Prefetch the row's next pfl lines (if any). Clobbers AX, R13.
+#define ROW_PREFETCH(label, done) \
+	MOVQ       136(SP), AX    \
+	TESTQ      AX, AX         \
+	JZ         done           \
+	MOVQ       72(R14), R13   \
+label:                        \
+	PREFETCHT0 (AX)           \
+	ADDQ       $64, AX        \
+	DECQ       R13            \
+	JNZ        label          \
+	MOVQ       AX, 136(SP)    \
+done:
+
+// Store X0 as out[row], zero the accumulators, move to the next row; loop to label while rows
+// remain.
+#define ROW_NEXT(label) \
+	MOVQ    128(SP), AX          \
+	MOVQ    out+24(FP), R13      \
+	VMOVSS  X0, (R13)(AX*4)      \
+	ROW_ZERO                     \
+	INCQ    AX                   \
+	MOVQ    AX, 128(SP)          \
+	ADDQ    0(R14), R9           \
+	CMPQ    AX, 48(R14)          \
+	JLT     label
+
 // func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 TEXT ·q4KDotAVX2(SB), NOSPLIT, $0-48
 	MOVQ plane+0(FP), SI
@@ -181,6 +288,49 @@ DATA q6kPerm<>+24(SB)/4, $5
 DATA q6kPerm<>+28(SB)/4, $7
 GLOBL q6kPerm<>(SB), RODATA|NOPTR, $32
 
+// One q6_K super-block i = R10 of a row: SI its 128 low-plane bytes, R11 the row's high plane
+// (8 bytes per unit, two 32-unit groups interleaved in each 512-byte chunk: unit s of
+// super-block i at 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s), BX its 16 scales, DX the
+// row's fp16 d fields, DI its q8_K activation block, R8 the 32 lane accumulators. After
+// GROUP_SUMS, Y0 = [A0 A1 A2 A3 | B0 B1 B2 B3] and Y1 = [A4 … A7 | B4 … B7] (A: values 0-15
+// of unit s, scale sc_2s; B: values 16-31, scale sc_2s+1); the scales, permuted to match,
+// give Σ sc·Σ q·a per unit, less 32·(sc_2s·bsums[2s] + sc_2s+1·bsums[2s+1]) for the −32: S,
+// exact; then acc lanes 8(i mod 4) … +7 = fma(D, float32(S), acc). Clobbers AX, R12, R13,
+// Y0 … Y11.
+#define Q6K_BLOCK \
+	PLANE8(R11, R12)              \
+	Q6K_UNIT(0, 0, 4, Y4)         \
+	Q6K_UNIT(16, 16, 36, Y5)      \
+	Q6K_UNIT(32, 32, 68, Y6)      \
+	Q6K_UNIT(48, 48, 100, Y7)     \
+	Q6K_UNIT(64, 64, 132, Y8)     \
+	Q6K_UNIT(80, 80, 164, Y9)     \
+	Q6K_UNIT(96, 96, 196, Y10)    \
+	Q6K_UNIT(112, 112, 228, Y11)  \
+	GROUP_SUMS                    \
+	VMOVDQU    q6kPerm<>(SB), Y3  \
+	VPMOVSXBD  (BX), Y2           \
+	VPERMD     Y2, Y3, Y2         \
+	VPMULLD    Y2, Y0, Y0         \
+	VPMOVSXBD  8(BX), Y2          \
+	VPERMD     Y2, Y3, Y2         \
+	VPMULLD    Y2, Y1, Y1         \
+	VPERM2I128 $0x20, Y1, Y0, Y2  \
+	VPERM2I128 $0x31, Y1, Y0, Y3  \
+	VPADDD     Y3, Y2, Y0         \
+	VPMOVSXBW  (BX), Y1           \
+	VPMADDWD   260(DI), Y1, Y1    \
+	VPSLLD     $5, Y1, Y1         \
+	VPSUBD     Y1, Y0, Y0         \
+	VCVTDQ2PS  Y0, Y0             \
+	BLOCK_SCALE(DX, X2, Y2)       \
+	MOVQ        R10, AX           \
+	ANDQ        $3, AX            \
+	SHLQ        $5, AX            \
+	VMOVUPS     (R8)(AX*1), Y3    \
+	VFMADD231PS Y0, Y2, Y3        \
+	VMOVUPS     Y3, (R8)(AX*1)
+
 // func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 TEXT ·q6KDotAVX2(SB), NOSPLIT, $0-56
 	MOVQ low+0(FP), SI
@@ -191,54 +341,12 @@ TEXT ·q6KDotAVX2(SB), NOSPLIT, $0-56
 	MOVQ blocks+40(FP), CX
 	MOVQ acc+48(FP), R8
 	XORQ R10, R10
-	CONSTANTS
-	VMOVDQU q6kPerm<>(SB), Y12
+	Q6K_CONSTANTS
 	TESTQ CX, CX
 	JZ    q6kdone
 
 q6kloop:
-	// The high plane (8 bytes per unit) interleaves two 32-unit groups in each 512-byte
-	// chunk: unit s of super-block i is at 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2) + 16s.
-	PLANE8(R11, R12)
-
-	Q6K_UNIT(0, 0, 4, Y4)
-	Q6K_UNIT(16, 16, 36, Y5)
-	Q6K_UNIT(32, 32, 68, Y6)
-	Q6K_UNIT(48, 48, 100, Y7)
-	Q6K_UNIT(64, 64, 132, Y8)
-	Q6K_UNIT(80, 80, 164, Y9)
-	Q6K_UNIT(96, 96, 196, Y10)
-	Q6K_UNIT(112, 112, 228, Y11)
-
-	// group sums: Y0 = [A0 A1 A2 A3 | B0 B1 B2 B3], Y1 = [A4 … A7 | B4 … B7] (A: values
-	// 0-15 of unit s, scale sc_2s; B: values 16-31, scale sc_2s+1)
-	GROUP_SUMS
-
-	VPMOVSXBD  (BX), Y2     // sc_0 … sc_7
-	VPERMD     Y2, Y12, Y2  // [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7]
-	VPMULLD    Y2, Y0, Y0
-	VPMOVSXBD  8(BX), Y2    // sc_8 … sc_15
-	VPERMD     Y2, Y12, Y2
-	VPMULLD    Y2, Y1, Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VPADDD     Y3, Y2, Y0   // Σ sc·Σ q·a per unit
-
-	VPMOVSXBW (BX), Y1      // the 16 scales as int16
-	VPMADDWD  260(DI), Y1, Y1 // sc_2s·bsums[2s] + sc_2s+1·bsums[2s+1]
-	VPSLLD    $5, Y1, Y1
-	VPSUBD    Y1, Y0, Y0    // Σ sc·Σ (q−32)·a
-	VCVTDQ2PS Y0, Y0
-
-	BLOCK_SCALE(DX, X2, Y2)
-
-	MOVQ        R10, AX
-	ANDQ        $3, AX
-	SHLQ        $5, AX
-	VMOVUPS     (R8)(AX*1), Y3
-	VFMADD231PS Y0, Y2, Y3
-	VMOVUPS     Y3, (R8)(AX*1)
-
+	Q6K_BLOCK
 	ADDQ $128, SI
 	ADDQ $16, BX
 	ADDQ $292, DI
@@ -247,6 +355,35 @@ q6kloop:
 	JLT  q6kloop
 
 q6kdone:
+	VZEROUPPER
+	RET
+
+// func q6KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
+// q6KDotAVX2 for a run of rows (the rows form, rows.go): out[r] = the lane fold of row r's
+// accumulators, the rows read in order.
+TEXT ·q6KRowsAVX2(SB), NOSPLIT, $144-32
+	MOVQ a+16(FP), R14
+	MOVQ w+0(FP), R9
+	LEAQ 0(SP), R8
+	MOVQ $0, 128(SP)
+	Q6K_CONSTANTS
+	ROW_ZERO
+
+q6krrow:
+	ROW_START(SI, R11, q6krpfrow)
+
+q6krblock:
+	ROW_PREFETCH(q6krpf, q6krpfdone)
+	Q6K_BLOCK
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q6krblock
+
+	ROW_FOLD(q6krfold)
+	ROW_NEXT(q6krrow)
 	VZEROUPPER
 	RET
 
@@ -1418,28 +1555,24 @@ q4kndone:
 
 // q6_K's several-column form: the super-block's 8 units unpacked once (Y0 … Y7, quants 0…63
 // in value order), its permuted scales in Y14 and Y15 and its 16 scales as int16 on the stack;
-// each column then as q6KDotAVX2.
-DATA q6kNC<>+0(SB)/8, $0x0303030303030303
-DATA q6kNC<>+8(SB)/8, $0x0303030303030303
-DATA q6kNC<>+16(SB)/8, $0x0303030303030303
-DATA q6kNC<>+24(SB)/8, $0x0303030303030303
+// each column then as q6KDotAVX2. q6kNC: 0xc0 bytes (Q6K_UNIT's Y13).
+DATA q6kNC<>+0(SB)/8, $0xc0c0c0c0c0c0c0c0
+DATA q6kNC<>+8(SB)/8, $0xc0c0c0c0c0c0c0c0
+DATA q6kNC<>+16(SB)/8, $0xc0c0c0c0c0c0c0c0
+DATA q6kNC<>+24(SB)/8, $0xc0c0c0c0c0c0c0c0
 GLOBL q6kNC<>(SB), RODATA|NOPTR, $32
 
-// unpack the q6_K unit at qoff(SI) (low plane) and hoff(R12) (high plane) into dst; clobbers
-// Y8 … Y10.
+// unpack the q6_K unit at qoff(SI) (low plane) and hoff(R12) (high plane) into dst as
+// Q6K_UNIT does; clobbers Y8, Y9.
 #define Q6K_UNPACK(qoff, hoff, dst) \
-	VMOVDQU      qoff(SI), X8        \
-	VPSRLW       $4, X8, X9          \
-	VINSERTI128  $1, X9, Y8, Y8      \
-	VPAND        NC_NIBBLES, Y8, Y8  \
-	VMOVQ        hoff(R12), X9       \
-	VPSRLQ       $2, X9, X10         \
-	VPUNPCKLQDQ  X10, X9, X9         \
-	VPSRLQ       $4, X9, X10         \
-	VINSERTI128  $1, X10, Y9, Y9     \
-	VPAND        q6kNC<>(SB), Y9, Y9 \
-	VPSLLW       $4, Y9, Y9          \
-	VPOR         Y9, Y8, dst
+	VBROADCASTI128 qoff(SI), Y8                   \
+	VPSRLVQ        q6kLowShift<>(SB), Y8, Y8      \
+	VPAND          NC_NIBBLES, Y8, Y8             \
+	VPBROADCASTQ   hoff(R12), Y9                  \
+	VPSLLVQ        q6kHighShift<>(SB), Y9, Y9     \
+	VPAND          q6kNC<>(SB), Y9, Y9            \
+	VPSRLW         $2, Y9, Y9                     \
+	VPOR           Y9, Y8, dst
 
 // func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 TEXT ·q6KDotNAVX2(SB), NOSPLIT, $64-73

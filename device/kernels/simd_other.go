@@ -42,3 +42,6 @@ const vectorVNNI = false
 
 // vectorDeltaRule: none here.
 func vectorDeltaRule(o, s, q, k, v []float32, e, b float32) bool { return false }
+
+// vectorRows: none here.
+var vectorRows map[dtype.Type]rowsFunc

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"verity/device"
@@ -93,10 +94,56 @@ func TestTileMatchesPackedDot(t *testing.T) {
 	}
 }
 
+// The rows forms give every row its PackedDot's bits (newDotCase's modes, rows of 1 to 40
+// super-blocks, runs of 1 to 70 rows, the matrix going on past the run or not, with and
+// without prefetching).
+func TestRowsMatchPackedDot(t *testing.T) {
+	defer kernels.SetRowsPrefetch(true)
+	for _, wt := range kernels.WeightTypes() {
+		f, _ := kernels.Lookup(wt)
+		r := rand.New(rand.NewPCG(uint64(wt), 107))
+		ran, special := 0, 0
+		for trial := 0; trial < 120; trial++ {
+			mode, n := trial%4, 1+r.IntN(70)
+			extra := []int{0, 1, 5}[trial%3]
+			kernels.SetRowsPrefetch(trial%5 != 0)
+			c := newTileCase(r, f, mode, 1, n+extra)
+			got, ok := kernels.RowsDots(wt, &c.l, c.w, c.x, n)
+			if !ok {
+				break
+			}
+			ran++
+			for row := 0; row < n; row++ {
+				want := f.PackedDot(&c.l, c.w[int64(row)*c.l.RowStride:], c.x)
+				if g := got[row]; math.Float32bits(g) != math.Float32bits(want) {
+					t.Fatalf("%s trial %d (%d blocks, mode %d, %d rows): row %d: %v (%#08x), PackedDot %v (%#08x)",
+						wt, trial, c.l.Blocks, mode, n, row, g, math.Float32bits(g), want, math.Float32bits(want))
+				}
+				if math.IsNaN(float64(want)) || math.IsInf(float64(want), 0) {
+					special++
+				}
+			}
+		}
+		if ran > 0 {
+			t.Logf("%s: %d runs, %d non-finite results", wt, ran, special)
+		}
+	}
+}
+
 // The matvec kernels give every row PackedDot's bits, stored and added (Acc), whatever the
 // row count (whole tiles and the rows after them) and the column count (several passes of
-// TileCols), with 1 and 3 workers.
+// TileCols), with 1 and 3 workers, with the tile forms and without them (one column: the rows
+// forms, where a type has one, for any matrix).
 func TestMatVecTilesMatchPackedDot(t *testing.T) {
+	for _, tiles := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tiles=%v", tiles), func(t *testing.T) {
+			defer kernels.UseTiles(tiles)()
+			testMatVecTiles(t)
+		})
+	}
+}
+
+func testMatVecTiles(t *testing.T) {
 	for _, workers := range []int{1, 3} {
 		b := cpu.New(workers)
 		for _, wt := range []dtype.Type{dtype.Q4_K, dtype.Q5_K, dtype.Q6_K, dtype.Q8_0, dtype.Q4_0} {
@@ -184,7 +231,8 @@ func BenchmarkMatVec(b *testing.B) {
 	}
 }
 
-// BenchmarkMatVecStream: a matrix far larger than the caches, one thread, one column.
+// BenchmarkMatVecStream: a matrix far larger than the caches, one thread, one column: the
+// twin's path, and each of the tile forms and the rows (or one-row) forms where the CPU has them.
 func BenchmarkMatVecStream(b *testing.B) {
 	r := rand.New(rand.NewPCG(43, 44))
 	be := cpu.New(1)
@@ -209,9 +257,14 @@ func BenchmarkMatVecStream(b *testing.B) {
 		yp, _ := be.Alloc(int64(4 * rows))
 		k, _ := kernels.MatVecFor(wt, 1)
 		a := kernels.MatVecArgs{W: wp, X: xp, Y: yp, Rows: int32(rows), Cols: int32(cols), N: 1}
-		for _, pf := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/prefetch=%v", wt, pf), func(b *testing.B) {
-				kernels.SetTilePrefetch(pf)
+		// twin: the twin's choice; tiles: the tile forms, with and without prefetching the next
+		// tile; rows: without the tile forms (the rows form where the type has one, else the
+		// one-row forms)
+		for _, path := range []string{"twin", "tiles/prefetch=true", "tiles/prefetch=false", "rows"} {
+			b.Run(fmt.Sprintf("%s/%s", wt, path), func(b *testing.B) {
+				defer kernels.UseTiles(path != "rows")()
+				defer kernels.UseRows(!strings.HasPrefix(path, "tiles"))()
+				kernels.SetTilePrefetch(path != "tiles/prefetch=false")
 				defer kernels.SetTilePrefetch(true)
 				b.SetBytes(l.Size())
 				timeCalls(b, func() error { return device.Launch(be, k, a) })
@@ -263,9 +316,9 @@ func BenchmarkMatVecSmall(b *testing.B) {
 	}
 }
 
-// BenchmarkTileCompute: the tile forms on matrices that stay in a core's L2 (128 rows of 2048
-// values; 256 of 256, a small model's), 1 and 8 columns, one thread: their arithmetic rate,
-// which the fastest launch shows even on a busy machine.
+// BenchmarkTileCompute: the tile forms and the one-row forms on matrices that stay in a core's
+// L2 (128 rows of 2048 values; 256 of 256, a small model's), 1 and 8 columns, one thread: their
+// arithmetic rate, which the fastest launch shows even on a busy machine.
 func BenchmarkTileCompute(b *testing.B) {
 	r := rand.New(rand.NewPCG(47, 48))
 	be := cpu.New(1)
@@ -294,10 +347,13 @@ func BenchmarkTileCompute(b *testing.B) {
 				yp, _ := be.Alloc(int64(4 * rows * n))
 				k, _ := kernels.MatVecFor(wt, n)
 				a := kernels.MatVecArgs{W: wp, X: xp, Y: yp, Rows: int32(rows), Cols: int32(cols), N: int32(n)}
-				b.Run(fmt.Sprintf("%s/%dx%d/n=%d", wt, rows, cols, n), func(b *testing.B) {
-					b.SetBytes(l.Size())
-					timeCalls(b, func() error { return device.Launch(be, k, a) })
-				})
+				for _, tiles := range []bool{false, true} {
+					b.Run(fmt.Sprintf("%s/%dx%d/n=%d/tiles=%v", wt, rows, cols, n, tiles), func(b *testing.B) {
+						defer kernels.UseTiles(tiles)()
+						b.SetBytes(l.Size())
+						timeCalls(b, func() error { return device.Launch(be, k, a) })
+					})
+				}
 			}
 		}
 	}
