@@ -137,16 +137,16 @@ func Q8KBlock(dst []byte, x []float32, vector bool) {
 // portable Go.
 func RMSNormRow(y, x, w []float32, eps float32, vector bool) { rmsnormRowFrom(y, x, w, eps, vector) }
 
-// RowsDots runs t's rows form on the n packed rows at w (w may go on past them) and one
-// activation row x, and reports whether there is one: out[r] is row r's product.
-func RowsDots(t dtype.Type, l *repack.Layout, w, x []byte, n int) ([]float32, bool) {
-	rf := vectorRows[t]
-	if rf == nil {
-		return nil, false
+// RowsDots runs each of t's rows forms the CPU has (by instruction set) on the n packed rows at
+// w (w may go on past them) and one activation row x: out[form][r] is row r's product.
+func RowsDots(t dtype.Type, l *repack.Layout, w, x []byte, n int) map[string][]float32 {
+	res := map[string][]float32{}
+	for name, rf := range rowsVariants(t) {
+		out := make([]float32, n)
+		rf(l, w, x, out)
+		res[name] = out
 	}
-	out := make([]float32, n)
-	rf(l, w, x, out)
-	return out, true
+	return res
 }
 
 // UseRows sets whether one-column matvecs take the rows forms over the tile forms (where the

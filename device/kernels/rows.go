@@ -6,11 +6,12 @@ import (
 	"verity/repack"
 )
 
-// Row runs: where a weight type has a rows form (simd_amd64.go), a one-column matvec (a decode
-// step's) computes a run of rows in one call. A rows form gives every row exactly its
-// PackedDot's bits (the same unit sums, the same fused multiply-adds into the same lanes in
-// the same order, the same fold); it reads the rows in order, asks the caches for the bytes a
-// few rows ahead as it goes, and leaves out the one-row forms' calls per row.
+// Row runs: where a weight type has a rows form (simd_amd64.go; with AVX-512 VNNI,
+// tile_amd64.go), a one-column matvec (a decode step's) computes a run of rows in one call. A
+// rows form gives every row exactly its PackedDot's bits (the same unit sums, the same fused
+// multiply-adds into the same lanes in the same order, the same fold); it reads the rows in
+// order, asks the caches for the bytes a few rows ahead as it goes, and leaves out the one-row
+// forms' calls per row.
 
 // rowsFunc computes out[r] for r < len(out): the product of packed row r (w[r·RowStride:]) with
 // the activation row x, PackedDot's bits (a NaN the canonical one). w may go on past the last
@@ -47,10 +48,10 @@ func matvecRows(rf rowsFunc, l *repack.Layout, w, x []byte, lo, hi int, y []floa
 var rowsOverTiles = true
 
 // preferRows reports whether a one-column matvec of type t (rows rows in layout l) takes the
-// rows form over the tile form, where both exist: for a matrix that streams from memory. The
-// tile forms compute faster but read 16 rows at a time; the rows forms read one row after
-// another, which the memory system serves faster than the tiles' pattern for q6_K (whose two
-// planes the tiles read from 32 places at once).
+// rows form over the tile form, where both exist: for a matrix larger than tileResident, which
+// streams from memory. The tile forms compute somewhat faster (a matrix in the caches) but read
+// 16 rows at a time, q6_K's two planes from 32 places at once; the rows forms read one row after
+// another with the rows ahead prefetched, which the memory system serves at twice the rate.
 func preferRows(t dtype.Type, l *repack.Layout, rows int) bool {
 	if vectorTile[t] == nil || rows < tileRows {
 		return true

@@ -74,7 +74,7 @@ func TwinPath() string {
 		}
 	}
 	if len(runs) > 0 {
-		path += "; one-column row runs (" + strings.Join(runs, " ") + ")"
+		path += "; " + rowsISA() + " one-column row runs (" + strings.Join(runs, " ") + ")"
 	}
 	return path
 }

@@ -165,13 +165,37 @@ func rowsForms(on bool) map[dtype.Type]rowsFunc {
 	if !on {
 		return nil
 	}
-	return map[dtype.Type]rowsFunc{
-		dtype.Q6_K: func(l *repack.Layout, w, x []byte, out []float32) {
-			if len(out) > 0 {
-				a := newRowsArgs(l, w, x, len(out))
-				q6KRowsAVX2(&w[0], &x[0], &a, &out[0])
-			}
-		},
+	if tileCPU {
+		return map[dtype.Type]rowsFunc{dtype.Q6_K: rowsQ6KVNNI}
+	}
+	return map[dtype.Type]rowsFunc{dtype.Q6_K: rowsQ6KAVX2}
+}
+
+// rowsISA names the instruction set of the rows forms in use.
+func rowsISA() string {
+	if tileCPU {
+		return "AVX-512 VNNI"
+	}
+	return "AVX2"
+}
+
+// rowsVariants returns every rows form of t the CPU runs, by instruction set (tests).
+func rowsVariants(t dtype.Type) map[string]rowsFunc {
+	if !vectorCPU || t != dtype.Q6_K {
+		return nil
+	}
+	v := map[string]rowsFunc{"AVX2": rowsQ6KAVX2}
+	if tileCPU {
+		v["AVX-512 VNNI"] = rowsQ6KVNNI
+	}
+	return v
+}
+
+// rowsQ6KAVX2 is q6_K's rows form with AVX2.
+func rowsQ6KAVX2(l *repack.Layout, w, x []byte, out []float32) {
+	if len(out) > 0 {
+		a := newRowsArgs(l, w, x, len(out))
+		q6KRowsAVX2(&w[0], &x[0], &a, &out[0])
 	}
 }
 

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // AVX2 + FMA + F16C forms of packedDotQ4K and packedDotQ6K (q4_k.go, q6_k.go): the same
 // integer unit sums (exact, so any summation order gives them) and the same two or one
@@ -136,90 +137,6 @@ GLOBL q6kHighShift<>(SB), RODATA|NOPTR, $32
 	VPERM2I128 $0x20, Y1, Y0, Y2    \
 	VPERM2I128 $0x31, Y1, Y0, Y3    \
 	VPADDD     Y3, Y2, Y0
-
-// The lane fold of the 32 accumulators at R8 (num.WarpTotal's butterfly, as warpTotalAVX),
-// a NaN made the canonical one, into X0. Clobbers X1, AX.
-#define ROW_FOLD(label) \
-	VMOVUPS      0(R8), Y0        \
-	VMOVUPS      32(R8), Y1       \
-	VADDPS       64(R8), Y0, Y0   \
-	VADDPS       96(R8), Y1, Y1   \
-	VADDPS       Y1, Y0, Y0       \
-	VEXTRACTF128 $1, Y0, X1       \
-	VADDPS       X1, X0, X0       \
-	VMOVHLPS     X0, X0, X1       \
-	VADDPS       X1, X0, X0       \
-	VMOVSHDUP    X0, X1           \
-	VADDSS       X1, X0, X0       \
-	VUCOMISS     X0, X0           \
-	JPC          label            \
-	MOVL         $0x7fffffff, AX  \
-	VMOVD        AX, X0           \
-label:
-
-// Zero the 32 accumulators at R8; clobbers Y0.
-#define ROW_ZERO \
-	VXORPS  Y0, Y0, Y0  \
-	VMOVUPS Y0, 0(R8)   \
-	VMOVUPS Y0, 32(R8)  \
-	VMOVUPS Y0, 64(R8)  \
-	VMOVUPS Y0, 96(R8)
-
-// rowsArgs (simd_amd64.go), at R14:
-//	0 stride, 8 low, 16 high, 24 scale, 32 f16 (the sections' offsets in a row), 40 blocks,
-//	48 rows, 56 pfrows (the rows for which the bytes ahead on are prefetched), 64 ahead,
-//	72 pfl (64-byte lines prefetched per super-block)
-// The frame: the lane accumulators at 0(SP), the row index at 128(SP), the next line to
-// prefetch (0: none) at 136(SP).
-
-// Start row 128(SP) at R9: its prefetch pointer and section pointers.
-#define ROW_START(low, high, label) \
-	XORQ AX, AX                  \
-	MOVQ 128(SP), R13            \
-	CMPQ R13, 56(R14)            \
-	JGE  label                   \
-	MOVQ 64(R14), AX             \
-	ADDQ R9, AX                  \
-label:                           \
-	MOVQ AX, 136(SP)             \
-	MOVQ 8(R14), low             \
-	ADDQ R9, low                 \
-	MOVQ 16(R14), high           \
-	ADDQ R9, high                \
-	MOVQ 24(R14), BX             \
-	ADDQ R9, BX                  \
-	MOVQ 32(R14), DX             \
-	ADDQ R9, DX                  \
-	MOVQ x+8(FP), DI             \
-	MOVQ 40(R14), CX             \
-	XORQ R10, R10
-
-// Prefetch the row's next pfl lines (if any). Clobbers AX, R13.
-#define ROW_PREFETCH(label, done) \
-	MOVQ       136(SP), AX    \
-	TESTQ      AX, AX         \
-	JZ         done           \
-	MOVQ       72(R14), R13   \
-label:                        \
-	PREFETCHT0 (AX)           \
-	ADDQ       $64, AX        \
-	DECQ       R13            \
-	JNZ        label          \
-	MOVQ       AX, 136(SP)    \
-done:
-
-// Store X0 as out[row], zero the accumulators, move to the next row; loop to label while rows
-// remain.
-#define ROW_NEXT(label) \
-	MOVQ    128(SP), AX          \
-	MOVQ    out+24(FP), R13      \
-	VMOVSS  X0, (R13)(AX*4)      \
-	ROW_ZERO                     \
-	INCQ    AX                   \
-	MOVQ    AX, 128(SP)          \
-	ADDQ    0(R14), R9           \
-	CMPQ    AX, 48(R14)          \
-	JLT     label
 
 // func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 TEXT ·q4KDotAVX2(SB), NOSPLIT, $0-48

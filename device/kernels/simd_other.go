@@ -45,3 +45,9 @@ func vectorDeltaRule(o, s, q, k, v []float32, e, b float32) bool { return false 
 
 // vectorRows: none here.
 var vectorRows map[dtype.Type]rowsFunc
+
+// rowsVariants: none here.
+func rowsVariants(dtype.Type) map[string]rowsFunc { return nil }
+
+// rowsISA: no rows forms here.
+func rowsISA() string { return "" }

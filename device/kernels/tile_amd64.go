@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"encoding/binary"
+	"sync"
 	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
@@ -11,8 +13,8 @@ import (
 	"verity/repack"
 )
 
-// tileCPU: the CPU has what the tile forms (tile_amd64.s) use — AVX-512 F, BW and VL with
-// VNNI — besides the vector forms' AVX2, FMA and F16C.
+// tileCPU: the CPU has what the tile forms and q6KRowsVNNI (tile_amd64.s) use — AVX-512 F, BW
+// and VL with VNNI — besides the vector forms' AVX2, FMA and F16C.
 var tileCPU = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VNNI)
 
 // tileArgs is the tile forms' description of a tile (offsets read by tile_amd64.s).
@@ -29,6 +31,9 @@ func q5KTile16(w, x *byte, a *tileArgs, acc, out *float32)
 
 //go:noescape
 func q6KTile16(w, x *byte, a *tileArgs, acc, out *float32)
+
+//go:noescape
+func q6KRowsVNNI(w, x *byte, a *rowsArgs, out *float32)
 
 // vectorTile holds the tile forms by weight type (nil where the CPU lacks them).
 var vectorTile = tileForms(tileCPU)
@@ -72,4 +77,49 @@ func newTileArgs(l *repack.Layout, w, xs, next []byte, xb, n int) tileArgs {
 		a.pfn = uintptr((len(next)+63)/64+int(l.Blocks)-1) / uintptr(l.Blocks)
 	}
 	return a
+}
+
+// q6KPrepBytes is the size of one super-block's prepared activations (tile_amd64.s).
+const q6KPrepBytes = 384
+
+// q6KPreps recycles prepared activations.
+var q6KPreps = sync.Pool{New: func() any { return new([]byte) }}
+
+// prepQ6KRows lays out the q8_K activation row x (blocks super-blocks) as q6KRowsVNNI reads
+// it, in dst (blocks·q6KPrepBytes bytes): per super-block the quants of values 0-15 of units
+// 0-3, of values 16-31 of units 0-3, the same for units 4-7 (16 bytes a unit), then 32·bsums[g]
+// as int32 with lane k holding groups 2k, 2k+1, 2k+8, 2k+9, then d.
+func prepQ6KRows(dst, x []byte, blocks int) {
+	for i := 0; i < blocks; i++ {
+		y, p := x[i*q8KBytes:(i+1)*q8KBytes], dst[i*q6KPrepBytes:(i+1)*q6KPrepBytes]
+		q := y[q8KQs : q8KQs+256]
+		for u := 0; u < 8; u++ {
+			h, k := u/4, u%4
+			copy(p[128*h+16*k:], q[32*u:32*u+16])
+			copy(p[128*h+64+16*k:], q[32*u+16:32*u+32])
+		}
+		for k := 0; k < 4; k++ {
+			for j, g := range [4]int{2 * k, 2*k + 1, 2*k + 8, 2*k + 9} {
+				binary.LittleEndian.PutUint32(p[256+16*k+4*j:], uint32(32*q8KSum(y, g)))
+			}
+		}
+		copy(p[320:324], y[:4])
+	}
+}
+
+// rowsQ6KVNNI is q6_K's rows form with AVX-512 VNNI.
+func rowsQ6KVNNI(l *repack.Layout, w, x []byte, out []float32) {
+	if len(out) == 0 {
+		return
+	}
+	a := newRowsArgs(l, w, x, len(out))
+	bp := q6KPreps.Get().(*[]byte)
+	defer q6KPreps.Put(bp)
+	n := int(l.Blocks) * q6KPrepBytes
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	p := (*bp)[:n]
+	prepQ6KRows(p, x, int(l.Blocks))
+	q6KRowsVNNI(&w[0], &p[0], &a, &out[0])
 }

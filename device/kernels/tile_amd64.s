@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // The row-tile forms (tile_amd64.go): 16 weight rows at a time, each zmm lane one row, with
 // AVX-512 (F, BW, VL) and VNNI. Per unit (32 values) the 16 rows' quant bytes are transposed
@@ -745,5 +746,162 @@ q6ktf16:
 	JLT  q6ktblock
 
 	TILE_FOLD(q6ktfold)
+	VZEROUPPER
+	RET
+
+// The rows form of q6_K with AVX-512 VNNI (q6KRowsVNNI): one row at a time, as q6KRowsAVX2, a
+// super-block's units four at a time, one per 128-bit lane. The activations come prepared
+// (prepQ6KRows, tile_amd64.go), 384 bytes per super-block: at 0 and 128 the quants of values
+// 0-15 of units 0-3 and 4-7 (lane k: unit 4h+k's), at 64 and 192 those of values 16-31; at 256
+// 32·bsums[g] as int32 in the order of the group sums below; at 320 the block's float32 d.
+
+// Z31 0x0f bytes, Z30 0x30 bytes, Z29 the shifts 4, 2 and Z28 0, 2 of each lane's two qwords,
+// Z27 and Z26 permutations.
+DATA q6kvConst<>+0(SB)/8, $4
+DATA q6kvConst<>+8(SB)/8, $2
+DATA q6kvConst<>+16(SB)/8, $0
+DATA q6kvConst<>+24(SB)/8, $2
+// the 16 scales in the group sums' order: lane k holds groups 2k, 2k+1, 2k+8, 2k+9
+DATA q6kvConst<>+32(SB)/4, $0
+DATA q6kvConst<>+36(SB)/4, $1
+DATA q6kvConst<>+40(SB)/4, $8
+DATA q6kvConst<>+44(SB)/4, $9
+DATA q6kvConst<>+48(SB)/4, $2
+DATA q6kvConst<>+52(SB)/4, $3
+DATA q6kvConst<>+56(SB)/4, $10
+DATA q6kvConst<>+60(SB)/4, $11
+DATA q6kvConst<>+64(SB)/4, $4
+DATA q6kvConst<>+68(SB)/4, $5
+DATA q6kvConst<>+72(SB)/4, $12
+DATA q6kvConst<>+76(SB)/4, $13
+DATA q6kvConst<>+80(SB)/4, $6
+DATA q6kvConst<>+84(SB)/4, $7
+DATA q6kvConst<>+88(SB)/4, $14
+DATA q6kvConst<>+92(SB)/4, $15
+// the unit sums (dword 4k: unit k, 4k+2: unit 4+k) in unit order
+DATA q6kvConst<>+96(SB)/4, $0
+DATA q6kvConst<>+100(SB)/4, $4
+DATA q6kvConst<>+104(SB)/4, $8
+DATA q6kvConst<>+108(SB)/4, $12
+DATA q6kvConst<>+112(SB)/4, $2
+DATA q6kvConst<>+116(SB)/4, $6
+DATA q6kvConst<>+120(SB)/4, $10
+DATA q6kvConst<>+124(SB)/4, $14
+DATA q6kvConst<>+128(SB)/8, $0
+DATA q6kvConst<>+136(SB)/8, $0
+DATA q6kvConst<>+144(SB)/8, $0
+DATA q6kvConst<>+152(SB)/8, $0
+GLOBL q6kvConst<>(SB), RODATA|NOPTR, $160
+
+// R12 = the high plane's pieces of super-block i = R10: R11 + 512⌊i/8⌋ + 128(i mod 4) (unit
+// s's 8 bytes in the low or, where ⌊i/4⌋ is odd, high half of the piece at 16s). Clobbers AX,
+// R13.
+#define Q6KV_HIGH \
+	MOVQ R10, AX          \
+	SHRQ $3, AX           \
+	SHLQ $9, AX           \
+	MOVQ R10, R13         \
+	ANDQ $3, R13          \
+	SHLQ $7, R13          \
+	ADDQ R13, AX          \
+	LEAQ (R11)(AX*1), R12
+
+// Units 4h … 4h+3 of the super-block: the 6-bit quants of values 0-15 (Z0) and 16-31 (Z2) of
+// each (a lane each), from the low plane's 64 bytes and the high plane's pieces (SEL: VPSHUFD's
+// control copying the piece's low (0x44) or high (0xee) qword to both), then ALO, AHI = their
+// products with the prepared activations, 4 values per dword. Clobbers Z0 … Z3.
+#define Q6KV_HALF(h, SEL, ALO, AHI) \
+	VMOVDQU64   (64*h)(SI), Z0            \
+	VPSHUFD     $SEL, (64*h)(R12), Z1     \
+	VPSRLQ      $4, Z0, Z2                \
+	VPSLLVQ     Z29, Z1, Z3               \
+	VPANDD      Z30, Z3, Z3               \
+	VPTERNLOGD  $0xea, Z3, Z31, Z0        \
+	VPSRLVQ     Z28, Z1, Z3               \
+	VPANDD      Z30, Z3, Z3               \
+	VPTERNLOGD  $0xea, Z3, Z31, Z2        \
+	VPXORD      ALO, ALO, ALO             \
+	VPXORD      AHI, AHI, AHI             \
+	VPDPBUSD    (128*h)(DI), Z0, ALO      \
+	VPDPBUSD    (128*h+64)(DI), Z2, AHI
+
+// The super-block's step from Q6KV_HALF's Z4 … Z7: the 16 group sums (lane k: groups 2k, 2k+1,
+// 2k+8, 2k+9), less 32·bsums, times the scales, the units' sums S in unit order (exact, as
+// q6KDotAVX2's), then acc lanes 8(i mod 4) … +7 = fma(D, float32(S), acc). Clobbers AX,
+// Z0 … Z3.
+#define Q6KV_STEP \
+	VPUNPCKLDQ   Z5, Z4, Z0         \
+	VPUNPCKHDQ   Z5, Z4, Z1         \
+	VPADDD       Z1, Z0, Z0         \
+	VPUNPCKLDQ   Z7, Z6, Z1         \
+	VPUNPCKHDQ   Z7, Z6, Z2         \
+	VPADDD       Z2, Z1, Z1         \
+	VPUNPCKLQDQ  Z1, Z0, Z2         \
+	VPUNPCKHQDQ  Z1, Z0, Z3         \
+	VPADDD       Z3, Z2, Z0         \
+	VPSUBD       256(DI), Z0, Z0    \
+	VPMOVSXBD    (BX), Z1           \
+	VPERMD       Z1, Z27, Z1        \
+	VPMULLD      Z1, Z0, Z0         \
+	VPSHUFD      $0xb1, Z0, Z1      \
+	VPADDD       Z1, Z0, Z0         \
+	VPERMD       Z0, Z26, Z0        \
+	VCVTDQ2PS    Y0, Y0             \
+	MOVWLZX      (DX)(R10*2), AX    \
+	VMOVD        AX, X1             \
+	VCVTPH2PS    X1, X1             \
+	VMULSS       320(DI), X1, X1    \
+	VBROADCASTSS X1, Y1             \
+	MOVQ         R10, AX            \
+	ANDQ         $3, AX             \
+	SHLQ         $5, AX             \
+	VMOVUPS      (R8)(AX*1), Y2     \
+	VFMADD231PS  Y0, Y1, Y2         \
+	VMOVUPS      Y2, (R8)(AX*1)
+
+// func q6KRowsVNNI(w, x *byte, a *rowsArgs, out *float32)
+// q6KRowsAVX2 with AVX-512 VNNI; x is the prepared activations.
+TEXT ·q6KRowsVNNI(SB), NOSPLIT, $144-32
+	MOVQ a+16(FP), R14
+	MOVQ w+0(FP), R9
+	LEAQ 0(SP), R8
+	MOVQ $0, 128(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z30
+	VBROADCASTI32X4 q6kvConst<>+0(SB), Z29
+	VBROADCASTI32X4 q6kvConst<>+16(SB), Z28
+	VMOVDQU32    q6kvConst<>+32(SB), Z27
+	VMOVDQU32    q6kvConst<>+96(SB), Z26
+	ROW_ZERO
+
+q6kvrow:
+	ROW_START(SI, R11, q6kvpfrow)
+
+q6kvblock:
+	ROW_PREFETCH(q6kvpf, q6kvpfdone)
+	Q6KV_HIGH
+	TESTQ $4, R10
+	JNZ   q6kvodd
+	Q6KV_HALF(0, 0x44, Z4, Z5)
+	Q6KV_HALF(1, 0x44, Z6, Z7)
+	JMP   q6kvstep
+
+q6kvodd:
+	Q6KV_HALF(0, 0xee, Z4, Z5)
+	Q6KV_HALF(1, 0xee, Z6, Z7)
+
+q6kvstep:
+	Q6KV_STEP
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $384, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q6kvblock
+
+	ROW_FOLD(q6kvfold)
+	ROW_NEXT(q6kvrow)
 	VZEROUPPER
 	RET

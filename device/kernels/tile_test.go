@@ -94,38 +94,40 @@ func TestTileMatchesPackedDot(t *testing.T) {
 	}
 }
 
-// The rows forms give every row its PackedDot's bits (newDotCase's modes, rows of 1 to 40
-// super-blocks, runs of 1 to 70 rows, the matrix going on past the run or not, with and
-// without prefetching).
+// The rows forms (each the CPU runs) give every row its PackedDot's bits (newDotCase's modes,
+// rows of 1 to 40 super-blocks, runs of 1 to 70 rows, the matrix going on past the run or not,
+// with and without prefetching).
 func TestRowsMatchPackedDot(t *testing.T) {
 	defer kernels.SetRowsPrefetch(true)
 	for _, wt := range kernels.WeightTypes() {
 		f, _ := kernels.Lookup(wt)
 		r := rand.New(rand.NewPCG(uint64(wt), 107))
-		ran, special := 0, 0
+		ran, special := map[string]int{}, map[string]int{}
 		for trial := 0; trial < 120; trial++ {
 			mode, n := trial%4, 1+r.IntN(70)
 			extra := []int{0, 1, 5}[trial%3]
 			kernels.SetRowsPrefetch(trial%5 != 0)
 			c := newTileCase(r, f, mode, 1, n+extra)
-			got, ok := kernels.RowsDots(wt, &c.l, c.w, c.x, n)
-			if !ok {
+			forms := kernels.RowsDots(wt, &c.l, c.w, c.x, n)
+			if len(forms) == 0 {
 				break
 			}
-			ran++
-			for row := 0; row < n; row++ {
-				want := f.PackedDot(&c.l, c.w[int64(row)*c.l.RowStride:], c.x)
-				if g := got[row]; math.Float32bits(g) != math.Float32bits(want) {
-					t.Fatalf("%s trial %d (%d blocks, mode %d, %d rows): row %d: %v (%#08x), PackedDot %v (%#08x)",
-						wt, trial, c.l.Blocks, mode, n, row, g, math.Float32bits(g), want, math.Float32bits(want))
-				}
-				if math.IsNaN(float64(want)) || math.IsInf(float64(want), 0) {
-					special++
+			for name, got := range forms {
+				ran[name]++
+				for row := 0; row < n; row++ {
+					want := f.PackedDot(&c.l, c.w[int64(row)*c.l.RowStride:], c.x)
+					if g := got[row]; math.Float32bits(g) != math.Float32bits(want) {
+						t.Fatalf("%s %s trial %d (%d blocks, mode %d, %d rows): row %d: %v (%#08x), PackedDot %v (%#08x)",
+							wt, name, trial, c.l.Blocks, mode, n, row, g, math.Float32bits(g), want, math.Float32bits(want))
+					}
+					if math.IsNaN(float64(want)) || math.IsInf(float64(want), 0) {
+						special[name]++
+					}
 				}
 			}
 		}
-		if ran > 0 {
-			t.Logf("%s: %d runs, %d non-finite results", wt, ran, special)
+		for name, k := range ran {
+			t.Logf("%s %s: %d runs, %d non-finite results", wt, name, k, special[name])
 		}
 	}
 }
