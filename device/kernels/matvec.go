@@ -244,7 +244,7 @@ func MatVec8Rows(t dtype.Type) int {
 // matvec8Rows: rows per warp of matvec8, as the MATVEC lines of ptx/src/matvec.cu have them
 // (the static model's best at ffn_up and ffn_down of eight columns).
 var matvec8Rows = map[dtype.Type]int{
-	dtype.F32: 4, dtype.F16: 1, dtype.BF16: 2,
+	dtype.F32: 4, dtype.F16: 1, dtype.BF16: 4,
 	dtype.Q4_0: 2, dtype.Q4_1: 2, dtype.Q5_0: 2, dtype.Q5_1: 4, dtype.Q8_0: 2,
 	dtype.Q2_K: 2, dtype.Q3_K: 4, dtype.Q4_K: 2, dtype.Q5_K: 2, dtype.Q6_K: 1,
 }

@@ -69,7 +69,50 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	}
 }
 
-template <typename P, typename F, int G, int R, bool B>
+// Mv8Unit holds one unit's loads of a pass: the weights of its R rows and the activations of
+// its C columns.
+template <typename P, int R, int C> struct Mv8Unit {
+	typename P::W w[R];
+	typename P::X x[C];
+};
+
+// mv8_issue issues every load of unit u (the lane's k-th) of a pass before any is used,
+// branch-free: a row or a column past the last (i ≥ nr, j ≥ nc) reads the last one's bytes
+// again, into an accumulator that is never stored.
+template <typename P, int R, int C>
+static __device__ __forceinline__ void mv8_issue(Mv8Unit<P, R, C> &t, const uint8_t *RESTRICT wr, const PkLayout &l,
+                                                 int lane, int32_t u, int32_t k, int32_t nr, const uint8_t *RESTRICT xc,
+                                                 int64_t xb, int32_t nc) {
+#pragma unroll
+	for (int i = 0; i < R; i++) t.w[i] = P::load(wr + (i < nr ? i : nr - 1) * l.stride, l, lane, u, k);
+#pragma unroll
+	for (int j = 0; j < C; j++) t.x[j] = P::xload(t.w[0], xc + (j < nc ? j : nc - 1) * xb, u);
+}
+
+// mv8_fold folds a unit's loads into the pass's accumulators.
+template <typename P, int R, int C>
+static __device__ __forceinline__ void mv8_fold(float (&acc)[R][C], const Mv8Unit<P, R, C> &t) {
+#pragma unroll
+	for (int j = 0; j < C; j++)
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i][j] = P::apply(acc[i][j], t.w[i], t.x[j]);
+}
+
+// matvec8's forms of a pass over the units (the A and MA of a MATVEC line):
+//   MV8_GUARDED  loads only the rows and columns that exist, a column's activations just before
+//                its folds;
+//   MV8_CLAMPED  branch-free, in the same order: a row or column past the last reads the last
+//                one's bytes again, so that the compiler may issue the unit's loads together;
+//   MV8_ISSUED   branch-free, every load of the unit issued before its first fold (mv8_issue);
+//   MV8_AHEAD    MV8_ISSUED with the next unit's loads issued before this unit's folds, in two
+//                buffers taken in turn: a lane waits for loads that have been in flight for a
+//                unit's folds.
+#define MV8_GUARDED 0
+#define MV8_CLAMPED 1
+#define MV8_ISSUED 2
+#define MV8_AHEAD 3
+
+template <typename P, typename F, int G, int R, int A>
 static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                                float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                                int32_t add_y) {
@@ -98,14 +141,33 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 			for (int i = 0; i < R; i++)
 #pragma unroll
 				for (int j = 0; j < C; j++) acc[i][j] = 0.0f;
-			int32_t k = 0;
+			if (A == MV8_AHEAD) {
+				Mv8Unit<P, R, C> t0, t1;
+				int32_t u = lane, k = 0;
+				if (u < units) mv8_issue<P, R, C>(t0, wr, l, lane, u, k, nr, xc, xb, nc);
 #pragma unroll 1
-			for (int32_t u = lane; u < units; u += 32, k++) {
-				typename P::W wu[R];
-				if (B) {
-					// branch-free, so that all the unit's loads can be in flight at once: a row or
-					// column past the last reads the last one's bytes again, into an accumulator
-					// that is never stored
+				while (u < units) {
+					if (u + 32 < units) mv8_issue<P, R, C>(t1, wr, l, lane, u + 32, k + 1, nr, xc, xb, nc);
+					mv8_fold<P, R, C>(acc, t0);
+					u += 32, k++;
+					if (u >= units) break;
+					if (u + 32 < units) mv8_issue<P, R, C>(t0, wr, l, lane, u + 32, k + 1, nr, xc, xb, nc);
+					mv8_fold<P, R, C>(acc, t1);
+					u += 32, k++;
+				}
+			} else if (A == MV8_ISSUED) {
+				Mv8Unit<P, R, C> t;
+				int32_t k = 0;
+#pragma unroll 1
+				for (int32_t u = lane; u < units; u += 32, k++) {
+					mv8_issue<P, R, C>(t, wr, l, lane, u, k, nr, xc, xb, nc);
+					mv8_fold<P, R, C>(acc, t);
+				}
+			} else if (A == MV8_CLAMPED) {
+				int32_t k = 0;
+#pragma unroll 1
+				for (int32_t u = lane; u < units; u += 32, k++) {
+					typename P::W wu[R];
 #pragma unroll
 					for (int i = 0; i < R; i++) wu[i] = P::load(wr + (i < nr ? i : nr - 1) * l.stride, l, lane, u, k);
 #pragma unroll
@@ -114,7 +176,12 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 #pragma unroll
 						for (int i = 0; i < R; i++) acc[i][j] = P::apply(acc[i][j], wu[i], xj);
 					}
-				} else {
+				}
+			} else {
+				int32_t k = 0;
+#pragma unroll 1
+				for (int32_t u = lane; u < units; u += 32, k++) {
+					typename P::W wu[R];
 #pragma unroll
 					for (int i = 0; i < R; i++)
 						if (i < nr) wu[i] = P::load(wr + i * l.stride, l, lane, u, k);
@@ -146,21 +213,20 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	}
 }
 
-// MATVEC(suffix, P, F, G, B, M): matvec8's geometry and form per weight format, chosen by the
-// static model (device/perf) at ffn_up and ffn_down of n = 8. A warp owns G rows
+// MATVEC(suffix, P, F, G, A, M, MA): matvec8's geometry and forms per weight format, chosen by
+// the static model (device/perf) at ffn_up and ffn_down of n = 8. A warp owns G rows
 // (kernels.MatVec8Rows: the grid); the standalone kernel folds all G in one pass over the
-// weights, branch-free when B (every row's and column's loads of a unit issued together); the
-// megakernel, whose every body must fit its register budget, folds M of them at a time
-// (G/M passes, the same grid), with the guarded form.
+// weights in form A; the megakernel, whose every body must fit its register budget, folds M
+// of them a pass (G/M passes, the same grid) in form MA.
 #ifdef MEGAKERNEL
 #define MV8_PASS(G, M) M
-#define MV8_FREE(B) false
+#define MV8_FORM(A, MA) MA
 #else
 #define MV8_PASS(G, M) G
-#define MV8_FREE(B) B
+#define MV8_FORM(A, MA) A
 #endif
 
-#define MATVEC(suffix, P, F, G, B, M)                                                                                 \
+#define MATVEC(suffix, P, F, G, A, M, MA)                                                                                    \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
@@ -171,7 +237,7 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
-		matvec8<P, F, G, MV8_PASS(G, M), MV8_FREE(B)>(gr, w, x, y, rows, cols, n, add_y);                                                      \
+		matvec8<P, F, G, MV8_PASS(G, M), MV8_FORM(A, MA)>(gr, w, x, y, rows, cols, n, add_y);                                                      \
 	}                                                                                                           \
 	ENTRY(matvec_##suffix,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
@@ -182,16 +248,16 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32, 4, true, 2)
-MATVEC(f16_f16, PkF16, FmtF16, 1, true, 1)
-MATVEC(bf16_bf16, PkBF16, FmtBF16, 2, true, 2)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 2, false, 2)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, true, 2)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 2, false, 2)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 4, true, 2)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, true, 2)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, true, 1)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 4, true, 1)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, true, 1)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, true, 1)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1, true, 1)
+MATVEC(f32_f32, PkF32, FmtF32, 4, MV8_AHEAD, 2, MV8_GUARDED)
+MATVEC(f16_f16, PkF16, FmtF16, 1, MV8_AHEAD, 1, MV8_GUARDED)
+MATVEC(bf16_bf16, PkBF16, FmtBF16, 4, MV8_AHEAD, 4, MV8_AHEAD)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 2, MV8_GUARDED, 2, MV8_GUARDED)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 2, MV8_GUARDED, 2, MV8_GUARDED)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 4, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 4, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1, MV8_CLAMPED, 1, MV8_GUARDED)
