@@ -143,7 +143,7 @@ func RowsDots(t dtype.Type, l *repack.Layout, w, x []byte, n int) map[string][]f
 	res := map[string][]float32{}
 	for name, rf := range rowsVariants(t) {
 		out := make([]float32, n)
-		rf(l, w, x, out)
+		rf(l, w, x, out, true)
 		res[name] = out
 	}
 	return res

@@ -14,9 +14,9 @@ import (
 // forms' calls per row.
 
 // rowsFunc computes out[r] for r < len(out): the product of packed row r (w[r·RowStride:]) with
-// the activation row x, PackedDot's bits (a NaN the canonical one). w may go on past the last
-// row (the rest of the matrix): the form prefetches from it.
-type rowsFunc = func(l *repack.Layout, w, x []byte, out []float32)
+// the activation row x, PackedDot's bits (a NaN the canonical one). With pf, it asks the caches
+// for the rows ahead as it goes, w may go on past the last row (the rest of the matrix).
+type rowsFunc = func(l *repack.Layout, w, x []byte, out []float32, pf bool)
 
 // rowsPrefetch turns the rows forms' prefetching on or off (tests and benchmarks).
 var rowsPrefetch = true
@@ -25,18 +25,20 @@ var rowsPrefetch = true
 // the output (their buffer is on the stack).
 const rowsRun = 256
 
-// matvecRows computes rows [lo, hi) of a one-column matvec with a rows form: y[r], stored or
-// (acc) added.
+// matvecRows computes rows [lo, hi) of a one-column matvec of the matrix w with a rows form:
+// y[r], stored or (acc) added. A matrix that a core's caches hold from one step to the next
+// (tileResident) is not prefetched.
 func matvecRows(rf rowsFunc, l *repack.Layout, w, x []byte, lo, hi int, y []float32, acc bool) {
 	stride := int(l.RowStride)
+	pf := len(w) > tileResident
 	if !acc {
-		rf(l, w[lo*stride:], x, y[lo:hi])
+		rf(l, w[lo*stride:], x, y[lo:hi], pf)
 		return
 	}
 	var buf [rowsRun]float32
 	for r := lo; r < hi; r += rowsRun {
 		m := min(rowsRun, hi-r)
-		rf(l, w[r*stride:], x, buf[:m])
+		rf(l, w[r*stride:], x, buf[:m], pf)
 		for i, v := range buf[:m] {
 			y[r+i] = num.Canon(y[r+i] + v) // the GPU's NaN, as the add kernel gives
 		}

@@ -29,6 +29,9 @@ func q6KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q6KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
 
 //go:noescape
+func q4KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
+
+//go:noescape
 func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
@@ -165,10 +168,23 @@ func rowsForms(on bool) map[dtype.Type]rowsFunc {
 	if !on {
 		return nil
 	}
-	if tileCPU {
-		return map[dtype.Type]rowsFunc{dtype.Q6_K: rowsQ6KVNNI}
+	m := map[dtype.Type]rowsFunc{}
+	for t, v := range rowsVariantsOf {
+		if tileCPU {
+			m[t] = rowsVNNI(t == dtype.Q6_K, v.vnni)
+		} else {
+			m[t] = rowsAVX2(v.avx2)
+		}
 	}
-	return map[dtype.Type]rowsFunc{dtype.Q6_K: rowsQ6KAVX2}
+	return m
+}
+
+// rowsVariantsOf holds the rows forms' routines by weight type: AVX2 and AVX-512 VNNI.
+var rowsVariantsOf = map[dtype.Type]struct {
+	avx2, vnni func(w, x *byte, a *rowsArgs, out *float32)
+}{
+	dtype.Q4_K: {q4KRowsAVX2, q4KRowsVNNI},
+	dtype.Q6_K: {q6KRowsAVX2, q6KRowsVNNI},
 }
 
 // rowsISA names the instruction set of the rows forms in use.
@@ -181,21 +197,24 @@ func rowsISA() string {
 
 // rowsVariants returns every rows form of t the CPU runs, by instruction set (tests).
 func rowsVariants(t dtype.Type) map[string]rowsFunc {
-	if !vectorCPU || t != dtype.Q6_K {
+	v, ok := rowsVariantsOf[t]
+	if !vectorCPU || !ok {
 		return nil
 	}
-	v := map[string]rowsFunc{"AVX2": rowsQ6KAVX2}
+	m := map[string]rowsFunc{"AVX2": rowsAVX2(v.avx2)}
 	if tileCPU {
-		v["AVX-512 VNNI"] = rowsQ6KVNNI
+		m["AVX-512 VNNI"] = rowsVNNI(t == dtype.Q6_K, v.vnni)
 	}
-	return v
+	return m
 }
 
-// rowsQ6KAVX2 is q6_K's rows form with AVX2.
-func rowsQ6KAVX2(l *repack.Layout, w, x []byte, out []float32) {
-	if len(out) > 0 {
-		a := newRowsArgs(l, w, x, len(out))
-		q6KRowsAVX2(&w[0], &x[0], &a, &out[0])
+// rowsAVX2 wraps a K-quant rows form with AVX2: bounds.
+func rowsAVX2(run func(w, x *byte, a *rowsArgs, out *float32)) rowsFunc {
+	return func(l *repack.Layout, w, x []byte, out []float32, pf bool) {
+		if len(out) > 0 {
+			a := newRowsArgs(l, w, x, len(out), pf)
+			run(&w[0], &x[0], &a, &out[0])
+		}
 	}
 }
 
@@ -209,9 +228,9 @@ type rowsArgs struct {
 const rowsAhead = 4096
 
 // newRowsArgs describes n rows of a K-quant matrix and checks that w and x hold what the
-// assembly reads (it has no bounds checks). Rows whose row ahead lies within w prefetch it,
-// spread over their super-blocks.
-func newRowsArgs(l *repack.Layout, w, x []byte, n int) rowsArgs {
+// assembly reads (it has no bounds checks). With pf, rows whose row ahead lies within w
+// prefetch it, spread over their super-blocks.
+func newRowsArgs(l *repack.Layout, w, x []byte, n int, pf bool) rowsArgs {
 	if n < 1 || l.Blocks < 1 {
 		panic("kernels: bad rows shape")
 	}
@@ -221,7 +240,7 @@ func newRowsArgs(l *repack.Layout, w, x []byte, n int) rowsArgs {
 	if len(l.Planes) > 1 {
 		a.high = l.Planes[1].Off
 	}
-	if rowsPrefetch {
+	if pf && rowsPrefetch {
 		ahead := (rowsAhead + stride - 1) / stride
 		a.ahead = ahead * stride
 		a.pfrows = min(int64(n), max(0, int64(len(w))/stride-ahead))

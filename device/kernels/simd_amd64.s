@@ -138,6 +138,38 @@ GLOBL q6kHighShift<>(SB), RODATA|NOPTR, $32
 	VPERM2I128 $0x31, Y1, Y0, Y3    \
 	VPADDD     Y3, Y2, Y0
 
+// One q4_K super-block i = R10 of a row: SI its 128 plane bytes, BX its scales and mins, DX
+// and DMIN the row's fp16 d and dmin fields, DI its q8_K activation block, R8 the 32 lane
+// accumulators: per unit S = sc·Σ q·a and M = m·(bsums[2s] + bsums[2s+1]) (exact), then acc
+// lanes 8(i mod 4) … +7 = fma(−Dmin, float32(M), fma(D, float32(S), acc)). Clobbers AX,
+// Y0 … Y12.
+#define Q4K_BLOCK(DMIN) \
+	Q4K_UNIT(0, 4, Y4)             \
+	Q4K_UNIT(16, 36, Y5)           \
+	Q4K_UNIT(32, 68, Y6)           \
+	Q4K_UNIT(48, 100, Y7)          \
+	Q4K_UNIT(64, 132, Y8)          \
+	Q4K_UNIT(80, 164, Y9)          \
+	Q4K_UNIT(96, 196, Y10)         \
+	Q4K_UNIT(112, 228, Y11)        \
+	UNIT_SUMS                      \
+	VPMOVZXBD    (BX), Y1          \
+	VPMULLD      Y1, Y0, Y0        \
+	VCVTDQ2PS    Y0, Y0            \
+	VPMOVZXBD    8(BX), Y1         \
+	VPMADDWD     260(DI), Y14, Y2  \
+	VPMULLD      Y2, Y1, Y1        \
+	VCVTDQ2PS    Y1, Y1            \
+	BLOCK_SCALE(DX, X2, Y2)        \
+	BLOCK_SCALE(DMIN, X3, Y3)      \
+	MOVQ         R10, AX           \
+	ANDQ         $3, AX            \
+	SHLQ         $5, AX            \
+	VMOVUPS      (R8)(AX*1), Y12   \
+	VFMADD231PS  Y0, Y2, Y12       \
+	VFNMADD231PS Y1, Y3, Y12       \
+	VMOVUPS      Y12, (R8)(AX*1)
+
 // func q4KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 TEXT ·q4KDotAVX2(SB), NOSPLIT, $0-48
 	MOVQ plane+0(FP), SI
@@ -153,36 +185,7 @@ TEXT ·q4KDotAVX2(SB), NOSPLIT, $0-48
 	JZ    q4kdone
 
 q4kloop:
-	Q4K_UNIT(0, 4, Y4)
-	Q4K_UNIT(16, 36, Y5)
-	Q4K_UNIT(32, 68, Y6)
-	Q4K_UNIT(48, 100, Y7)
-	Q4K_UNIT(64, 132, Y8)
-	Q4K_UNIT(80, 164, Y9)
-	Q4K_UNIT(96, 196, Y10)
-	Q4K_UNIT(112, 228, Y11)
-
-	UNIT_SUMS // S_0 … S_7 in order
-
-	VPMOVZXBD (BX), Y1      // sc_0 … sc_7
-	VPMULLD   Y1, Y0, Y0
-	VCVTDQ2PS Y0, Y0        // float32(sc·Σ q·a), exact
-	VPMOVZXBD 8(BX), Y1     // m_0 … m_7
-	VPMADDWD  260(DI), Y14, Y2 // bsums[2s] + bsums[2s+1]
-	VPMULLD   Y2, Y1, Y1
-	VCVTDQ2PS Y1, Y1        // float32(m·B), exact
-
-	BLOCK_SCALE(DX, X2, Y2) // D
-	BLOCK_SCALE(R9, X3, Y3) // Dmin
-
-	MOVQ         R10, AX
-	ANDQ         $3, AX
-	SHLQ         $5, AX
-	VMOVUPS      (R8)(AX*1), Y12
-	VFMADD231PS  Y0, Y2, Y12 // acc = fma(D, S, acc)
-	VFNMADD231PS Y1, Y3, Y12 // acc = fma(−Dmin, M, acc)
-	VMOVUPS      Y12, (R8)(AX*1)
-
+	Q4K_BLOCK(R9)
 	ADDQ $128, SI
 	ADDQ $16, BX
 	ADDQ $292, DI
@@ -191,6 +194,35 @@ q4kloop:
 	JLT  q4kloop
 
 q4kdone:
+	VZEROUPPER
+	RET
+
+// func q4KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
+// q4KDotAVX2 for a run of rows (the rows form, rows.go), as q6KRowsAVX2.
+TEXT ·q4KRowsAVX2(SB), NOSPLIT, $144-32
+	MOVQ a+16(FP), R14
+	MOVQ w+0(FP), R9
+	LEAQ 0(SP), R8
+	MOVQ $0, 128(SP)
+	CONSTANTS
+	ROW_ZERO
+
+q4krrow:
+	ROW_START(SI, R12, q4krpfrow)
+	LEAQ (DX)(CX*2), R12 // the dmin fields follow the d fields
+
+q4krblock:
+	ROW_PREFETCH(q4krpf, q4krpfdone)
+	Q4K_BLOCK(R12)
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $292, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q4krblock
+
+	ROW_FOLD(q4krfold)
+	ROW_NEXT(q4krrow)
 	VZEROUPPER
 	RET
 

@@ -35,6 +35,9 @@ func q6KTile16(w, x *byte, a *tileArgs, acc, out *float32)
 //go:noescape
 func q6KRowsVNNI(w, x *byte, a *rowsArgs, out *float32)
 
+//go:noescape
+func q4KRowsVNNI(w, x *byte, a *rowsArgs, out *float32)
+
 // vectorTile holds the tile forms by weight type (nil where the CPU lacks them).
 var vectorTile = tileForms(tileCPU)
 
@@ -79,47 +82,56 @@ func newTileArgs(l *repack.Layout, w, xs, next []byte, xb, n int) tileArgs {
 	return a
 }
 
-// q6KPrepBytes is the size of one super-block's prepared activations (tile_amd64.s).
-const q6KPrepBytes = 384
+// rowsPrepBytes is the size of one super-block's prepared activations (tile_amd64.s).
+const rowsPrepBytes = 384
 
-// q6KPreps recycles prepared activations.
-var q6KPreps = sync.Pool{New: func() any { return new([]byte) }}
+// rowsPreps recycles prepared activations.
+var rowsPreps = sync.Pool{New: func() any { return new([]byte) }}
 
-// prepQ6KRows lays out the q8_K activation row x (blocks super-blocks) as q6KRowsVNNI reads
-// it, in dst (blocks·q6KPrepBytes bytes): per super-block the quants of values 0-15 of units
-// 0-3, of values 16-31 of units 0-3, the same for units 4-7 (16 bytes a unit), then 32·bsums[g]
-// as int32 with lane k holding groups 2k, 2k+1, 2k+8, 2k+9, then d.
-func prepQ6KRows(dst, x []byte, blocks int) {
+// prepRowsK lays out the q8_K activation row x (blocks super-blocks) as q4KRowsVNNI and (q6)
+// q6KRowsVNNI read it, in dst (blocks·rowsPrepBytes bytes): per super-block the quants of
+// values 0-15 of units 0-3, of values 16-31 of units 0-3, the same for units 4-7 (16 bytes a
+// unit); then for q6_K 32·bsums[g] as int32 with lane k holding groups 2k, 2k+1, 2k+8, 2k+9,
+// for q4_K bsums[2s] + bsums[2s+1] as int32 for units s = 0 … 7; then d.
+func prepRowsK(dst, x []byte, blocks int, q6 bool) {
 	for i := 0; i < blocks; i++ {
-		y, p := x[i*q8KBytes:(i+1)*q8KBytes], dst[i*q6KPrepBytes:(i+1)*q6KPrepBytes]
+		y, p := x[i*q8KBytes:(i+1)*q8KBytes], dst[i*rowsPrepBytes:(i+1)*rowsPrepBytes]
 		q := y[q8KQs : q8KQs+256]
 		for u := 0; u < 8; u++ {
 			h, k := u/4, u%4
 			copy(p[128*h+16*k:], q[32*u:32*u+16])
 			copy(p[128*h+64+16*k:], q[32*u+16:32*u+32])
 		}
-		for k := 0; k < 4; k++ {
-			for j, g := range [4]int{2 * k, 2*k + 1, 2*k + 8, 2*k + 9} {
-				binary.LittleEndian.PutUint32(p[256+16*k+4*j:], uint32(32*q8KSum(y, g)))
+		if q6 {
+			for k := 0; k < 4; k++ {
+				for j, g := range [4]int{2 * k, 2*k + 1, 2*k + 8, 2*k + 9} {
+					binary.LittleEndian.PutUint32(p[256+16*k+4*j:], uint32(32*q8KSum(y, g)))
+				}
+			}
+		} else {
+			for s := 0; s < 8; s++ {
+				binary.LittleEndian.PutUint32(p[256+4*s:], uint32(q8KSum(y, 2*s)+q8KSum(y, 2*s+1)))
 			}
 		}
 		copy(p[320:324], y[:4])
 	}
 }
 
-// rowsQ6KVNNI is q6_K's rows form with AVX-512 VNNI.
-func rowsQ6KVNNI(l *repack.Layout, w, x []byte, out []float32) {
-	if len(out) == 0 {
-		return
+// rowsVNNI wraps a K-quant rows form with AVX-512 VNNI: bounds, the prepared activations.
+func rowsVNNI(q6 bool, run func(w, x *byte, a *rowsArgs, out *float32)) rowsFunc {
+	return func(l *repack.Layout, w, x []byte, out []float32, pf bool) {
+		if len(out) == 0 {
+			return
+		}
+		a := newRowsArgs(l, w, x, len(out), pf)
+		bp := rowsPreps.Get().(*[]byte)
+		defer rowsPreps.Put(bp)
+		n := int(l.Blocks) * rowsPrepBytes
+		if cap(*bp) < n {
+			*bp = make([]byte, n)
+		}
+		p := (*bp)[:n]
+		prepRowsK(p, x, int(l.Blocks), q6)
+		run(&w[0], &p[0], &a, &out[0])
 	}
-	a := newRowsArgs(l, w, x, len(out))
-	bp := q6KPreps.Get().(*[]byte)
-	defer q6KPreps.Put(bp)
-	n := int(l.Blocks) * q6KPrepBytes
-	if cap(*bp) < n {
-		*bp = make([]byte, n)
-	}
-	p := (*bp)[:n]
-	prepQ6KRows(p, x, int(l.Blocks))
-	q6KRowsVNNI(&w[0], &p[0], &a, &out[0])
 }

@@ -905,3 +905,101 @@ q6kvstep:
 	ROW_NEXT(q6kvrow)
 	VZEROUPPER
 	RET
+
+// The rows form of q4_K with AVX-512 VNNI (q4KRowsVNNI), as q6KRowsVNNI: the activations
+// prepared as for q6_K (prepRowsK) but with B_s = bsums[2s] + bsums[2s+1] as int32 at 256.
+
+// the unit sums (dword 4k: unit k, 4k+1: unit 4+k) in unit order
+DATA q4kvPerm<>+0(SB)/4, $0
+DATA q4kvPerm<>+4(SB)/4, $4
+DATA q4kvPerm<>+8(SB)/4, $8
+DATA q4kvPerm<>+12(SB)/4, $12
+DATA q4kvPerm<>+16(SB)/4, $1
+DATA q4kvPerm<>+20(SB)/4, $5
+DATA q4kvPerm<>+24(SB)/4, $9
+DATA q4kvPerm<>+28(SB)/4, $13
+DATA q4kvPerm<>+32(SB)/8, $0
+DATA q4kvPerm<>+40(SB)/8, $0
+DATA q4kvPerm<>+48(SB)/8, $0
+DATA q4kvPerm<>+56(SB)/8, $0
+GLOBL q4kvPerm<>(SB), RODATA|NOPTR, $64
+
+// Units 4h … 4h+3 of the super-block: ACC = their Σ q·a, a lane each (4 values per dword; the
+// low nibbles, values 0-15, and the high, 16-31, against the prepared activations). Clobbers
+// Z0, Z2.
+#define Q4KV_HALF(h, ACC) \
+	VMOVDQU64   (64*h)(SI), Z0           \
+	VPSRLQ      $4, Z0, Z2               \
+	VPANDD      Z31, Z0, Z0              \
+	VPANDD      Z31, Z2, Z2              \
+	VPXORD      ACC, ACC, ACC            \
+	VPDPBUSD    (128*h)(DI), Z0, ACC     \
+	VPDPBUSD    (128*h+64)(DI), Z2, ACC
+
+// The super-block's step from Q4KV_HALF's Z4, Z5: the units' Σ q·a in unit order, S = sc·Σ q·a
+// and M = m·B (exact, as q4KDotAVX2's), then acc lanes 8(i mod 4) … +7 =
+// fma(−Dmin, float32(M), fma(D, float32(S), acc)); R12 the row's dmin fields. Clobbers AX,
+// Z0 … Z3.
+#define Q4KV_STEP \
+	VPUNPCKLDQ   Z5, Z4, Z0         \
+	VPUNPCKHDQ   Z5, Z4, Z1         \
+	VPADDD       Z1, Z0, Z0         \
+	VPSHUFD      $0x4e, Z0, Z1      \
+	VPADDD       Z1, Z0, Z0         \
+	VPERMD       Z0, Z26, Z0        \
+	VPMOVZXBD    (BX), Y1           \
+	VPMULLD      Y1, Y0, Y0         \
+	VCVTDQ2PS    Y0, Y0             \
+	VPMOVZXBD    8(BX), Y1          \
+	VPMULLD      256(DI), Y1, Y1    \
+	VCVTDQ2PS    Y1, Y1             \
+	MOVWLZX      (DX)(R10*2), AX    \
+	VMOVD        AX, X2             \
+	VCVTPH2PS    X2, X2             \
+	VMULSS       320(DI), X2, X2    \
+	VBROADCASTSS X2, Y2             \
+	MOVWLZX      (R12)(R10*2), AX   \
+	VMOVD        AX, X3             \
+	VCVTPH2PS    X3, X3             \
+	VMULSS       320(DI), X3, X3    \
+	VBROADCASTSS X3, Y3             \
+	MOVQ         R10, AX            \
+	ANDQ         $3, AX             \
+	SHLQ         $5, AX             \
+	VMOVUPS      (R8)(AX*1), Y6     \
+	VFMADD231PS  Y0, Y2, Y6         \
+	VFNMADD231PS Y1, Y3, Y6         \
+	VMOVUPS      Y6, (R8)(AX*1)
+
+// func q4KRowsVNNI(w, x *byte, a *rowsArgs, out *float32)
+// q4KRowsAVX2 with AVX-512 VNNI; x is the prepared activations.
+TEXT ·q4KRowsVNNI(SB), NOSPLIT, $144-32
+	MOVQ a+16(FP), R14
+	MOVQ w+0(FP), R9
+	LEAQ 0(SP), R8
+	MOVQ $0, 128(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z31
+	VMOVDQU32    q4kvPerm<>(SB), Z26
+	ROW_ZERO
+
+q4kvrow:
+	ROW_START(SI, R12, q4kvpfrow)
+	LEAQ (DX)(CX*2), R12 // the dmin fields follow the d fields
+
+q4kvblock:
+	ROW_PREFETCH(q4kvpf, q4kvpfdone)
+	Q4KV_HALF(0, Z4)
+	Q4KV_HALF(1, Z5)
+	Q4KV_STEP
+	ADDQ $128, SI
+	ADDQ $16, BX
+	ADDQ $384, DI
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q4kvblock
+
+	ROW_FOLD(q4kvfold)
+	ROW_NEXT(q4kvrow)
+	VZEROUPPER
+	RET
