@@ -659,7 +659,7 @@ func TestMatVec8Rows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, (\d+), (MV8_\w+), (\d+), (MV8_\w+)\)$`)
+	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, \d+, (\d+), (MV8_\w+), (\d+), (MV8_\w+)\)$`)
 	ms := line.FindAllStringSubmatch(string(src), -1)
 	if len(ms) != len(kernels.WeightTypes()) {
 		t.Fatalf("src/matvec.cu has %d MATVEC lines, the kernels %d weight types", len(ms), len(kernels.WeightTypes()))

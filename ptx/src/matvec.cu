@@ -9,9 +9,9 @@
 // With add_y (MatVecArgs.Acc) lane 0 adds the result to y's value instead of storing it.
 //
 // matvec (decoding): ceil(Rows/4) blocks of 128 threads, one warp per weight row, one column
-// after another. A lane keeps MV_AHEAD units' loads in flight: before folding unit k it has
-// issued the loads of units up to k + MV_AHEAD − 1, so that one warp's wait for memory covers
-// several units, not one.
+// after another. A lane keeps MV_AHEAD units' loads in flight (AH in the format's MATVEC line;
+// 2 in the megakernel): before folding unit k it has issued the loads of units up to
+// k + MV_AHEAD − 1, so that one warp's wait for memory covers several units, not one.
 //
 // matvec8 (a tree verify's columns): each warp handles G weight rows (G = kernels.MatVec8Rows,
 // per format in the MATVEC lines below), ceil(Rows/4G) blocks of 128 threads; columns go in
@@ -23,9 +23,8 @@
 #include "packed.cuh"
 #include "grid.cuh"
 
-#define MV_AHEAD 2
 
-template <typename P, typename F>
+template <typename P, typename F, int MV_AHEAD>
 static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                               float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                               int32_t add_y) {
@@ -213,25 +212,28 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	}
 }
 
-// MATVEC(suffix, P, F, G, A, M, MA): matvec8's geometry and forms per weight format, chosen by
-// the static model (device/perf) at ffn_up and ffn_down of n = 8. A warp owns G rows
+// MATVEC(suffix, P, F, AH, G, A, M, MA): matvec's units in flight a lane (AH), matvec8's
+// geometry and forms per weight format, chosen by the static model (device/perf) at ffn_up and
+// ffn_down of n = 1 and n = 8. A warp owns G rows
 // (kernels.MatVec8Rows: the grid); the standalone kernel folds all G in one pass over the
 // weights in form A; the megakernel, whose every body must fit its register budget, folds M
 // of them a pass (G/M passes, the same grid) in form MA.
 #ifdef MEGAKERNEL
+#define MV1_AHEAD(AH) 2
 #define MV8_PASS(G, M) M
 #define MV8_FORM(A, MA) MA
 #else
+#define MV1_AHEAD(AH) AH
 #define MV8_PASS(G, M) G
 #define MV8_FORM(A, MA) A
 #endif
 
-#define MATVEC(suffix, P, F, G, A, M, MA)                                                                                    \
+#define MATVEC(suffix, P, F, AH, G, A, M, MA)                                                                                \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
 	                                                              int32_t cols, int32_t n, int32_t add_y) {       \
-		matvec<P, F>(gr, w, x, y, rows, cols, n, add_y);                                                             \
+		matvec<P, F, MV1_AHEAD(AH)>(gr, w, x, y, rows, cols, n, add_y);                                                             \
 	}                                                                                                           \
 	__device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
 	                                                               const uint8_t *RESTRICT x,                 \
@@ -248,16 +250,16 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32, 4, MV8_AHEAD, 2, MV8_GUARDED)
-MATVEC(f16_f16, PkF16, FmtF16, 1, MV8_AHEAD, 1, MV8_GUARDED)
-MATVEC(bf16_bf16, PkBF16, FmtBF16, 4, MV8_AHEAD, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 2, MV8_GUARDED, 2, MV8_GUARDED)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 2, MV8_GUARDED, 2, MV8_GUARDED)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 4, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 4, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(f32_f32, PkF32, FmtF32, 4, 4, MV8_AHEAD, 2, MV8_GUARDED)
+MATVEC(f16_f16, PkF16, FmtF16, 3, 1, MV8_AHEAD, 1, MV8_GUARDED)
+MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 4, MV8_AHEAD, 4, MV8_AHEAD)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 2, MV8_GUARDED, 2, MV8_GUARDED)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 2, MV8_GUARDED, 2, MV8_GUARDED)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 4, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 4, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 4, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 1, MV8_CLAMPED, 1, MV8_GUARDED)
