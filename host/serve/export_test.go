@@ -25,3 +25,10 @@ func SetOpenHook(sv *Service, f func()) {
 	sv.openHook = f
 	sv.mu.Unlock()
 }
+
+// SetFreeOSMemory replaces debug.FreeOSMemory for the test, restoring it at its end.
+func SetFreeOSMemory(t interface{ Cleanup(func()) }, f func()) {
+	old := freeOSMemory
+	freeOSMemory = f
+	t.Cleanup(func() { freeOSMemory = old })
+}

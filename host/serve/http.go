@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -403,7 +404,12 @@ func (sv *Service) middleware(mux *http.ServeMux) http.Handler {
 		}
 		sw := &statusWriter{ResponseWriter: w}
 		client := ""
+		body := &countingBody{ReadCloser: r.Body}
+		r.Body = body
 		defer func() {
+			if body.n >= bigBody {
+				sv.releaseMemory()
+			}
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
@@ -523,6 +529,52 @@ func saneID(id string) bool {
 		}
 	}
 	return true
+}
+
+// bigBody is the size of a request body after which the server returns freed memory to the
+// system once the request is done: the decoded body (a long token list is several times its
+// bytes) is garbage then, but the runtime would keep its pages for minutes.
+const bigBody = 1 << 20
+
+// countingBody counts the bytes read from a request body.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// freeOSMemory is debug.FreeOSMemory (tests count its calls).
+var freeOSMemory = debug.FreeOSMemory
+
+// releaseMemory returns freed memory to the system (debug.FreeOSMemory: a collection, then
+// the free pages), in the background, shortly after the request that asks has ended, and at
+// most once a second however many large requests end.
+func (sv *Service) releaseMemory() {
+	sv.releaseAsked.Store(true)
+	if !sv.releasing.CompareAndSwap(false, true) {
+		return // the running release goes round again
+	}
+	go func() {
+		for {
+			time.Sleep(100 * time.Millisecond) // the asking request's handler has returned
+			sv.releaseAsked.Store(false)
+			freeOSMemory()
+			time.Sleep(900 * time.Millisecond)
+			if sv.releaseAsked.Load() {
+				continue
+			}
+			sv.releasing.Store(false)
+			// asked between the check and the store: go round unless another release took it
+			if !sv.releaseAsked.Load() || !sv.releasing.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
 }
 
 // statusWriter records a reply's status and size.

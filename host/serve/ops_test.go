@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1050,5 +1051,54 @@ func TestReadTimeout(t *testing.T) {
 				t.Errorf("after the 408: %q, %v; want EOF", n, err)
 			}
 		})
+	}
+}
+
+// A request whose body is large has its decoded form returned to the system once it ends (the
+// runtime would keep the pages for minutes); small ones do not ask for it, and many large ones
+// at once cost one release.
+func TestLargeBodyMemoryReleased(t *testing.T) {
+	m := load(t, "tiny-llama-q8_0", engine.LoadOptions{MaxRows: 8, Context: 64, Sessions: 1})
+	sv := serve.New(m.Engine, serve.Options{Tokenizer: fixtureTokenizer(t, "tiny-llama-q8_0"), HTTP: serve.HTTPOptions{MaxBody: 8 << 20}})
+	defer sv.Shutdown()
+	var released atomic.Int32
+	serve.SetFreeOSMemory(t, func() { released.Add(1) })
+	srv := httptest.NewServer(sv.Handler())
+	defer srv.Close()
+	post := func(ids int) int {
+		body := `{"prompt": [` + strings.Repeat("5, ", ids) + `5], "max_tokens": 1}`
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(3); code != 200 {
+		t.Fatalf("a small prompt: %d", code)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := released.Load(); n != 0 {
+		t.Fatalf("a small body released memory %d times", n)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code := post(1 << 20); code != 400 { // 3 MB of token ids, past the context
+				t.Errorf("a large prompt: %d", code)
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for released.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := released.Load(); n < 1 || n > 2 {
+		t.Errorf("four large bodies at once: %d releases, want 1 (or 2 if one ended after the first began)", n)
 	}
 }

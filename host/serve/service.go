@@ -75,6 +75,9 @@ type Adapter struct {
 // (engine.VerifyBatch: one pass over the weights for all of them, each session's logits
 // unchanged), up to the engine's step size in nodes.
 type Service struct {
+	releasing    atomic.Bool // a release of freed memory is under way (releaseMemory)
+	releaseAsked atomic.Bool // a request asked for one since the last began
+
 	e    *engine.Engine
 	opt  Options
 	now  func() time.Time
