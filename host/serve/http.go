@@ -551,30 +551,29 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // freeOSMemory is debug.FreeOSMemory (tests count its calls).
 var freeOSMemory = debug.FreeOSMemory
 
-// releaseMemory returns freed memory to the system (debug.FreeOSMemory: a collection, then
-// the free pages), in the background, shortly after the request that asks has ended, and at
-// most once a second however many large requests end.
+// releaseMemory asks releaser for a release of freed memory; asks while one is under way
+// make one more, not one each.
 func (sv *Service) releaseMemory() {
-	sv.releaseAsked.Store(true)
-	if !sv.releasing.CompareAndSwap(false, true) {
-		return // the running release goes round again
+	select {
+	case sv.release <- struct{}{}:
+	default:
 	}
-	go func() {
-		for {
-			time.Sleep(100 * time.Millisecond) // the asking request's handler has returned
-			sv.releaseAsked.Store(false)
-			freeOSMemory()
-			time.Sleep(900 * time.Millisecond)
-			if sv.releaseAsked.Load() {
-				continue
-			}
-			sv.releasing.Store(false)
-			// asked between the check and the store: go round unless another release took it
-			if !sv.releaseAsked.Load() || !sv.releasing.CompareAndSwap(false, true) {
-				return
-			}
+}
+
+// releaser returns freed memory to the system (debug.FreeOSMemory: a collection, then the
+// free pages) shortly after the request that asked has ended, at most once a second, until
+// the service shuts down.
+func (sv *Service) releaser() {
+	for {
+		select {
+		case <-sv.quit:
+			return
+		case <-sv.release:
 		}
-	}()
+		time.Sleep(100 * time.Millisecond) // the asking request's handler has returned
+		freeOSMemory()
+		time.Sleep(900 * time.Millisecond)
+	}
 }
 
 // statusWriter records a reply's status and size.

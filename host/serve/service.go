@@ -75,9 +75,6 @@ type Adapter struct {
 // (engine.VerifyBatch: one pass over the weights for all of them, each session's logits
 // unchanged), up to the engine's step size in nodes.
 type Service struct {
-	releasing    atomic.Bool // a release of freed memory is under way (releaseMemory)
-	releaseAsked atomic.Bool // a request asked for one since the last began
-
 	e    *engine.Engine
 	opt  Options
 	now  func() time.Time
@@ -106,6 +103,8 @@ type Service struct {
 	started  time.Time
 	// roundHook, if set, runs at the start of every verify round (tests)
 	roundHook func()
+	// release asks releaser to return freed memory to the system (releaseMemory)
+	release chan struct{}
 	// openHook, if set, runs in every open once it has its cache space (tests)
 	openHook func()
 	// opening counts the verify-API sessions being opened (admitted or waiting), which
@@ -199,7 +198,7 @@ func New(e *engine.Engine, opt Options) *Service {
 	}
 	sv := &Service{e: e, opt: opt, now: time.Now, sessions: map[string]*session{}, started: time.Now(),
 		byClient: map[string]int{}, evicted: map[string]time.Time{},
-		jobs: make(chan *job), quit: make(chan struct{})}
+		jobs: make(chan *job), quit: make(chan struct{}), release: make(chan struct{}, 1)}
 	// The cache less one step's nodes is for reservations; the step's nodes are the step
 	// pool, from which verify trees take what their sessions did not reserve.
 	slots, states := e.Capacity()
@@ -223,6 +222,7 @@ func New(e *engine.Engine, opt Options) *Service {
 	sv.metrics = newMetrics(sv)
 	sv.admit.onWait = sv.metrics.queueWait
 	go sv.batcher()
+	go sv.releaser()
 	return sv
 }
 
