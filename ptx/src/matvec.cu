@@ -23,7 +23,6 @@
 #include "packed.cuh"
 #include "grid.cuh"
 
-
 template <typename P, typename F, int MV_AHEAD>
 static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                               float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
@@ -102,14 +101,12 @@ static __device__ __forceinline__ void mv8_fold(float (&acc)[R][C], const Mv8Uni
 //                its folds;
 //   MV8_CLAMPED  branch-free, in the same order: a row or column past the last reads the last
 //                one's bytes again, so that the compiler may issue the unit's loads together;
-//   MV8_ISSUED   branch-free, every load of the unit issued before its first fold (mv8_issue);
-//   MV8_AHEAD    MV8_ISSUED with the next unit's loads issued before this unit's folds, in two
-//                buffers taken in turn: a lane waits for loads that have been in flight for a
-//                unit's folds.
+//   MV8_AHEAD    branch-free, every load of a unit issued before its first fold (mv8_issue), and
+//                the next unit's before this unit's folds, in two buffers taken in turn: a lane
+//                waits for loads that have been in flight for a unit's folds.
 #define MV8_GUARDED 0
 #define MV8_CLAMPED 1
-#define MV8_ISSUED 2
-#define MV8_AHEAD 3
+#define MV8_AHEAD 2
 
 template <typename P, typename F, int G, int R, int A>
 static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
@@ -153,14 +150,6 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 					if (u + 32 < units) mv8_issue<P, R, C>(t0, wr, l, lane, u + 32, k + 1, nr, xc, xb, nc);
 					mv8_fold<P, R, C>(acc, t1);
 					u += 32, k++;
-				}
-			} else if (A == MV8_ISSUED) {
-				Mv8Unit<P, R, C> t;
-				int32_t k = 0;
-#pragma unroll 1
-				for (int32_t u = lane; u < units; u += 32, k++) {
-					mv8_issue<P, R, C>(t, wr, l, lane, u, k, nr, xc, xb, nc);
-					mv8_fold<P, R, C>(acc, t);
 				}
 			} else if (A == MV8_CLAMPED) {
 				int32_t k = 0;
