@@ -112,16 +112,27 @@ mkdir -p "$work" || exit 1
 : >"$work/fixtures.jsonl"
 echo "$deadline" >"$work/deadline"
 
+# now_us sets us to the microseconds since the runner started and left_s to the whole seconds
+# left before the report, without a subshell: the skips of a run out of time must cost
+# nothing (a fork each is a measurable share of the report's reserve on a busy machine).
+now_us() {
+	local n=${EPOCHREALTIME/./} s=${t0/./}
+	us=$((10#$n - 10#$s))
+	left_s=$((deadline - (us + 999999) / 1000000 - reserve))
+}
 # usec prints microseconds since the runner started; elapsed, whole seconds begun.
 usec() {
-	local n=${EPOCHREALTIME/./} s=${t0/./}
-	echo $((10#$n - 10#$s))
+	now_us
+	echo $us
 }
 elapsed() { echo $((($(usec) + 999999) / 1000000)); }
 secs() { # microseconds → seconds with one decimal
 	printf '%d.%d' $(($1 / 1000000)) $((($1 % 1000000) / 100000))
 }
-left() { echo $((deadline - $(elapsed) - reserve)); }
+left() {
+	now_us
+	echo $left_s
+}
 
 # The driver's library may live outside the loader's search path (e.g. /usr/local/nvidia).
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
@@ -203,13 +214,16 @@ phase_line() {
 	local why=${8:-}
 	why=${why//\\//}
 	why=${why//\"/\'}
-	why=$(printf '%s' "$why" | tr -d '\000-\037')
-	printf '{"name":"%s","kind":"%s","status":"%s","exit":%d,"wall_s":%s,"limit_s":%d,"started_s":%s,"reason":"%s"}\n' \
-		"$1" "$2" "$3" "$4" "$(secs "$5")" "$6" "$(secs "${7:-0}")" "$why" >>"$work/phases.jsonl"
+	why=${why//[$'\001'-$'\037']/}
+	local start=${7:-0}
+	printf '{"name":"%s","kind":"%s","status":"%s","exit":%d,"wall_s":%d.%d,"limit_s":%d,"started_s":%d.%d,"reason":"%s"}\n' \
+		"$1" "$2" "$3" "$4" $(($5 / 1000000)) $((($5 % 1000000) / 100000)) "$6" \
+		$((start / 1000000)) $(((start % 1000000) / 100000)) "$why" >>"$work/phases.jsonl"
 }
 skip() { # NAME KIND REASON
 	echo "== $1: skipped: $3"
-	phase_line "$1" "$2" skipped 0 0 0 "$(usec)" "$3"
+	now_us
+	phase_line "$1" "$2" skipped 0 0 0 "$us" "$3"
 }
 
 # budget NAME KIND LIMIT MIN: sets lim to the seconds the phase may take (its limit, or less
@@ -217,9 +231,10 @@ skip() { # NAME KIND REASON
 # the kills a timeout sends.
 lim=0
 budget() {
-	local avail=$(($(left) - margin))
+	now_us
+	local avail=$((left_s - margin))
 	if [ "$avail" -lt "$4" ]; then
-		skip "$1" "$2" "deadline: $(left) s left before the report, the phase needs $4"
+		skip "$1" "$2" "deadline: $left_s s left before the report, the phase needs $4"
 		return 1
 	fi
 	lim=$((avail < $3 ? avail : $3))

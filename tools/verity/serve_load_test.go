@@ -178,16 +178,24 @@ func loadTasks() (small, big []task) {
 // and log-probabilities, as text to compare.
 type outcome string
 
+// loadHooks hear of a load's work, with the replica that did it (X-Verity-Replica); each may
+// be nil.
+type loadHooks struct {
+	open   func(replica string, began time.Time) // a session opened or a completion begun then was served
+	verify func(replica string)                  // a verify round answered
+	// a session opened; what it returns (if not nil) is called when the session has ended
+	// (closed, or given up)
+	session func(replica string) (ended func())
+}
+
 // loadClient runs tasks against a server and checks every reply's status.
 type loadClient struct {
-	base   string
-	id     string
-	http   *http.Client
-	lb     bool                    // behind the load balancer: a session on a replica that stopped is gone (404)
-	onOpen func(string, time.Time) // a session opened or a completion begun then was served by this replica (X-Verity-Replica)
-	// onVerify, if set, hears of every verify round answered, with the replica that ran it
-	onVerify func(replica string)
-	stats    *loadStats
+	base  string
+	id    string
+	http  *http.Client
+	lb    bool // behind the load balancer: a session on a replica that stopped is gone (404)
+	hooks loadHooks
+	stats *loadStats
 }
 
 type loadStats struct {
@@ -298,8 +306,14 @@ func (c *loadClient) session(ctx context.Context, tk task) (outcome, error) {
 	if code != 200 {
 		return "", fmt.Errorf("open: %d %s", code, body)
 	}
-	if c.onOpen != nil {
-		c.onOpen(h.Get("X-Verity-Replica"), began)
+	replica := h.Get("X-Verity-Replica")
+	if c.hooks.open != nil {
+		c.hooks.open(replica, began)
+	}
+	if c.hooks.session != nil {
+		if ended := c.hooks.session(replica); ended != nil {
+			defer ended()
+		}
 	}
 	var op struct {
 		Session  string `json:"session"`
@@ -339,8 +353,8 @@ func (c *loadClient) session(ctx context.Context, tk task) (outcome, error) {
 		if err != nil {
 			return "", err
 		}
-		if code == 200 && c.onVerify != nil {
-			c.onVerify(vh.Get("X-Verity-Replica"))
+		if code == 200 && c.hooks.verify != nil {
+			c.hooks.verify(vh.Get("X-Verity-Replica"))
 		}
 		switch {
 		case code == 410:
@@ -410,8 +424,8 @@ func (c *loadClient) completion(ctx context.Context, tk task) (outcome, error) {
 	if code != 200 {
 		return "", fmt.Errorf("completion: %d %s", code, reply)
 	}
-	if c.onOpen != nil {
-		c.onOpen(h.Get("X-Verity-Replica"), began)
+	if c.hooks.open != nil {
+		c.hooks.open(h.Get("X-Verity-Replica"), began)
 	}
 	toks := make([][]int32, tk.n)
 	texts := make([]string, tk.n)
@@ -462,7 +476,7 @@ func (c *loadClient) completion(ctx context.Context, tk task) (outcome, error) {
 // drive runs clients concurrently for d, each taking tasks in turn (odd clients the big ones),
 // and checks every outcome against want. It returns when every client has finished its task
 // in hand.
-func drive(t *testing.T, base string, clients int, d time.Duration, small, big []task, want map[int]outcome, lb bool, onOpen func(string, time.Time), onVerify func(string)) *loadStats {
+func drive(t *testing.T, base string, clients int, d time.Duration, small, big []task, want map[int]outcome, lb bool, hooks loadHooks) *loadStats {
 	stats := &loadStats{byStatus: map[int]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute) // a stuck request fails the test, not CI
 	defer cancel()
@@ -473,7 +487,7 @@ func drive(t *testing.T, base string, clients int, d time.Duration, small, big [
 		go func() {
 			defer wg.Done()
 			c := &loadClient{base: base, id: fmt.Sprintf("client-%d", k), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
-				lb: lb, onOpen: onOpen, onVerify: onVerify, stats: stats}
+				lb: lb, hooks: hooks, stats: stats}
 			tasks, off := small, 0
 			if k%2 == 1 {
 				tasks, off = big, len(small)
@@ -566,7 +580,7 @@ func TestServeLoad(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	stats := drive(t, base, 64, d, small, big, want, false, nil, nil)
+	stats := drive(t, base, 64, d, small, big, want, false, loadHooks{})
 	<-sampled
 	samples = append(samples, rss(pid))
 	stats.check(t, 200, 204, 410, 429, 503)
