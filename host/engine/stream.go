@@ -203,8 +203,10 @@ func chooseResident(segs []Segment, room int64) (streamed, window int64) {
 // resident segment is only advised, which costs nothing while its pages are in memory) and
 // waits while the window is full; another drops each streamed segment from memory once the
 // step has passed it (unless KeepBehind). After the last segment come the first ones again,
-// for the next step. The step's goroutine only records where it is, so a step never waits for
-// the disk except on pages that are not read yet.
+// for the next step. A step that reaches a streamed segment the reader has not finished waits
+// for it: touching its pages first would fault them in a page at a time (the mapping is advised
+// random), each a synchronous read of the disk, several times slower than the reader's large
+// reads.
 type prefetcher struct {
 	pf     *packfile.File
 	segs   []Segment
@@ -215,6 +217,7 @@ type prefetcher struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	at      int64 // the segment the step computes, counted over every step's segments (-1: none yet)
+	read    int64 // the segments before it are read, or were passed by the step unread
 	closed  bool
 	done    sync.WaitGroup
 	scratch []byte
@@ -247,8 +250,11 @@ func (s *prefetcher) beforeOp(i int) {
 	next := s.at + 1
 	next += (int64(k) - next%n + n) % n
 	s.at = next
-	s.mu.Unlock()
 	s.cond.Broadcast()
+	for s.streamed(next) > 0 && s.read <= next && !s.closed { // (the reader reads it next)
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
 }
 
 // streamed is the bytes of segment a (counted over all steps) that must be read.
@@ -262,17 +268,18 @@ func (s *prefetcher) streamed(a int64) int64 {
 
 func (s *prefetcher) run() {
 	var read int64 // the next segment to read
-	// canRead says whether segment read may be read now: it is the next one, or it fits in
-	// the window beside those read ahead of the step (call with mu held)
+	// canRead says whether segment read may be read now: it is the step's or the next one, or
+	// it fits in the window beside those read ahead of the step (call with mu held)
 	canRead := func() bool {
-		if read <= s.at {
-			read = s.at + 1 // the step is past these (they were read on demand)
+		if read < s.at {
+			read = s.at // the step is past these
+			s.read = max(s.read, read)
 		}
 		var ahead int64
 		for a := s.at + 1; a < read; a++ {
 			ahead += s.streamed(a)
 		}
-		return read == s.at+1 || ahead+s.streamed(read) <= s.window
+		return read <= s.at+1 || ahead+s.streamed(read) <= s.window
 	}
 	for {
 		s.mu.Lock()
@@ -293,6 +300,10 @@ func (s *prefetcher) run() {
 				s.pf.ReadAhead(sg.Off, sg.End, s.scratch)
 			}
 		}
+		s.mu.Lock()
+		s.read = max(s.read, a+1)
+		s.mu.Unlock()
+		s.cond.Broadcast()
 	}
 }
 

@@ -18,3 +18,7 @@ func advise(*os.File, []byte, int64, int64, bool) error { return nil }
 func adviseRandom(*os.File) {}
 
 func adviseMapRandom([]byte) error { return nil }
+
+func populate([]byte) {}
+
+func readahead(*os.File, int64, int64) bool { return false }
