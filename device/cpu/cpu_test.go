@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"verity/device"
 )
@@ -74,5 +76,46 @@ func TestPoolCoversEveryIndexOnce(t *testing.T) {
 			}
 		}
 		b.Close()
+	}
+}
+
+// TestPoolDoesNotHoldTheWorld: a caller yielding while it waits for a worker must let the
+// runtime stop it (a garbage collection stops every goroutine, the worker first perhaps): a
+// yield the runtime could not interrupt held collections for hundreds of milliseconds.
+func TestPoolDoesNotHoldTheWorld(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two processors")
+	}
+	p := newPool(2)
+	defer p.close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // calls whose pieces take a while: the caller waits for the worker's
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p.For(2, func(lo, hi int) {
+				for t0 := time.Now(); time.Since(t0) < time.Duration(lo+1)*200*time.Microsecond; {
+				}
+			})
+		}
+	}()
+	var worst time.Duration
+	var ms runtime.MemStats
+	for range 20 {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		worst = max(worst, time.Duration(ms.PauseNs[(ms.NumGC+255)%256])) // the last one's stops
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	t.Logf("longest pause of 20 collections beside a yielding pool: %v", worst)
+	if worst > 50*time.Millisecond {
+		t.Errorf("a collection stopped the world for %v beside a yielding pool", worst)
 	}
 }
