@@ -345,7 +345,7 @@ func (tc *twinCost) matvec(t dtype.Type, rows, cols, n int) (float64, error) {
 }
 
 // timeMatVec times the twin's matvec of a rows × cols matrix of type t on n activation rows
-// with threads workers: the fastest of repeated launches, round robin over enough copies of the
+// with threads workers: a typical launch (the least of five rounds' medians), round robin over enough copies of the
 // matrix to fill set bytes (at most 256 MiB, and an eighth of the memory budget), so that each
 // launch finds its matrix where the model's would be — in a cache, or in memory. The matrix is
 // one quantised row of random values, repeated (the kernels' time does not depend on them).
@@ -416,9 +416,10 @@ func timeMatVec(m *machine.Machine, threads int, t dtype.Type, rows, cols, n int
 			return 0, err
 		}
 	}
-	// five rounds of launches, apart: the fastest launch counts (the machine may be busy with
-	// other work; a launch it does not disturb shows the kernel's own time)
-	best := -1.0
+	// five rounds of launches, apart: the least of the rounds' median launches counts (a
+	// step's launches take a typical time, not the fastest; a round the machine's other work
+	// disturbed does not count)
+	rounds := map[int][]float64{}
 	for round := 0; round < 5; round++ {
 		budget := time.Now().Add(40 * time.Millisecond)
 		for i := 0; i < 3 || i < 50 && time.Now().Before(budget); i++ {
@@ -426,13 +427,11 @@ func timeMatVec(m *machine.Machine, threads int, t dtype.Type, rows, cols, n int
 			if err := launch(i); err != nil {
 				return 0, err
 			}
-			if d := time.Since(start).Seconds(); best < 0 || d < best {
-				best = d
-			}
+			rounds[round] = append(rounds[round], time.Since(start).Seconds())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return best, nil
+	return leastMedian(rounds), nil
 }
 
 func median(xs []float64) float64 {
