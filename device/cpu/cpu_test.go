@@ -115,7 +115,8 @@ func TestPoolDoesNotHoldTheWorld(t *testing.T) {
 	close(stop)
 	<-done
 	t.Logf("longest pause of 20 collections beside a yielding pool: %v", worst)
-	if worst > 50*time.Millisecond {
+	// (the raw yield held it for 0.27–2.3 s; a loaded machine can add tens of milliseconds)
+	if worst > 200*time.Millisecond {
 		t.Errorf("a collection stopped the world for %v beside a yielding pool", worst)
 	}
 }
