@@ -126,8 +126,13 @@ usec() {
 	echo $us
 }
 elapsed() { echo $((($(usec) + 999999) / 1000000)); }
-secs() { # microseconds → seconds with one decimal
-	printf '%d.%d' $(($1 / 1000000)) $((($1 % 1000000) / 100000))
+# secs_to VAR US sets VAR to US microseconds as seconds with one decimal (no subshell);
+# secs US prints them.
+secs_to() { printf -v "$1" '%d.%d' $(($2 / 1000000)) $((($2 % 1000000) / 100000)); }
+secs() {
+	local s
+	secs_to s "$1"
+	echo "$s"
 }
 left() {
 	now_us
@@ -215,10 +220,11 @@ phase_line() {
 	why=${why//\\//}
 	why=${why//\"/\'}
 	why=${why//[$'\001'-$'\037']/}
-	local start=${7:-0}
-	printf '{"name":"%s","kind":"%s","status":"%s","exit":%d,"wall_s":%d.%d,"limit_s":%d,"started_s":%d.%d,"reason":"%s"}\n' \
-		"$1" "$2" "$3" "$4" $(($5 / 1000000)) $((($5 % 1000000) / 100000)) "$6" \
-		$((start / 1000000)) $(((start % 1000000) / 100000)) "$why" >>"$work/phases.jsonl"
+	local wall started
+	secs_to wall "$5"
+	secs_to started "${7:-0}"
+	printf '{"name":"%s","kind":"%s","status":"%s","exit":%d,"wall_s":%s,"limit_s":%d,"started_s":%s,"reason":"%s"}\n' \
+		"$1" "$2" "$3" "$4" "$wall" "$6" "$started" "$why" >>"$work/phases.jsonl"
 }
 skip() { # NAME KIND REASON
 	echo "== $1: skipped: $3"

@@ -217,7 +217,7 @@ type prefetcher struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	at      int64 // the segment the step computes, counted over every step's segments (-1: none yet)
-	read    int64 // the segments before it are read, or were passed by the step unread
+	readTo  int64 // the segments before it are read, or were passed by the step unread
 	closed  bool
 	done    sync.WaitGroup
 	scratch []byte
@@ -251,7 +251,7 @@ func (s *prefetcher) beforeOp(i int) {
 	next += (int64(k) - next%n + n) % n
 	s.at = next
 	s.cond.Broadcast()
-	for s.streamed(next) > 0 && s.read <= next && !s.closed { // (the reader reads it next)
+	for s.streamed(next) > 0 && s.readTo <= next && !s.closed { // (the reader reads it next)
 		s.cond.Wait()
 	}
 	s.mu.Unlock()
@@ -273,7 +273,7 @@ func (s *prefetcher) run() {
 	canRead := func() bool {
 		if read < s.at {
 			read = s.at // the step is past these
-			s.read = max(s.read, read)
+			s.readTo = max(s.readTo, read)
 		}
 		var ahead int64
 		for a := s.at + 1; a < read; a++ {
@@ -301,7 +301,7 @@ func (s *prefetcher) run() {
 			}
 		}
 		s.mu.Lock()
-		s.read = max(s.read, a+1)
+		s.readTo = max(s.readTo, a+1)
 		s.mu.Unlock()
 		s.cond.Broadcast()
 	}

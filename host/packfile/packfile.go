@@ -471,13 +471,13 @@ func (f *File) AdviseRandom() error {
 	return adviseMapRandom(f.data)
 }
 
-// ReadAhead reads [off, end) through the page cache into scratch, a chunk at a time, and
-// returns when it is read: large reads, which bring the pages in at the disk's speed (faster
-// than faults, or madvise's readahead, under memory pressure). It reads through a descriptor
-// of its own advised random access, so the kernel reads no further than asked (its readahead
-// would fill memory with pages the caller has not made room for), and maps each chunk's pages
-// into the process as it goes, so that the kernels reading them take no page faults. Not safe
-// for concurrent use.
+// ReadAhead brings [off, end) into the page cache a chunk of len(scratch) bytes at a time and
+// returns when it is in: the kernel's own large reads (POSIX_FADV_WILLNEED; elsewhere, reads
+// into scratch), at the disk's speed (faster than faults, or madvise's readahead, under memory
+// pressure). It reads through a descriptor of its own advised random access, so the kernel
+// reads no further than asked (its readahead would fill memory with pages the caller has not
+// made room for), and maps each chunk's pages into the process as it goes, so that the kernels
+// reading them take no page faults. Not safe for concurrent use.
 func (f *File) ReadAhead(off, end int64, scratch []byte) error {
 	if f.data == nil {
 		return errors.New("packfile: closed")
@@ -493,17 +493,15 @@ func (f *File) ReadAhead(off, end int64, scratch []byte) error {
 	end = min(end, int64(len(f.data)))
 	for off < end {
 		n := min(int64(len(scratch)), end-off)
-		if readahead(f.rfd, off, n) {
-			populate(f.data[off&^(page-1) : off+n])
-			off += n
-			continue
+		if !readahead(f.rfd, off, n) { // (where the kernel cannot read ahead for us: read)
+			got, err := f.rfd.ReadAt(scratch[:n], off)
+			if err != nil && !(err == io.EOF && got > 0) {
+				return fmt.Errorf("packfile: read ahead: %w", err)
+			}
+			n = int64(got)
 		}
-		got, err := f.rfd.ReadAt(scratch[:n], off)
-		if err != nil && !(err == io.EOF && got > 0) {
-			return fmt.Errorf("packfile: read ahead: %w", err)
-		}
-		populate(f.data[off&^(page-1) : off+int64(got)])
-		off += int64(got)
+		populate(f.data[off&^(page-1) : off+n])
+		off += n
 	}
 	return nil
 }
