@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
-	"src/matvec.cu":            "bd472c70ac6763803cd1f37a17e1e9677f85ff832b9e5051a14c1d713543b092",
+	"src/matvec.cu":            "f883ae0711c55bbd9695733207457fa8720f939eb1a04960f9cd24585a2c8371",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
@@ -38,11 +38,11 @@ var sources = map[string]string{
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
-	"src/grid.cuh":             "ebd24cb59ae06e436b4253cff5e6fd29f3004b27f185c3a041590a7aa8e9eb00",
-	"src/megakernel_table.cuh": "d2124f06a8666e93bc7e2f69933477261eed475f50a8e2d9f14bfe61b4741327",
+	"src/grid.cuh":             "cf51ce964c1dea609bb8fe2309439970393a3b700f1e136c06b1809addfe0f59",
+	"src/megakernel_table.cuh": "7d31950c124ef0f4026b3eb9b651ba4ad511f516280c4fb1cd736023bc4070b0",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "181da8e5b1fda29f2024ae297b44e674aacbb2848567074625df12400da02f5e",
-	"src/packed.cuh":           "6a554732d0cef83c562e759e4a748b723e351def3dbfab5da228895c6159d6d5",
+	"src/packed.cuh":           "23114aaaa86b77c041a774a70e7a055321002a97da04a2b91dd378ebaa046b28",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
@@ -54,8 +54,8 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
-	"matvec.ptx":      "26d7037cebdcc4138db012f2c07d7599cad319ec7a4b0431d1b3a6d6cba2ef48",
-	"megakernel.ptx":  "ad325dc0782f213051d4010df66f958b65bb17e6861ac973b0c16a8d5f680f8c",
+	"matvec.ptx":      "7594d03c6a9e706681b4bb78b7dfd79b2e4066ee2bf4c847643cda8f9f5df5dd",
+	"megakernel.ptx":  "c0272413f8244db92106bc9cdbd398fc0ffb50f70fc0f2a10da2f6063a57f592",
 	"moe.ptx":         "1e6d949b01266e44b50e73617ee5f195f268a23bd0583eec0a1333c052a2c5bc",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -149,23 +149,23 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "d82f16f6729ddb4b364ed6dad27ed38e52667c153e0c10239c582e68c01dc4a2",
+		sha256:  "1b24ce9773e2431370c05c6ca750493785bb38839a03f7aaf2c774c15bb66ebb",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "76c2b90092b020704da40b8190b600a1298bc71041b8749752c9f8d18cd115ee",
+		sha256:  "549747e2a10388a8ec42caf0e3a224ffc552ba9322256be952807e869e675249",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "eeb8037a8b7311744ecfe92b2689b27013c4b8cc959e47a5922688ef8e71a14e",
+		sha256:  "c1cbb99a038c30fa59103ab6ae7bb8421ade91a1f29bc911b3e78712a84d86a3",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "116ce9bc6b6165e0f80d580c5d76b05ece6ed812e63ce5659be53d84742b5157",
+		sha256:  "551d44d04f6a80646d2e8de85357f50291a48d32154bc159e1688b4659005e23",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "690b601445655d83630e38c90b391d56527d0c080b7b7c3a05fdc363862651e9",
+		sha256:  "4804ad5e2b1ccfbf5666f1267575d565e929f52a99b4f81c8bbca34d9fdb8ae2",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

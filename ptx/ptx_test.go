@@ -660,6 +660,11 @@ func TestMatVec8Rows(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, \d+, (\d+), (MV8_\w+), (\d+), (MV8_\w+)\)$`)
+	warps := regexp.MustCompile(`(?m)^#define MV8_STAGED_WARPS (\d+)$`).FindStringSubmatch(string(src))
+	if warps == nil {
+		t.Fatal("src/matvec.cu defines no MV8_STAGED_WARPS")
+	}
+	stagedWarps, _ := strconv.Atoi(warps[1])
 	ms := line.FindAllStringSubmatch(string(src), -1)
 	if len(ms) != len(kernels.WeightTypes()) {
 		t.Fatalf("src/matvec.cu has %d MATVEC lines, the kernels %d weight types", len(ms), len(kernels.WeightTypes()))
@@ -674,10 +679,18 @@ func TestMatVec8Rows(t *testing.T) {
 				if r := kernels.MatVec8Rows(ty); r != g {
 					t.Errorf("matvec8 %s: %d rows a warp in src/matvec.cu, kernels.MatVec8Rows %d", ty, g, r)
 				}
+				if staged := m[3] == "MV8_STAGED"; staged != kernels.MatVec8Staged(ty) {
+					t.Errorf("matvec8 %s: form %s in src/matvec.cu, kernels.MatVec8Staged %v", ty, m[3], kernels.MatVec8Staged(ty))
+				} else if staged && kernels.MatVec8Warps(ty) != stagedWarps {
+					t.Errorf("matvec8 %s: %d warps a staged block in src/matvec.cu, kernels.MatVec8Warps %d", ty, stagedWarps, kernels.MatVec8Warps(ty))
+				}
 			}
 		}
 		if !found {
 			t.Errorf("MATVEC line for %s: no such weight type", m[1])
+		}
+		if m[5] == "MV8_STAGED" {
+			t.Errorf("matvec8 %s: the megakernel's form is staged (its bodies share one block-wide buffer)", m[1])
 		}
 		if mk < 1 || g%mk != 0 {
 			t.Errorf("matvec8 %s: the megakernel's %d rows a pass do not divide the warp's %d", m[1], mk, g)

@@ -227,7 +227,7 @@ func MatVecFor(t dtype.Type, n int) (*device.Kernel[MatVecArgs], error) {
 }
 
 // rowsPerBlock is the number of weight rows one thread block of MatVec handles (4 warps, one
-// per row); a block of MatVec8 handles rowsPerBlock·MatVec8Rows.
+// per row); a block of MatVec8 handles MatVec8Warps·MatVec8Rows.
 const rowsPerBlock = 4
 
 // MatVec8Rows is the number of weight rows one warp of MatVec8 handles for weight type t
@@ -235,18 +235,40 @@ const rowsPerBlock = 4
 // rows. The megakernel's instantiation of the same body keeps this grid but may fold a warp's
 // rows in several passes of fewer rows, to stay within its register budget: the same bits.
 func MatVec8Rows(t dtype.Type) int {
-	if r, ok := matvec8Rows[t]; ok {
-		return r
+	if g, ok := matvec8Geometry[t]; ok {
+		return g.rows
 	}
 	return 1
 }
 
-// matvec8Rows: rows per warp of matvec8, as the MATVEC lines of ptx/src/matvec.cu have them
-// (the static model's best at ffn_up and ffn_down of eight columns).
-var matvec8Rows = map[dtype.Type]int{
-	dtype.F32: 4, dtype.F16: 1, dtype.BF16: 4,
-	dtype.Q4_0: 2, dtype.Q4_1: 2, dtype.Q5_0: 2, dtype.Q5_1: 4, dtype.Q8_0: 2,
-	dtype.Q2_K: 2, dtype.Q3_K: 4, dtype.Q4_K: 2, dtype.Q5_K: 2, dtype.Q6_K: 1,
+// MatVec8Staged reports whether MatVec8 for weight type t stages its activations: the block
+// copies each column's activations to shared memory once and its warps read them from there
+// (the quantised formats), instead of every warp reading them from global memory.
+func MatVec8Staged(t dtype.Type) bool { return matvec8Geometry[t].staged }
+
+// MatVec8Warps is the number of warps in a block of MatVec8 for weight type t: a staged block
+// has stagedWarps (MV8_STAGED_WARPS in ptx/src/matvec.cu), others rowsPerBlock.
+func MatVec8Warps(t dtype.Type) int {
+	if MatVec8Staged(t) {
+		return stagedWarps
+	}
+	return rowsPerBlock
+}
+
+// stagedWarps is the number of warps in a block of a staged MatVec8: one per column of a pass,
+// each copying its column's activations.
+const stagedWarps = MaxColumns
+
+// matvec8Geometry: rows per warp of matvec8 and whether it stages its activations, as the
+// MATVEC lines of ptx/src/matvec.cu have them (G, and the form MV8_STAGED; the static model's
+// best at ffn_up and ffn_down of eight columns).
+var matvec8Geometry = map[dtype.Type]struct {
+	rows   int
+	staged bool
+}{
+	dtype.F32: {4, false}, dtype.F16: {1, false}, dtype.BF16: {4, false},
+	dtype.Q4_0: {2, true}, dtype.Q4_1: {2, false}, dtype.Q5_0: {2, true}, dtype.Q5_1: {4, false}, dtype.Q8_0: {2, false},
+	dtype.Q2_K: {2, false}, dtype.Q3_K: {2, true}, dtype.Q4_K: {2, true}, dtype.Q5_K: {2, true}, dtype.Q6_K: {2, true},
 }
 
 func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {
@@ -260,13 +282,14 @@ func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {
 			if int(a.Cols)%f.Unit != 0 || int(a.Cols)%f.Type.BlockSize() != 0 {
 				return device.Geometry{}, fmt.Errorf("row length %d is not a multiple of the %s block %d and unit %d", a.Cols, f.Type, f.Type.BlockSize(), f.Unit)
 			}
-			per := rowsPerBlock
+			warps, per := rowsPerBlock, rowsPerBlock
 			if prefix == "matvec8_" {
-				per *= MatVec8Rows(f.Type)
+				warps = MatVec8Warps(f.Type)
+				per = warps * MatVec8Rows(f.Type)
 			}
 			return device.Geometry{
 				Grid:  device.Dim3{X: uint32((int(a.Rows) + per - 1) / per), Y: 1, Z: 1},
-				Block: device.Dim3{X: 32 * rowsPerBlock, Y: 1, Z: 1},
+				Block: device.Dim3{X: uint32(32 * warps), Y: 1, Z: 1},
 			}, nil
 		},
 		Twin: func(x *device.Exec, a MatVecArgs) error { return matvecTwin(x, f, a) },

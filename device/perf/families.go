@@ -50,7 +50,8 @@ func n64(v ...int32) int64 {
 
 // matvec, matvec8: every weight row once per pass of columns (once in all when the matrix
 // stays in the L2), every warp reading all N activation rows — a warp of matvec8 handles
-// rowsPerWarp rows — and Y written (and read with Acc).
+// rowsPerWarp rows; a staged matvec8 reads them once per block — and Y written (and read with
+// Acc).
 func matvecTraffic(entry string, a kernels.MatVecArgs) (Traffic, error) {
 	t, f, row, err := weightRow(entry, a.Cols)
 	if err != nil {
@@ -62,7 +63,7 @@ func matvecTraffic(entry string, a kernels.MatVecArgs) (Traffic, error) {
 	y := n64(a.N, a.Rows) * f32
 	tr := Traffic{Streams: []Stream{
 		{Param: "W", Bytes: w * passes(w, int(a.N), columns(entry)), Requested: w * p},
-		{Param: "X", Bytes: x, Requested: x * ((int64(a.Rows) + rowsPerWarp(entry, t) - 1) / rowsPerWarp(entry, t))},
+		{Param: "X", Bytes: x, Requested: x * xReaders(entry, t, a.Rows)},
 		{Param: "Y", Bytes: y, Write: true},
 	}}
 	if a.Acc != 0 {

@@ -183,6 +183,17 @@ func rowsPerWarp(entry string, t dtype.Type) int64 {
 	return 1
 }
 
+// xReaders is how many times a matvec-style launch over rows weight rows reads its activation
+// rows: once per warp, or, for a matvec8 that stages them (kernels.MatVec8Staged), once per
+// block.
+func xReaders(entry string, t dtype.Type, rows int32) int64 {
+	per := rowsPerWarp(entry, t)
+	if strings.HasPrefix(entry, "matvec8_") && kernels.MatVec8Staged(t) {
+		per *= int64(kernels.MatVec8Warps(t))
+	}
+	return (int64(rows) + per - 1) / per
+}
+
 // columns is how many activation rows a matvec-style kernel applies each weight unit to in one
 // pass: kernels.MaxColumns for the matvec8 family, else 1.
 func columns(entry string) int {

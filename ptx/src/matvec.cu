@@ -104,9 +104,154 @@ static __device__ __forceinline__ void mv8_fold(float (&acc)[R][C], const Mv8Uni
 //   MV8_AHEAD    branch-free, every load of a unit issued before its first fold (mv8_issue), and
 //                the next unit's before this unit's folds, in two buffers taken in turn: a lane
 //                waits for loads that have been in flight for a unit's folds.
+//   MV8_STAGED   the quantised formats (matvec8_staged below): the block copies each column's
+//                activations to shared memory once, a chunk of 32 units at a time, and its
+//                warps read them from there.
 #define MV8_GUARDED 0
 #define MV8_CLAMPED 1
 #define MV8_AHEAD 2
+#define MV8_STAGED 3
+
+// MV8_STAGED_WARPS is the warps of a staged block (kernels.MatVec8Warps); each copies
+// 8 / MV8_STAGED_WARPS columns of a chunk.
+#define MV8_STAGED_WARPS 8
+
+// Mv8Stage is the shared memory of matvec8's staged form: two buffers, taken in turn, each
+// holding one chunk — units 32k … 32k+31, unit 32k + l in slot l — of every column of a pass,
+// as x_pack lays a unit out (two quant halves and the aux words, each its own array, so that a
+// warp's 32 slots are 32 consecutive vectors: no bank conflicts).
+struct Mv8Stage {
+	uint4 lo[2][8][32];
+	uint4 hi[2][8][32];
+	float2 aux[2][8][32];
+};
+
+// Mv8Staged is one warp's pass of matvec8's staged form over eight columns: the block's warps
+// copy the columns' activations of a chunk to shared memory, a unit a lane, and every warp folds
+// its G rows' units of the chunk against all the columns from there.
+template <typename P, int G> struct Mv8Staged {
+	static const int C = 8; // kernels.MaxColumns
+	Mv8Stage &sh;
+	const uint8_t *wr; // the warp's first row
+	PkLayout l;
+	const uint8_t *xc; // the pass's first column
+	int64_t xb;
+	int32_t nr, nc, units, chunks; // rows from the warp's first (≤ 0: none), columns of the pass
+	int tid, lane;
+
+	// has reports whether the lane has a unit in chunk k (and the warp a row).
+	__device__ __forceinline__ bool has(int32_t k) const { return nr > 0 && lane + 32 * k < units; }
+
+	// load loads the weights of the lane's unit of chunk k for the G rows (a row past the last
+	// reads the last one's again, into an accumulator that is never stored).
+	__device__ __forceinline__ void load(typename P::W (&wu)[G], int32_t k) const {
+#pragma unroll
+		for (int i = 0; i < G; i++) wu[i] = P::load(wr + (i < nr ? i : nr - 1) * l.stride, l, lane, lane + 32 * k, k);
+	}
+
+	// A thread copies unit 32k + lane of columns tid/32 + MV8_STAGED_WARPS·c (c < S): fetch
+	// loads them, put stores them into buffer b. Columns past the pass's last and units past the
+	// row's last are left alone: no lane reads them.
+	static const int S = C / MV8_STAGED_WARPS;
+	__device__ __forceinline__ bool copies(int c, int32_t k) const {
+		return (tid >> 5) + MV8_STAGED_WARPS * c < nc && 32 * k + lane < units;
+	}
+	__device__ __forceinline__ void fetch(typename P::X (&a)[S], int32_t k) const {
+#pragma unroll
+		for (int c = 0; c < S; c++)
+			if (copies(c, k)) a[c] = P::xat(xc + ((tid >> 5) + MV8_STAGED_WARPS * c) * xb, 32 * k + lane);
+	}
+	__device__ __forceinline__ void put(int b, const typename P::X (&a)[S], int32_t k) const {
+#pragma unroll
+		for (int c = 0; c < S; c++) {
+			int j = (tid >> 5) + MV8_STAGED_WARPS * c;
+			if (copies(c, k)) x_pack(a[c], &sh.lo[b][j][lane], &sh.hi[b][j][lane], &sh.aux[b][j][lane]);
+		}
+	}
+
+	// step folds chunk k (in buffer k mod 2, its weights in cur) while chunk k + 1's weights load
+	// into nxt and its activations are copied to the other buffer, and meets the block.
+	__device__ __forceinline__ void step(const Grid &gr, float (&acc)[G][C], const typename P::W (&cur)[G],
+	                                     typename P::W (&nxt)[G], int32_t k) const {
+		int b = k & 1;
+		bool more = k + 1 < chunks;
+		typename P::X a[S];
+		if (more) fetch(a, k + 1);
+		if (more && has(k + 1)) load(nxt, k + 1);
+		if (has(k)) {
+#pragma unroll
+			for (int j = 0; j < C; j++) {
+				int jj = j < nc ? j : nc - 1; // a column past the last folds the last one's again, unstored
+				typename P::X xj;
+				x_unpack(&xj, sh.lo[b][jj][lane], sh.hi[b][jj][lane], sh.aux[b][jj][lane]);
+#pragma unroll
+				for (int i = 0; i < G; i++) acc[i][j] = P::apply(acc[i][j], cur[i], xj);
+			}
+		}
+		if (more) put(b ^ 1, a, k + 1);
+		grid_sync(gr); // chunk k is read before it is overwritten; chunk k + 1 is written before it is read
+	}
+};
+
+// matvec8_staged is matvec8 with the activations staged, in blocks of MV8_STAGED_WARPS warps
+// (the grid is matvec8's): every warp folds its G rows' unit lane + 32k
+// against chunk k (units 32k … 32k+31) of every column in shared memory, while the block copies
+// chunk k + 1 and the warps load its weights, two sets of weight registers taken in turn; the
+// block meets once a chunk. A warp past the last row still copies and meets. The folds are
+// matvec8's, in the same order, on the same values.
+template <typename P, typename F, int G>
+static __device__ __forceinline__ void matvec8_staged(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
+                                                      float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
+                                                      int32_t add_y) {
+	const int C = 8;
+	int32_t r0 = (gr.bx * (gr.ntid / 32) + gr.tid / 32) * G;
+	PkLayout l = P::layout(cols);
+	int32_t units = cols / F::UNIT;
+	const int32_t nr = rows - r0; // the same in every lane
+	Mv8Staged<P, G> s{grid_shared<Mv8Stage>(gr), w + (nr > 0 ? r0 : 0) * l.stride, l, x, F::act_bytes(cols), nr, 0,
+	                  units, (units + 31) / 32, (int)gr.tid, (int)(gr.tid & 31)};
+	for (int32_t c0 = 0; c0 < n; c0 += C) {
+		s.nc = min(n - c0, C); // the same in every thread
+		s.xc = x + c0 * s.xb;
+		float acc[G][C];
+#pragma unroll
+		for (int i = 0; i < G; i++)
+#pragma unroll
+			for (int j = 0; j < C; j++) acc[i][j] = 0.0f;
+		typename P::W wa[G], wb[G];
+		if (s.has(0)) s.load(wa, 0);
+		{
+			typename P::X a[Mv8Staged<P, G>::S];
+			s.fetch(a, 0);
+			s.put(0, a, 0);
+		}
+		grid_sync(gr);
+#pragma unroll 1
+		for (int32_t k = 0; k < s.chunks; k += 2) {
+			s.step(gr, acc, wa, wb, k);
+			if (k + 1 >= s.chunks) break;
+			s.step(gr, acc, wb, wa, k + 1);
+		}
+		// every sum first, in every lane (independent butterflies the compiler interleaves), then
+		// lane 0 reads every residual before it writes any result (the residual add, fused: Acc)
+#pragma unroll
+		for (int i = 0; i < G; i++)
+#pragma unroll
+			for (int j = 0; j < C; j++) acc[i][j] = warp_sum(acc[i][j]);
+		if (s.lane == 0) {
+			float old[G][C];
+#pragma unroll
+			for (int i = 0; i < G; i++)
+#pragma unroll
+				for (int j = 0; j < C; j++) old[i][j] = add_y && i < nr && j < s.nc ? y[(int64_t)(c0 + j) * rows + r0 + i] : 0.0f;
+#pragma unroll
+			for (int i = 0; i < G; i++)
+#pragma unroll
+				for (int j = 0; j < C; j++)
+					if (i < nr && j < s.nc) y[(int64_t)(c0 + j) * rows + r0 + i] = add_y ? __fadd_rn(old[i][j], acc[i][j]) : acc[i][j];
+		}
+	}
+}
 
 template <typename P, typename F, int G, int R, int A>
 static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
@@ -201,6 +346,21 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	}
 }
 
+// mv8_run runs matvec8 in form A; the staged form, which only the quantised formats have, is
+// its own function (the tag picks the overload, so a float format never instantiates it).
+template <int A> struct Mv8Form {};
+template <typename P, typename F, int G, int R, int A>
+static __device__ __forceinline__ void mv8_run(Mv8Form<A>, const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
+                                               float *RESTRICT y, int32_t rows, int32_t cols, int32_t n, int32_t add_y) {
+	matvec8<P, F, G, R, A>(gr, w, x, y, rows, cols, n, add_y);
+}
+template <typename P, typename F, int G, int R>
+static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &gr, const uint8_t *RESTRICT w,
+                                               const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows, int32_t cols,
+                                               int32_t n, int32_t add_y) {
+	matvec8_staged<P, F, G>(gr, w, x, y, rows, cols, n, add_y);
+}
+
 // MATVEC(suffix, P, F, AH, G, A, M, MA): matvec's units in flight a lane (AH), matvec8's
 // geometry and forms per weight format, chosen by the static model (device/perf) at ffn_up and
 // ffn_down of n = 1 and n = 8. A warp owns G rows
@@ -217,6 +377,17 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 #define MV8_FORM(A, MA) A
 #endif
 
+// MV8_ENTRY_<form>: the entry of a matvec8 in that form (pasted from the MATVEC line's A; the
+// staged form's block shares an Mv8Stage, and its launch bounds keep
+// MV8_STAGED_BLOCKS blocks resident on an SM: registers ≤ 64 K / (32 · MV8_STAGED_WARPS ·
+// MV8_STAGED_BLOCKS)).
+#define MV8_STAGED_BLOCKS 2
+#define MV8_ENTRY_MV8_GUARDED(name, params, ...) ENTRY(name, params, __VA_ARGS__)
+#define MV8_ENTRY_MV8_CLAMPED(name, params, ...) ENTRY(name, params, __VA_ARGS__)
+#define MV8_ENTRY_MV8_AHEAD(name, params, ...) ENTRY(name, params, __VA_ARGS__)
+#define MV8_ENTRY_MV8_STAGED(name, params, ...) \
+	ENTRY_SHARED_BOUNDS(name, Mv8Stage, __launch_bounds__(MV8_STAGED_WARPS * 32, MV8_STAGED_BLOCKS), params, __VA_ARGS__)
+
 #define MATVEC(suffix, P, F, AH, G, A, M, MA)                                                                                \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
@@ -228,13 +399,13 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
-		matvec8<P, F, G, MV8_PASS(G, M), MV8_FORM(A, MA)>(gr, w, x, y, rows, cols, n, add_y);                                                      \
+		mv8_run<P, F, G, MV8_PASS(G, M)>(Mv8Form<MV8_FORM(A, MA)>(), gr, w, x, y, rows, cols, n, add_y);                                                      \
 	}                                                                                                           \
 	ENTRY(matvec_##suffix,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)                                                                               \
-	ENTRY(matvec8_##suffix,                                                                                     \
+	MV8_ENTRY_##A(matvec8_##suffix,                                                                                     \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
@@ -242,13 +413,13 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 MATVEC(f32_f32, PkF32, FmtF32, 4, 4, MV8_AHEAD, 2, MV8_GUARDED)
 MATVEC(f16_f16, PkF16, FmtF16, 3, 1, MV8_AHEAD, 1, MV8_GUARDED)
 MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 4, MV8_AHEAD, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 2, MV8_GUARDED, 2, MV8_GUARDED)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 2, MV8_STAGED, 2, MV8_GUARDED)
 MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 2, MV8_GUARDED, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 2, MV8_STAGED, 2, MV8_GUARDED)
 MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 4, MV8_CLAMPED, 2, MV8_GUARDED)
 MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
 MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 4, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 4, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 1, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)

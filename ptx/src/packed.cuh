@@ -5,6 +5,8 @@
 //   load(row, L, u, k)    the weight registers of unit u = lane + 32k: its plane bytes (one
 //                         coalesced load per 16 bytes), fp16 fields and scales
 //   apply(acc, W, x, u)   lane l's fold of that unit into its accumulator for one activation row
+//   xat(x, u)             unit u's activations of a row on their own (the quantised formats: what
+//                         matvec8's staged form copies to shared memory)
 //
 // A matvec loads a unit once and applies it to every column of the pass, so a weight byte is
 // read once per MaxColumns columns. apply is the float arithmetic of the format's Go Dot,
@@ -271,6 +273,7 @@ struct PkQ8_0 {
 		return w;
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s = 0;
 #pragma unroll
@@ -317,6 +320,7 @@ struct PkQ4_0 {
 		return w;
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s = qs4_sum(w.q, x.a) - 8 * sum_bytes(x.a);
 		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, x.d), acc);
@@ -340,6 +344,7 @@ struct PkQ4_1 {
 		return w;
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_1_act(x, u); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_1_act(x, u); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		float t = __fmaf_rn(__int2float_rn(qs4_sum(w.q, x.a)), __fmul_rn(w.d, x.d), __fmul_rn(w.m, x.s));
 		return __fadd_rn(acc, t);
@@ -363,6 +368,7 @@ struct PkQ5_0 {
 		return w;
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s = qs5_sum(w.q, w.qh, x.a) - 16 * sum_bytes(x.a);
 		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, x.d), acc);
@@ -387,6 +393,7 @@ struct PkQ5_1 {
 		return w;
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_1_act(x, u); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_1_act(x, u); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		float t = __fmaf_rn(__int2float_rn(qs5_sum(w.q, w.qh, x.a)), __fmul_rn(w.d, x.d), __fmul_rn(w.m, x.s));
 		return __fadd_rn(acc, t);
@@ -419,6 +426,35 @@ PK_FN KAct q8k_act(const uint8_t *x, int32_t i, int s) {
 	a.d = q8k_d(y);
 	q8k_bsums(y, s, &a.b0, &a.b1);
 	return a;
+}
+
+// Staged activations (matvec8's staged form, matvec.cu): a unit's activations as 40 bytes of
+// shared memory — its 32 quants in two 16-byte halves and two aux words (Q8Act: d, s; KAct: d
+// and the two 16-bit sums in one word) — which a lane reads back with two 16-byte loads and one
+// 8-byte load. Packing moves bits only, so an unpacked unit is the unit as xload reads it.
+PK_FN void x_pack(const uint32_t *a, uint4 *lo, uint4 *hi) {
+	*lo = make_uint4(a[0], a[1], a[2], a[3]);
+	*hi = make_uint4(a[4], a[5], a[6], a[7]);
+}
+PK_FN void x_unpack(uint32_t *a, uint4 lo, uint4 hi) {
+	a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
+}
+PK_FN void x_pack(const Q8Act &x, uint4 *lo, uint4 *hi, float2 *aux) {
+	x_pack(x.a, lo, hi);
+	*aux = make_float2(x.d, x.s);
+}
+PK_FN void x_unpack(Q8Act *x, uint4 lo, uint4 hi, float2 aux) {
+	x_unpack(x->a, lo, hi);
+	x->d = aux.x, x->s = aux.y;
+}
+PK_FN void x_pack(const KAct &x, uint4 *lo, uint4 *hi, float2 *aux) {
+	x_pack(x.a, lo, hi);
+	*aux = make_float2(x.d, __uint_as_float(((uint32_t)x.b0 & 0xffffu) | (uint32_t)x.b1 << 16));
+}
+PK_FN void x_unpack(KAct *x, uint4 lo, uint4 hi, float2 aux) {
+	x_unpack(x->a, lo, hi);
+	uint32_t b = __float_as_uint(aux.y);
+	x->d = aux.x, x->b0 = (int32_t)(int16_t)b, x->b1 = (int32_t)(int16_t)(b >> 16);
 }
 
 // kq_sums returns the two 16-value halves' Σ q·a of a unit whose quants are
@@ -463,6 +499,7 @@ struct PkQ2_K {
 		return w;
 	}
 	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8k_act(x, u >> 3, u & 7); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
 		kq_sums<2, 0>(w.q, w.q, x.a, &s0, &s1);
@@ -501,6 +538,7 @@ struct PkQ3_K {
 		return w;
 	}
 	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8k_act(x, u >> 3, u & 7); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
 		kq_sums<2, 1>(w.q, &w.h, x.a, &s0, &s1);
@@ -539,6 +577,7 @@ template <int HB> struct PkK45 {
 		return w;
 	}
 	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8k_act(x, u >> 3, u & 7); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
 		kq_sums<4, HB>(w.q, &w.h, x.a, &s0, &s1);
@@ -577,6 +616,7 @@ struct PkQ6_K {
 		return w;
 	}
 	PK_FN X xload(const W &w, const uint8_t *x, int32_t) { return q8k_act(x, w.i, w.s); }
+	PK_FN X xat(const uint8_t *x, int32_t u) { return q8k_act(x, u >> 3, u & 7); }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s0, s1;
 		kq_sums<4, 2>(w.q, w.h, x.a, &s0, &s1);

@@ -32,6 +32,11 @@ struct uint4 {
 struct uint2 {
 	uint32_t x, y;
 };
+struct float2 {
+	float x, y;
+};
+static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return uint4{x, y, z, w}; }
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 static inline float __uint_as_float(uint32_t b) {
 	float f;
