@@ -131,6 +131,19 @@ func describe() *Machine {
 	if c.Cache.L3 > 0 {
 		m.CPU.L3Bytes = int64(c.Cache.L3)
 	}
+	// the operating system's word where it has one: the processors this machine really has
+	if logical, physical, l2, l3 := osTopology(); logical > 0 {
+		m.CPU.LogicalCores = logical
+		if physical > 0 {
+			m.CPU.PhysicalCores = physical
+		}
+		if l2 > 0 {
+			m.CPU.L2Bytes = l2
+		}
+		if l3 > 0 {
+			m.CPU.L3Bytes = l3
+		}
+	}
 	for _, f := range []struct {
 		id   cpuid.FeatureID
 		name string

@@ -37,18 +37,29 @@ func (mt *miscTimes) stepCost(rows int) float64 { return mt.step[rowClass(rows)]
 type opTime struct{ secs, bytesPerRow float64 }
 
 // shape is the synthetic model's shape for a target Program: its attention heads, its most
-// common matrix type, and for a mixture of experts the experts (at most 16), how many a token
-// uses and their feed-forward width (narrowed to keep the experts under 32 MB).
+// common matrix type, for a mixture of experts the experts (at most 16), how many a token
+// uses and their feed-forward width (narrowed to keep the experts under 32 MB), and for a
+// hybrid (qwen35moe) its Gated DeltaNet geometry and RoPE dims, so that the GDN ops are timed
+// at the target's own shape.
 type shape struct {
 	heads, kvHeads, headDim int
 	t                       dtype.Type
 	experts, used, ff       int
+	gdn                     model.GDNShape
+	nrot                    int
+	embd                    int // a hybrid's embedding width (0: heads × head size)
 }
 
 func (s shape) String() string {
 	k := fmt.Sprintf("%s h%d/%d d%d", s.t, s.heads, s.kvHeads, s.headDim)
 	if s.experts > 0 {
 		k += fmt.Sprintf(" moe%d/%d ff%d", s.experts, s.used, s.ff)
+	}
+	if s.gdn.D > 0 {
+		k += fmt.Sprintf(" gdn%d/%d d%d k%d rot%d", s.gdn.NK, s.gdn.NV, s.gdn.D, s.gdn.K, s.nrot)
+	}
+	if s.embd > 0 {
+		k += fmt.Sprintf(" e%d", s.embd)
 	}
 	return k
 }
@@ -61,6 +72,25 @@ func synthShape(p *model.Program) shape {
 			s.experts, s.used, s.ff = min(16, op.Experts), min(op.Used, 16), op.Rows
 			break
 		}
+	}
+	for _, op := range p.Ops {
+		switch {
+		case op.Kind == model.OpGDNScan && s.gdn.D == 0:
+			s.gdn = op.GDN
+		case op.Kind == model.OpRope && s.nrot == 0:
+			s.nrot = op.NRot
+		case op.Kind == model.OpEmbed && s.embd == 0 && op.Cols != heads*headDim:
+			s.embd = op.Cols
+		}
+	}
+	if s.gdn.D > 0 && s.experts == 0 { // a hybrid always has experts; one of the width's own if not
+		s.experts, s.used, s.ff = 1, 1, 256
+	}
+	if s.gdn.D == 0 {
+		// a llama synthetic's width is its heads': only a hybrid's (whose heads are not its
+		// width) takes the target's, so that its small experts and other ops are timed at their
+		// own width (they cost a launch more than their bytes: their times do not scale with it)
+		s.embd = 0
 	}
 	if s.experts > 0 {
 		s.used = min(s.used, s.experts)
@@ -143,8 +173,18 @@ func profileSynthetic(threads int, sh shape) (map[string]float64, error) {
 	spec := fixtures.Spec{Name: "plan-probe", Arch: "llama", NLayer: 1, NEmbd: sh.heads * sh.headDim, NFF: 256, NHead: sh.heads,
 		NHeadKV: sh.kvHeads, HeadDim: sh.headDim, NVocab: 512, NCtx: 1024, RopeBase: 10000, Eps: 1e-5, Seed: 5,
 		FileType: fixtures.FileF32, Types: fixtures.Pure(t, 1)}
+	if sh.embd > 0 {
+		spec.NEmbd = sh.embd
+	}
 	if sh.experts > 0 { // Mixtral-style: the target's experts, as many used
 		spec.Experts, spec.ExpertsUsed, spec.NFF = sh.experts, sh.used, sh.ff
+	}
+	if g := sh.gdn; g.D > 0 { // a hybrid: a GDN layer and an attention layer, the target's GDN shape
+		nrot := max(2, sh.nrot) &^ 1
+		spec.Arch, spec.NLayer, spec.Experts, spec.ExpertsUsed = "qwen35moe", 2, 0, 0
+		spec.Hybrid = fixtures.Hybrid{FullAttnInterval: 2, NRot: nrot, RopeSections: [4]int{nrot / 2}, NExpert: sh.experts,
+			NExpertUsed: sh.used, NFFShared: sh.ff, ConvKernel: g.K, StateSize: g.D, NKHead: g.NK, NVHead: g.NV}
+		spec.Types = fixtures.Pure(t, spec.NLayer)
 	}
 	if ft, err := fixtures.FileTypeOf(t); err == nil {
 		spec.FileType = ft

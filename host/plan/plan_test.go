@@ -179,19 +179,33 @@ func TestPredictTwin(t *testing.T) {
 		t.Setenv("VERITY_CACHE", t.TempDir())
 	}
 	m := loadMachine(t)
-	f := open(t, "tiny-llama-q8_0")
-	be := cpu.New(2)
-	defer be.Close()
-	pl, err := plan.Make(f, "tiny", m, plan.Options{Backends: []device.Backend{be}, Load: engine.LoadOptions{Context: 256}})
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		fixture string
+		how     string // what the prediction's account must say
+	}{
+		{"tiny-llama-q8_0", "synthetic model with the same attention shape"},
+		// a hybrid's GDN ops are timed in a synthetic GDN layer of its shape, not guessed from bytes
+		{"tiny-q35moe-q8_0", "a Gated DeltaNet layer of the target's shape"},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			f := open(t, c.fixture)
+			be := cpu.New(2)
+			defer be.Close()
+			pl, err := plan.Make(f, "tiny", m, plan.Options{Backends: []device.Backend{be}, Load: engine.LoadOptions{Context: 256}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pl.Predict(m, 2, plan.Workload{Prompt: 64, Decode: 16}); err != nil {
+				t.Fatal(err)
+			}
+			pr := pl.Predicted
+			if pr.Modelled || pr.DecodeTPS <= 0 || pr.PrefillTPS <= 0 || pr.VerifyUS <= 0 || len(pr.How) == 0 || pr.Bound == "" {
+				t.Errorf("prediction %+v", pr)
+			}
+			if !strings.Contains(strings.Join(pr.How, "\n"), c.how) {
+				t.Errorf("the prediction's account does not say %q:\n%s", c.how, strings.Join(pr.How, "\n"))
+			}
+			t.Logf("%+v", pr)
+		})
 	}
-	if err := pl.Predict(m, 2, plan.Workload{Prompt: 64, Decode: 16}); err != nil {
-		t.Fatal(err)
-	}
-	pr := pl.Predicted
-	if pr.Modelled || pr.DecodeTPS <= 0 || pr.PrefillTPS <= 0 || pr.VerifyUS <= 0 || len(pr.How) == 0 || pr.Bound == "" {
-		t.Errorf("prediction %+v", pr)
-	}
-	t.Logf("%+v", pr)
 }

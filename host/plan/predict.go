@@ -103,6 +103,14 @@ type twinCost struct {
 	p       *model.Program
 }
 
+// synthNote says what else of the target the synthetic model has: a hybrid's GDN layer.
+func synthNote(p *model.Program) string {
+	if synthShape(p).gdn.D > 0 {
+		return " and a Gated DeltaNet layer of the target's shape"
+	}
+	return ""
+}
+
 // predictTwin predicts the CPU twin's rates.
 func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Prediction, error) {
 	lp := pl.load
@@ -118,7 +126,12 @@ func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Predic
 			matrixBytes += l.Size()
 		}
 	}
-	llc := snap.CPU.L3Bytes + int64(snap.CPU.PhysicalCores)*snap.CPU.L2Bytes
+	// the caches the twin's threads have: the shared L3 and the L2 of each core they run on
+	cores := threads
+	if pc := snap.CPU.PhysicalCores; pc > 0 {
+		cores = min(cores, pc)
+	}
+	llc := snap.CPU.L3Bytes + int64(cores)*snap.CPU.L2Bytes
 	if llc <= 0 {
 		llc = 32 << 20
 	}
@@ -128,13 +141,13 @@ func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Predic
 		return nil, err
 	}
 	pr := &Prediction{Workload: w}
-	where := "in the caches (the matrices fit them)"
+	where := "in the caches: the matrices fit them"
 	if tc.dram {
-		where = "from host memory (the matrices are larger than the caches)"
+		where = "from host memory: the matrices are larger than the caches"
 	}
 	pr.How = append(pr.How, fmt.Sprintf("every matrix shape of the Program timed on the twin's kernels with %d threads among copies as large as the model's %s of matrices (%s), at 1, %d and %d rows",
 		threads, machine.HumanBytes(matrixBytes), where, w.TreeNodes, lp.Options.MaxRows),
-		fmt.Sprintf("the other ops, and the step's own cost beyond its ops (%.0f µs a decode step), timed in steps of a small synthetic model with the same attention shape", tc.misc.step[1]*1e6))
+		fmt.Sprintf("the other ops, and the step's own cost beyond its ops (%.0f µs a decode step), timed in steps of a small synthetic model with the same attention shape%s", tc.misc.step[1]*1e6, synthNote(p)))
 	depth := w.Prompt + w.Decode/2
 	dec, err := tc.stepTime(step{rows: 1, keys: depth + 1, outs: 1})
 	if err != nil {
