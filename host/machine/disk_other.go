@@ -9,15 +9,18 @@ import (
 	"time"
 )
 
-// measureRead reads up to limit bytes of the file at path through the page cache (this
-// platform has no O_DIRECT here), so a cached file reads faster than its disk.
+// readMethod is how measureRead reads here: through the page cache, with nothing dropped, so
+// a cached file reads faster than its disk.
+const readMethod = "buffered"
+
+// measureRead reads up to limit bytes of the file at path the readMethod way.
 func measureRead(path string, limit int64, budget time.Duration) (Disk, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Disk{}, fmt.Errorf("machine: %w", err)
 	}
 	defer f.Close()
-	d := Disk{Path: path, Method: "buffered"}
+	d := Disk{Path: path, Method: readMethod}
 	buf := make([]byte, 4<<20)
 	start := time.Now()
 	var off int64

@@ -56,7 +56,7 @@ type Disk struct {
 	Path        string  `json:"path"`
 	Bytes       int64   `json:"bytes"` // how much was read
 	BytesPerSec float64 `json:"bytes_per_s"`
-	Method      string  `json:"method"` // O_DIRECT, drop-behind (each chunk dropped from the page cache first) or buffered
+	Method      string  `json:"method"` // drop-behind (through the page cache, each chunk dropped from it first), or buffered; O_DIRECT in older caches
 }
 
 // GPU is one device's memory, SMs and copy bandwidth.
@@ -310,13 +310,14 @@ const (
 )
 
 // ReadSpeed is the sequential read speed of the device holding the file at path, measured
-// on that file (unbuffered) the first time a file of that device is asked about, and again
-// when a larger file than the one measured can give a longer read.
+// on that file (readMethod: without the page cache's help) the first time a file of that
+// device is asked about, and again when a larger file than the one measured can give a longer
+// read, or the one cached was measured another way.
 func (m *Machine) ReadSpeed(path string) (Disk, error) {
 	dev := deviceOf(path)
 	m.mu.Lock()
 	i := slices.IndexFunc(m.Disks, func(d Disk) bool { return d.Device == dev })
-	if i >= 0 {
+	if i >= 0 && m.Disks[i].Method == readMethod { // one measured another way is measured again
 		d := m.Disks[i]
 		st, err := os.Stat(path)
 		if d.Bytes >= readLimit || err != nil || st.Size() <= d.Bytes*2 {
