@@ -47,7 +47,7 @@ type shape struct {
 	experts, used, ff       int
 	gdn                     model.GDNShape
 	nrot                    int
-	embd                    int // a hybrid's embedding width (0: heads × head size)
+	embd                    int // the target's width where it is not heads × head size (else 0)
 }
 
 func (s shape) String() string {
@@ -85,12 +85,6 @@ func synthShape(p *model.Program) shape {
 	}
 	if s.gdn.D > 0 && s.experts == 0 { // a hybrid always has experts; one of the width's own if not
 		s.experts, s.used, s.ff = 1, 1, 256
-	}
-	if s.gdn.D == 0 {
-		// a llama synthetic's width is its heads': only a hybrid's (whose heads are not its
-		// width) takes the target's, so that its small experts and other ops are timed at their
-		// own width (they cost a launch more than their bytes: their times do not scale with it)
-		s.embd = 0
 	}
 	if s.experts > 0 {
 		s.used = min(s.used, s.experts)
@@ -174,7 +168,13 @@ func profileSynthetic(threads int, sh shape) (map[string]float64, error) {
 		NHeadKV: sh.kvHeads, HeadDim: sh.headDim, NVocab: 512, NCtx: 1024, RopeBase: 10000, Eps: 1e-5, Seed: 5,
 		FileType: fixtures.FileF32, Types: fixtures.Pure(t, 1)}
 	if sh.embd > 0 {
-		spec.NEmbd = sh.embd
+		// the target's own width (a llama's is its heads'; a qwen3's need not be), so that its
+		// small experts and other ops are timed at it: they cost a launch more than their
+		// bytes, so their times do not scale with the width
+		spec.Arch, spec.NEmbd = "qwen3", sh.embd
+		if sh.experts > 0 {
+			spec.Arch = "qwen3moe"
+		}
 	}
 	if sh.experts > 0 { // Mixtral-style: the target's experts, as many used
 		spec.Experts, spec.ExpertsUsed, spec.NFF = sh.experts, sh.used, sh.ff

@@ -186,6 +186,8 @@ func TestPredictTwin(t *testing.T) {
 		{"tiny-llama-q8_0", "synthetic model with the same attention shape"},
 		// a hybrid's GDN ops are timed in a synthetic GDN layer of its shape, not guessed from bytes
 		{"tiny-q35moe-q8_0", "a Gated DeltaNet layer of the target's shape"},
+		// a qwen3's width is not its heads': its synthetic model has the target's
+		{"small-qwen3moe-q4_k_m", "the target's width (256)"},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			f := open(t, c.fixture)

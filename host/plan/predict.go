@@ -103,12 +103,21 @@ type twinCost struct {
 	p       *model.Program
 }
 
-// synthNote says what else of the target the synthetic model has: a hybrid's GDN layer.
+// synthNote says what else of the target the synthetic model has: its width where that is not
+// its heads', a hybrid's GDN layer.
 func synthNote(p *model.Program) string {
-	if synthShape(p).gdn.D > 0 {
-		return " and a Gated DeltaNet layer of the target's shape"
+	sh := synthShape(p)
+	var also []string
+	if sh.embd > 0 {
+		also = append(also, fmt.Sprintf("the target's width (%d)", sh.embd))
 	}
-	return ""
+	if sh.gdn.D > 0 {
+		also = append(also, "a Gated DeltaNet layer of the target's shape")
+	}
+	if len(also) == 0 {
+		return ""
+	}
+	return ", at " + strings.Join(also, " and ")
 }
 
 // predictTwin predicts the CPU twin's rates.
