@@ -3,6 +3,7 @@ package machine
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -22,12 +23,12 @@ func TestOSTopology(t *testing.T) {
 	}
 	write("online", "0-4,6-7")
 	for cpu := 0; cpu < 8; cpu++ {
-		dir := filepath.Join("cpu"+string(rune('0'+cpu)), "topology")
-		write(filepath.Join(dir, "physical_package_id"), string(rune('0'+cpu/4)))
-		write(filepath.Join(dir, "core_id"), string(rune('0'+cpu%2)))
+		dir := filepath.Join("cpu"+strconv.Itoa(cpu), "topology")
+		write(filepath.Join(dir, "physical_package_id"), strconv.Itoa(cpu/4))
+		write(filepath.Join(dir, "core_id"), strconv.Itoa(cpu%2))
 	}
 	for i, c := range []struct{ level, kind, size string }{{"1", "Data", "48K"}, {"1", "Instruction", "32K"}, {"2", "Unified", "1024K"}, {"3", "Unified", "32M"}} {
-		dir := filepath.Join("cpu0", "cache", "index"+string(rune('0'+i)))
+		dir := filepath.Join("cpu0", "cache", "index"+strconv.Itoa(i))
 		write(filepath.Join(dir, "level"), c.level)
 		write(filepath.Join(dir, "type"), c.kind)
 		write(filepath.Join(dir, "size"), c.size)
