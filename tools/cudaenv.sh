@@ -240,10 +240,10 @@ if [ "$host" = 11 ]; then
 	printf '#!/bin/sh\nexec g++-11 "$@"\n' >"$stage/hostcc/g++"
 	chmod +x "$stage/hostcc/gcc" "$stage/hostcc/g++"
 	check=
-	gcc-11 --version | head -1 >"$stage/HOST_COMPILER"
+	gcc-11 --version | sed -n 1p >"$stage/HOST_COMPILER"
 else
 	check='-D__NV_NO_HOST_COMPILER_CHECK=1'
-	echo "$(g++ --version | head -1) (version check off)" >"$stage/HOST_COMPILER"
+	echo "$(g++ --version | sed -n 1p) (version check off)" >"$stage/HOST_COMPILER"
 fi
 cat >"$stage/bin/nvcc.profile" <<EOF
 # Written by tools/cudaenv.sh: paths relative to this directory, so the tree can move.

@@ -140,7 +140,7 @@ left() {
 }
 
 # The driver's library may live outside the loader's search path (e.g. /usr/local/nvidia).
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+if ! ldconfig -p 2>/dev/null | grep 'libcuda\.so\.1' >/dev/null; then
 	for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu/nvidia; do
 		[ -e "$d/libcuda.so.1" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	done
@@ -307,7 +307,7 @@ test_phase() {
 	if [ "$name" = smoke ] && ! grep -q '^=== RUN' "$work/$name.log"; then
 		dead="the test binary died before its first test in the smoke phase (exit $rc)"
 	fi
-	grep -E '^\s*--- FAIL|^panic: |^FAIL$' "$work/$name.log" | head -n 12
+	grep -E '^\s*--- FAIL|^panic: |^FAIL$' "$work/$name.log" | sed -n 1,12p || true
 	echo "== $name: exit $rc in $(secs $wall) s"
 	publish
 }
@@ -403,7 +403,7 @@ peer_phase() {
 
 # --- the probe ---
 {
-	echo "== host: $(uname -srm); $(ldd --version 2>&1 | head -1); $(nproc) CPUs; deadline ${deadline} s"
+	echo "== host: $(uname -srm); $(ldd --version 2>&1 | sed -n 1p); $(nproc) CPUs; deadline ${deadline} s"
 	echo "== libcuda:"
 	ldconfig -p 2>/dev/null | grep -E 'libcuda\.so' || echo "(libcuda.so.1 not in the loader cache; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
 	echo "== nvidia-smi:"
