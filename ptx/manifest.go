@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
-	"src/matvec.cu":            "f883ae0711c55bbd9695733207457fa8720f939eb1a04960f9cd24585a2c8371",
+	"src/matvec.cu":            "7a781e713e48016b2bedc962f0fd1e562862e2ef05e5de9dca99acfc88fc0be3",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
@@ -54,8 +54,8 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
-	"matvec.ptx":      "7594d03c6a9e706681b4bb78b7dfd79b2e4066ee2bf4c847643cda8f9f5df5dd",
-	"megakernel.ptx":  "c0272413f8244db92106bc9cdbd398fc0ffb50f70fc0f2a10da2f6063a57f592",
+	"matvec.ptx":      "c6f759769be81023c03bd01ec9692f38bf06f5051723bda7609d7c6192dd7e47",
+	"megakernel.ptx":  "aae5745f456cfb92c8b4b74bfec93c1eeb30316d5c6c3f1702e768d80a8cd39f",
 	"moe.ptx":         "1e6d949b01266e44b50e73617ee5f195f268a23bd0583eec0a1333c052a2c5bc",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -149,23 +149,23 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "1b24ce9773e2431370c05c6ca750493785bb38839a03f7aaf2c774c15bb66ebb",
+		sha256:  "2020d56f29b2f7657b0e164c256a5560f95b77082b3b80ece1fd36dc83aed9c8",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "549747e2a10388a8ec42caf0e3a224ffc552ba9322256be952807e869e675249",
+		sha256:  "4117e0943c444d8656af36f64f46aea31c28827e6a035a22e6c7a34f89cd5625",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "c1cbb99a038c30fa59103ab6ae7bb8421ade91a1f29bc911b3e78712a84d86a3",
+		sha256:  "ec967db1fa59636f2900d3c2f84db28b2eae79799fd6942dc866cc7f9c2212d5",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "551d44d04f6a80646d2e8de85357f50291a48d32154bc159e1688b4659005e23",
+		sha256:  "f043144b59b1af4da261f498708456cce7ea7854c4f9cbd235702683eeea1a7a",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "4804ad5e2b1ccfbf5666f1267575d565e929f52a99b4f81c8bbca34d9fdb8ae2",
+		sha256:  "001a147315b0d76c509565f9bbe9ec2878cdf5786584cad37536c19e6a64daac",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

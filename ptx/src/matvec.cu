@@ -36,7 +36,9 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	const uint8_t *wr = w + r * l.stride;
 	for (int32_t c = 0; c < n; c++) {
 		const uint8_t *xc = x + c * xb;
-		// wq[d], xq[d]: unit lane + 32(k + d), loaded before unit k is folded
+		// wq[d], xq[d]: the lane's units k ≡ d (mod MV_AHEAD), loaded MV_AHEAD units before they
+		// are folded. The loop takes the buffers in turn, each folded and then refilled in place
+		// (a shift from one register set to the next would wait for the newest loads at once).
 		typename P::W wq[MV_AHEAD] = {};
 		typename P::X xq[MV_AHEAD] = {};
 #pragma unroll
@@ -48,15 +50,19 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 			}
 		}
 		float acc = 0.0f;
-		int32_t k = 0;
-		for (int32_t u = lane; u < units; u += 32, k++) {
-			acc = P::apply(acc, wq[0], xq[0]);
+#pragma unroll 1
+		for (int32_t k = 0; lane + 32 * k < units; k += MV_AHEAD) {
 #pragma unroll
-			for (int d = 0; d + 1 < MV_AHEAD; d++) wq[d] = wq[d + 1], xq[d] = xq[d + 1];
-			int32_t un = u + 32 * MV_AHEAD;
-			if (un < units) {
-				wq[MV_AHEAD - 1] = P::load(wr, l, lane, un, k + MV_AHEAD);
-				xq[MV_AHEAD - 1] = P::xload(wq[MV_AHEAD - 1], xc, un);
+			for (int d = 0; d < MV_AHEAD; d++) {
+				int32_t u = lane + 32 * (k + d);
+				if (u < units) {
+					acc = P::apply(acc, wq[d], xq[d]);
+					int32_t un = u + 32 * MV_AHEAD;
+					if (un < units) {
+						wq[d] = P::load(wr, l, lane, un, k + d + MV_AHEAD);
+						xq[d] = P::xload(wq[d], xc, un);
+					}
+				}
 			}
 		}
 		float v = warp_sum(acc);
@@ -418,8 +424,8 @@ MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
 MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 2, MV8_STAGED, 2, MV8_GUARDED)
 MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 4, MV8_CLAMPED, 2, MV8_GUARDED)
 MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 4, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 2, MV8_CLAMPED, 1, MV8_GUARDED)
 MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)
 MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)
