@@ -404,3 +404,134 @@ func TestReencode(t *testing.T) {
 		t.Error("a short stream: re-encoded")
 	}
 }
+
+// A schedule rebound to new arguments (a patched step's) encodes over the old stream to
+// exactly what Encode writes for it, and back; its instructions are those a fresh Build of
+// the new arguments makes, but for the parts and placement it keeps; the stream decodes.
+func TestRebindEncodesAsBuilt(t *testing.T) {
+	c := newChain(t, 11, 4, 30)
+	cfg := megakernel.Config{SMs: 5, PartBytes: 4096}
+	base, err := megakernel.Build(c.ops, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := base.Encode()
+	var binary, matvec []int // the ops of each kind
+	for i, op := range c.ops {
+		if _, ok := op.Args.(kernels.BinaryArgs); ok {
+			binary = append(binary, i)
+		} else {
+			matvec = append(matvec, i)
+		}
+	}
+	grow := func(a any) any { // a fifth more elements: a larger grid
+		b := a.(kernels.BinaryArgs)
+		b.N = min(b.N+b.N/5+256, chainN)
+		return b
+	}
+	move := func(a any) any { // another output buffer: other parameters, the same grid
+		b := a.(kernels.BinaryArgs)
+		b.Y = c.bufs[(slices.Index(c.bufs, b.Y)+1)%len(c.bufs)]
+		return b
+	}
+	shrink := func(a any) any { // fewer rows: a smaller grid, its prefetch per block the same bytes' share
+		m := a.(kernels.MatVecArgs)
+		m.Rows -= 8
+		return m
+	}
+	for _, tc := range []struct {
+		name   string
+		ops    []int
+		change func(any) any
+		regrid bool // some grid changes
+	}{
+		{"none", nil, nil, false},
+		{"one grid", binary[:1], grow, true},
+		{"every grid", binary, grow, true},
+		{"addresses", binary[len(binary)/2:], move, false},
+		{"prefetching grids", matvec, shrink, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := *base
+			p.Instrs = slices.Clone(base.Instrs)
+			ops := slices.Clone(c.ops)
+			for _, i := range tc.ops {
+				ops[i].Args = tc.change(ops[i].Args)
+				if err := p.Rebind(i, ops[i].Args); err != nil {
+					t.Fatal(err)
+				}
+			}
+			regrid := false
+			for i := range p.Instrs {
+				regrid = regrid || p.Instrs[i].Blocks() != base.Instrs[i].Blocks()
+			}
+			if regrid != tc.regrid {
+				t.Fatalf("grids changed: %v, want %v", regrid, tc.regrid)
+			}
+			want := p.Encode()
+			stream := slices.Clone(prev)
+			if !p.EncodeOver(stream, base) || !bytes.Equal(stream, want) {
+				t.Fatal("encoded over the old stream, it is not Encode's")
+			}
+			if re, ok := p.Reencode(prev, base); !ok || !bytes.Equal(re, want) {
+				t.Fatal("Reencode is not Encode's")
+			}
+			if !base.EncodeOver(stream, &p) || !bytes.Equal(stream, prev) {
+				t.Fatal("encoded back over the new stream, it is not the old one")
+			}
+			if _, err := megakernel.Decode(want); err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := megakernel.Build(ops, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range p.Instrs {
+				a, b := p.Instrs[i], fresh.Instrs[i]
+				if a.Kernel != b.Kernel || !slices.Equal(a.Params, b.Params) || a.GridX != b.GridX || a.GridY != b.GridY ||
+					a.Threads != b.Threads || a.Prefetch != b.Prefetch || !slices.Equal(a.Deps, b.Deps) {
+					t.Fatalf("instruction %d: rebound %+v, built %+v", i, a, b)
+				}
+			}
+			if !bytes.Equal(base.Encode(), prev) {
+				t.Fatal("rebinding a copy changed the schedule it was copied from")
+			}
+		})
+	}
+
+	// what is not a rebinding is refused, the instruction or stream left as it was
+	p := *base
+	p.Instrs = slices.Clone(base.Instrs)
+	i := binary[0]
+	few := c.ops[i].Args.(kernels.BinaryArgs)
+	few.N = 1 // one block, for more parts
+	if p.Instrs[i].Parts > 1 {
+		if err := p.Rebind(i, few); err == nil {
+			t.Error("rebound to fewer blocks than parts")
+		}
+	}
+	if err := p.Rebind(i, c.ops[matvec[0]].Args); err == nil {
+		t.Error("rebound to another kernel's arguments")
+	}
+	if err := p.Rebind(len(p.Instrs), c.ops[i].Args); err == nil {
+		t.Error("rebound an instruction that does not exist")
+	}
+	if !bytes.Equal(p.Encode(), prev) {
+		t.Error("a refused rebinding changed the schedule")
+	}
+	parts := p
+	parts.Instrs = slices.Clone(p.Instrs)
+	parts.Instrs[i].Parts++
+	queues := p
+	queues.Queues = slices.Clone(p.Queues)
+	queues.Queues[0] = slices.Clone(queues.Queues[0])
+	for name, x := range map[string]*megakernel.Schedule{"other parts": &parts, "other queues": &queues} {
+		stream := slices.Clone(prev)
+		if x.EncodeOver(stream, base) || !bytes.Equal(stream, prev) {
+			t.Errorf("%s: encoded over the stream, or changed it", name)
+		}
+	}
+	if p.EncodeOver(slices.Clone(prev[:len(prev)-8]), base) {
+		t.Error("encoded over a short stream")
+	}
+}

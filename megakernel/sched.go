@@ -120,6 +120,63 @@ type Schedule struct {
 	EstimateUS float64
 	// PrefetchBytes is Config.PrefetchBytes: each item's prefetch.
 	PrefetchBytes int64
+
+	place *placement // where each part's item lies in the stream (Build's; copies share it)
+}
+
+// placement is where each part of a schedule lies among its items in stream order (queue
+// after queue): part p of instruction i is item item[first[i]+p]. It belongs to the queues
+// it was made from, which copies of a schedule with other arguments keep (a patched step's):
+// re-encoding one rewrites a changed instruction's items without walking the others.
+type placement struct {
+	queues [][]Item // the queues it describes
+	first  []int32  // per instruction, where its parts start in item; one more at the end
+	item   []int32
+}
+
+// newPlacement indexes s's queues, or returns nil when an item names a part that s does not
+// have.
+func newPlacement(s *Schedule) *placement {
+	p := &placement{queues: s.Queues, first: make([]int32, len(s.Instrs)+1)}
+	n := 0
+	for i := range s.Instrs {
+		p.first[i] = int32(n)
+		n += max(s.Instrs[i].Parts, 0)
+	}
+	p.first[len(s.Instrs)] = int32(n)
+	p.item = make([]int32, n)
+	o := int32(0)
+	for _, q := range s.Queues {
+		for _, it := range q {
+			if it.Instr < 0 || int(it.Instr) >= len(s.Instrs) || it.Part < 0 || int(it.Part) >= s.Instrs[it.Instr].Parts {
+				return nil
+			}
+			p.item[p.first[it.Instr]+it.Part] = o
+			o++
+		}
+	}
+	return p
+}
+
+// of reports whether p describes the queues of s: the very same slices.
+func (p *placement) of(s *Schedule) bool {
+	if p == nil || len(p.queues) != len(s.Queues) || len(p.first) != len(s.Instrs)+1 {
+		return false
+	}
+	if len(p.queues) == 0 || &p.queues[0] == &s.Queues[0] { // the same array of queues
+		return true
+	}
+	for k, q := range s.Queues {
+		if !sameSlice(q, p.queues[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameSlice reports whether a and b are the same slice: the same length, at the same address.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Build compiles a step's launches into a schedule for cfg.SMs SMs.
@@ -243,7 +300,46 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		}
 		s.EstimateUS = max(s.EstimateUS, finish[i])
 	}
+	s.place = newPlacement(s)
 	return s, nil
+}
+
+// Rebind gives instruction i of s other arguments for its kernel: its parameters and grid
+// become theirs, and a prefetch its share of the same bytes per block, as Build would make
+// them; its parts, dependencies and placement stay. This is what a step whose launches differ
+// from a kept schedule's only in arguments (an attention's chunk count as key lists grow, an
+// address after a buffer moved) changes in a copy of that schedule. The instruction gets a
+// new parameter slice, so other copies that shared the old one keep it. It fails, leaving the
+// instruction as it was, when args are not its kernel's arguments or launch another shape:
+// other threads, a grid that is not 2-D, or fewer blocks than its parts.
+func (s *Schedule) Rebind(i int, args any) error {
+	if i < 0 || i >= len(s.Instrs) {
+		return fmt.Errorf("megakernel: no instruction %d of %d", i, len(s.Instrs))
+	}
+	in := &s.Instrs[i]
+	ks := Kernels()
+	if in.Kernel < 0 || in.Kernel >= len(ks) {
+		return fmt.Errorf("megakernel: instruction %d: kernel %d outside the table of %d", i, in.Kernel, len(ks))
+	}
+	k := ks[in.Kernel]
+	g, err := k.Geometry(args)
+	if err != nil {
+		return fmt.Errorf("megakernel: instruction %d %s: %w", i, in.Name, err)
+	}
+	blocks := uint64(g.Grid.X) * uint64(g.Grid.Y)
+	if g.Grid.Z != 1 || g.Block.Y != 1 || g.Block.Z != 1 || int(g.Block.X) != in.Threads || blocks > 1<<31 || blocks < uint64(max(in.Parts, 1)) {
+		return fmt.Errorf("megakernel: instruction %d %s: new arguments launch %v blocks of %v threads, for %d parts of %d threads",
+			i, in.Name, g.Grid, g.Block, in.Parts, in.Threads)
+	}
+	params := make([]uint64, len(in.Params))
+	if !paramWords(in.Kernel, args, params) {
+		return fmt.Errorf("megakernel: instruction %d %s: arguments of type %T, not kernel %s's", i, in.Name, args, k.Entry())
+	}
+	in.Params, in.GridX, in.GridY = params, int(g.Grid.X), int(g.Grid.Y)
+	if pf := &in.Prefetch; pf.Param >= 0 {
+		pf.PerBlock = (pf.Total + int64(blocks) - 1) / int64(blocks)
+	}
+	return nil
 }
 
 // Items is the number of parts in all queues.

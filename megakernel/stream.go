@@ -371,76 +371,119 @@ func (r *reader) pad8() {
 }
 
 // Reencode is s's stream made from prev, the stream of schedule from, when s differs from it
-// only in the grids and parameters of some instructions (a schedule patched with a step's new
-// arguments: the same kernels, threads, parts, dependencies, prefetches and queues, the queues
-// the very same slices): prev is copied and only those instructions' records, parameters and
-// items are rewritten. ok is false when s is not such a copy of from (then Encode it).
+// only in the arguments of some instructions (EncodeOver): a copy of prev with
+// those instructions' words rewritten. ok is false when s is not such a copy of from (then
+// Encode it).
 func (s *Schedule) Reencode(prev []byte, from *Schedule) (stream []byte, ok bool) {
-	if len(s.Instrs) != len(from.Instrs) || len(s.Queues) != len(from.Queues) || s.PrefetchBytes != from.PrefetchBytes ||
-		len(prev) < 4*headerWords {
+	if !s.patchOf(prev, from) {
 		return nil, false
 	}
-	for q := range s.Queues {
-		a, b := s.Queues[q], from.Queues[q]
-		if len(a) != len(b) || len(a) > 0 && &a[0] != &b[0] {
-			return nil, false
+	stream = slices.Clone(prev)
+	s.EncodeOver(stream, from)
+	return stream, true
+}
+
+// EncodeOver rewrites stream, the encoding of schedule from, into s's in place, when s differs
+// from from only in the grids, parameters and prefetches per block of some instructions (a
+// schedule patched with a step's new arguments, Rebind: the same kernels, threads, parts,
+// dependencies, prefetched bytes and queues, the queues the very same slices). Only those
+// instructions' words change: their records' grids and prefetches, their parameters and their
+// items' blocks — the items found through the placement Build indexed, not by walking the
+// queues. It reports false, leaving stream as it was, when
+// s is not such a copy of from or stream is not the size of its encoding (then Encode s).
+func (s *Schedule) EncodeOver(stream []byte, from *Schedule) bool {
+	if !s.patchOf(stream, from) {
+		return false
+	}
+	var place *placement
+	switch {
+	case s.place.of(s):
+		place = s.place
+	case from.place.of(s):
+		place = from.place
+	default: // a schedule Build did not lay out (Decode's, or one made by hand)
+		if place = newPlacement(s); place == nil {
+			return false
 		}
 	}
-	var changed []int
+	var nParams, nDeps int
+	for i := range s.Instrs {
+		if int(place.first[i+1]-place.first[i]) != s.Instrs[i].Parts {
+			return false
+		}
+		nParams += len(s.Instrs[i].Params)
+		nDeps += len(s.Instrs[i].Deps)
+	}
+	words := len(stream)/4 - 2*nParams
+	items := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 // the first item's word
+	po := 0
+	for i := range s.Instrs {
+		a, b := &s.Instrs[i], &from.Instrs[i]
+		params := stream[4*words+8*po:]
+		po += len(a.Params)
+		regrid := a.GridX != b.GridX || a.GridY != b.GridY
+		if !regrid && a.Prefetch == b.Prefetch && sameWords(a.Params, b.Params) {
+			continue
+		}
+		rec := stream[4*(headerWords+instrWords*i):]
+		binary.LittleEndian.PutUint32(rec[12:], uint32(a.GridX))
+		binary.LittleEndian.PutUint32(rec[16:], uint32(a.GridY))
+		binary.LittleEndian.PutUint32(rec[40:], uint32(a.Prefetch.PerBlock))
+		for j, v := range a.Params {
+			binary.LittleEndian.PutUint64(params[8*j:], v)
+		}
+		if !regrid {
+			continue
+		}
+		// each part's blocks [⌊p·B/P⌋, ⌊(p+1)·B/P⌋), stepped as Encode steps them
+		bl, parts := int64(a.Blocks()), int64(a.Parts)
+		q, r := bl/parts, bl%parts
+		lo, acc := int64(0), int64(0)
+		for _, o := range place.item[place.first[i]:place.first[i+1]] {
+			hi, next := lo+q, acc+r
+			if next >= parts {
+				hi, next = hi+1, next-parts
+			}
+			binary.LittleEndian.PutUint64(stream[4*(items+itemWords*int(o))+8:], uint64(uint32(lo))|uint64(uint32(hi))<<32)
+			lo, acc = hi, next
+		}
+	}
+	return true
+}
+
+// patchOf reports whether s differs from from only in its instructions' grids, parameters and
+// prefetches per block, and stream is the size of their encodings, with from's header.
+func (s *Schedule) patchOf(stream []byte, from *Schedule) bool {
+	if len(s.Instrs) != len(from.Instrs) || len(s.Queues) != len(from.Queues) || s.PrefetchBytes != from.PrefetchBytes ||
+		len(stream) < 4*headerWords {
+		return false
+	}
+	if len(s.Queues) == 0 || &s.Queues[0] != &from.Queues[0] {
+		for q := range s.Queues {
+			if !sameSlice(s.Queues[q], from.Queues[q]) {
+				return false
+			}
+		}
+	}
 	nParams, nDeps := 0, 0
 	for i := range s.Instrs {
 		a, b := &s.Instrs[i], &from.Instrs[i]
 		if a.Kernel != b.Kernel || a.Threads != b.Threads || a.Parts != b.Parts || len(a.Params) != len(b.Params) ||
-			a.Prefetch != b.Prefetch || !slices.Equal(a.Deps, b.Deps) || a.GridX <= 0 || a.GridY <= 0 ||
-			int64(a.GridX)*int64(a.GridY) < int64(a.Parts) {
-			return nil, false
-		}
-		if a.GridX != b.GridX || a.GridY != b.GridY || !slices.Equal(a.Params, b.Params) {
-			changed = append(changed, i)
+			a.Prefetch.Param != b.Prefetch.Param || a.Prefetch.Total != b.Prefetch.Total || !sameInts(a.Deps, b.Deps) || a.GridX <= 0 || a.GridY <= 0 ||
+			int64(a.GridX)*int64(a.GridY) < int64(a.Parts) || a.Parts < 1 {
+			return false
 		}
 		nParams += len(a.Params)
 		nDeps += len(a.Deps)
 	}
-	nItems := s.Items()
-	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + itemWords*nItems
+	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + itemWords*s.Items()
 	words += words & 1
-	if len(prev) != 4*words+8*nParams || binary.LittleEndian.Uint32(prev) != magic || binary.LittleEndian.Uint32(prev[4:]) != version ||
-		binary.LittleEndian.Uint32(prev[8:]) != TableHash() {
-		return nil, false
-	}
-	stream = slices.Clone(prev)
-	if len(changed) == 0 {
-		return stream, true
-	}
-	word := func(w int) []byte { return stream[4*w:] }
-	first := make([][]int32, len(s.Instrs)) // each changed instruction's parts' first blocks (partBlocks)
-	for _, i := range changed {
-		in := &s.Instrs[i]
-		rec := headerWords + instrWords*i
-		binary.LittleEndian.PutUint32(word(rec+3), uint32(in.GridX))
-		binary.LittleEndian.PutUint32(word(rec+4), uint32(in.GridY))
-		po := int(binary.LittleEndian.Uint32(word(rec + 1)))
-		p := stream[4*words+8*po:]
-		for _, v := range in.Params {
-			binary.LittleEndian.PutUint64(p, v)
-			p = p[8:]
-		}
-		f := make([]int32, in.Parts+1)
-		for part := range f {
-			lo, _ := partBlocks(in, part)
-			f[part] = int32(lo)
-		}
-		first[i] = f
-	}
-	at := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1
-	for _, q := range s.Queues {
-		for _, it := range q {
-			if f := first[it.Instr]; f != nil {
-				binary.LittleEndian.PutUint32(word(at+2), uint32(f[it.Part]))
-				binary.LittleEndian.PutUint32(word(at+3), uint32(f[it.Part+1]))
-			}
-			at += itemWords
-		}
-	}
-	return stream, true
+	return len(stream) == 4*words+8*nParams && binary.LittleEndian.Uint32(stream) == magic &&
+		binary.LittleEndian.Uint32(stream[4:]) == version && binary.LittleEndian.Uint32(stream[8:]) == TableHash()
 }
+
+// sameWords reports whether a and b hold the same words (at once when they are one slice).
+func sameWords(a, b []uint64) bool { return sameSlice(a, b) || slices.Equal(a, b) }
+
+// sameInts is sameWords for dependency lists.
+func sameInts(a, b []int) bool { return sameSlice(a, b) || slices.Equal(a, b) }
