@@ -737,7 +737,8 @@ type Launch struct {
 // interpreting them as an instruction stream — instead of one backend launch per op. The
 // launches are in program order and each must see the memory every earlier one left, as if
 // run one by one. A step of the same shape as an earlier one may hand over the very same
-// slice again (the executor keeps them): a launcher must not modify it.
+// slice again (the executor keeps them, and does not modify one it has handed over): a
+// launcher must not modify it either.
 type Launcher interface {
 	LaunchStep(ls []Launch) error
 }
@@ -768,10 +769,7 @@ func (e *Executor) runLauncher(rows, outs int) error {
 	ls, ok := e.lowered[shape]
 	if !ok {
 		var err error
-		if ls, err = e.Lower(rows, outs); err != nil {
-			return err
-		}
-		if ls, err = e.splitBinaryAct(ls); err != nil {
+		if ls, err = e.lowerShape(shape); err != nil {
 			return err
 		}
 		if e.lowered == nil {
@@ -783,6 +781,37 @@ func (e *Executor) runLauncher(rows, outs int) error {
 		return fmt.Errorf("exec: %w", err)
 	}
 	return nil
+}
+
+// lowerShape is the launches of a launcher's step of shape (rows, output rows, attention
+// chunks) for the current step. Only the attention's launches depend on the chunk count, so
+// when a kept shape differs from it in that alone its launches are copied and the
+// attention's lowered again — a step's dozens of attention launches in place of its hundreds
+// (a new chunk count comes every AttnChunk positions). The copy shares the other launches'
+// arguments, which a launcher compares with its kept ones.
+func (e *Executor) lowerShape(shape [3]int) ([]Launch, error) {
+	rows, outs := shape[0], shape[1]
+	for k, kept := range e.lowered {
+		if k[0] != rows || k[1] != outs {
+			continue
+		}
+		ls := slices.Clone(kept)
+		for i := range ls {
+			if l := &ls[i]; l.Op.Kind == model.OpAttention {
+				kernel, args, err := e.lower(l.Op, rows, outs)
+				if err != nil {
+					return nil, fmt.Errorf("exec: op %d %s (%s): %w", l.Index, l.Op.Name, l.Op.Kind, err)
+				}
+				l.Kernel, l.Args = kernel, args
+			}
+		}
+		return ls, nil
+	}
+	ls, err := e.Lower(rows, outs)
+	if err != nil {
+		return nil, err
+	}
+	return e.splitBinaryAct(ls)
 }
 
 // opRows is the number of rows op computes in a step.

@@ -69,3 +69,38 @@ func Inputs(e *Executor) map[device.Ptr]bool {
 
 // SetSpins sets the polls a device runner's megakernel waits before it gives up.
 func SetSpins(r MegakernelRunner, spins uint32) { r.(*deviceRunner).spins = spins }
+
+// RunnerStream is the stream a device runner last loaded, as it keeps it on the host.
+func RunnerStream(r MegakernelRunner) []byte { return r.(*deviceRunner).host }
+
+// Rebuilt is the schedule built afresh from the launches of m's last step.
+func Rebuilt(m *Megakernel) (*megakernel.Schedule, error) {
+	return schedule(m.cache[0].ls, m.e.stepDistinct, m.e.packedBytes, m.cfg)
+}
+
+// LoweredAfresh reports the first of e's kept step shapes whose launches are not those Lower
+// and splitBinaryAct make for it now.
+func LoweredAfresh(e *Executor) error {
+	was := e.stepChunks
+	defer func() { e.stepChunks = was }()
+	for shape, kept := range e.lowered {
+		e.stepChunks = shape[2]
+		ls, err := e.Lower(shape[0], shape[1])
+		if err == nil {
+			ls, err = e.splitBinaryAct(ls)
+		}
+		if err != nil {
+			return err
+		}
+		if len(ls) != len(kept) {
+			return fmt.Errorf("shape %v: %d launches kept, %d lowered", shape, len(kept), len(ls))
+		}
+		for i := range ls {
+			a, b := kept[i], ls[i]
+			if a.Index != b.Index || a.Op != b.Op || a.Rows != b.Rows || a.Kernel != b.Kernel || a.Args != b.Args {
+				return fmt.Errorf("shape %v: launch %d %s is not the one lowered", shape, i, a.Op.Name)
+			}
+		}
+	}
+	return nil
+}

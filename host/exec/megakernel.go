@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 
 	"verity/device"
 	"verity/device/cpu"
@@ -142,8 +141,13 @@ type deviceRunner struct {
 	status                 device.Ptr
 	statusHost             []byte // the status words, when mapped (else read back)
 	mapped                 bool
-	dirty                  bool                            // the status words may be non-zero
-	streams                map[*megakernel.Schedule][]byte // the last few schedules' streams, encoded
+	dirty                  bool // the status words may be non-zero
+	// host is the stream of schedule encoded. A schedule that differs from it only in
+	// arguments (a patched step's, or the one it was patched from) is encoded over it in
+	// place: the changed instructions' words, a few hundred of a step's tens of thousands.
+	host    []byte
+	encoded *megakernel.Schedule
+	zeros   []byte // zero words for the counters
 }
 
 func (r *deviceRunner) SMs() int { return r.sms }
@@ -185,46 +189,35 @@ func (r *deviceRunner) load(s *megakernel.Schedule) error {
 	if s == r.loaded {
 		return nil
 	}
-	stream, ok := r.streams[s]
-	if !ok { // encoded once per schedule (a step alternates between a few), a patched one from its original's
-		for from, prev := range r.streams {
-			if stream, ok = s.Reencode(prev, from); ok {
-				break
-			}
-		}
-		if !ok {
-			stream = s.Encode()
-		}
-		if len(r.streams) >= keptSchedules {
-			clear(r.streams)
-		}
-		if r.streams == nil {
-			r.streams = map[*megakernel.Schedule][]byte{}
-		}
-		r.streams[s] = stream
+	if r.encoded == nil || !s.EncodeOver(r.host, r.encoded) {
+		r.host = s.Encode()
 	}
-	if err := r.grow(&r.stream, &r.streamCap, int64(len(stream))); err != nil {
+	r.encoded, r.loaded = s, nil
+	if err := r.grow(&r.stream, &r.streamCap, int64(len(r.host))); err != nil {
 		return err
 	}
 	if err := r.grow(&r.counters, &r.countersCap, int64(4*(1+len(s.Instrs)))); err != nil {
 		return err
 	}
-	if err := r.b.Write(r.stream, stream); err != nil {
+	if err := r.b.Write(r.stream, r.host); err != nil {
 		return err
 	}
 	if err := r.zeroCounters(len(s.Instrs)); err != nil {
 		return err
 	}
 	r.loaded, r.maxParts = s, 0
-	for _, in := range s.Instrs {
-		r.maxParts = max(r.maxParts, uint32(in.Parts))
+	for i := range s.Instrs {
+		r.maxParts = max(r.maxParts, uint32(s.Instrs[i].Parts))
 	}
 	return nil
 }
 
 func (r *deviceRunner) zeroCounters(n int) error {
 	r.epoch = 0
-	return r.b.Write(r.counters, make([]byte, 4*(1+n)))
+	if len(r.zeros) < 4*(1+n) {
+		r.zeros = make([]byte, 4*(1+n))
+	}
+	return r.b.Write(r.counters, r.zeros[:4*(1+n)])
 }
 
 // statusWords allocates the status words on first use and zeroes them after a failure.
@@ -308,6 +301,7 @@ func (r *deviceRunner) Close() error {
 		}
 	}
 	r.stream, r.counters, r.status, r.streamCap, r.countersCap, r.loaded, r.statusHost = 0, 0, 0, 0, 0, nil, nil
+	r.host, r.encoded = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -327,15 +321,19 @@ type Megakernel struct {
 	// Builds counts the schedules built (steps that found none to reuse); Patched, the
 	// schedules made from a kept one whose launches differed only in their arguments.
 	Builds, Patched int
+	// spare is room for the instruction tables of schedules patched from the last one built,
+	// allocated with it (keptSchedules−1 tables): a patch copies its table into the next one
+	// instead of allocating tens of KB, which costs more than the rest of the patch where the
+	// heap must grow or fault pages in for it. Each table is handed out once, never reused.
+	spare []megakernel.Instr
 }
 
-// compiled is a schedule and the launches it was built from.
+// compiled is a schedule and the launches it was built from: the slice handed over, which
+// neither the executor nor a launcher modifies (Launcher).
 type compiled struct {
-	ls      []Launch // the slice itself, which the executor hands over again for the same shape
-	kernels []device.Spec
-	args    []any
-	s       *megakernel.Schedule
-	built   []int // each instruction's blocks when its schedule was built (placed)
+	ls    []Launch
+	s     *megakernel.Schedule
+	built []int // each instruction's blocks when its schedule was built (placed)
 }
 
 // keptSchedules is how many schedules a Megakernel keeps: a session alternates a few step
@@ -391,9 +389,12 @@ func (m *Megakernel) lookup(ls []Launch) (*megakernel.Schedule, error) {
 			return nil, err
 		}
 		m.Builds++
-		c = compiled{ls: ls, kernels: make([]device.Spec, len(ls)), args: make([]any, len(ls)), s: s, built: make([]int, len(ls))}
-		for i, l := range ls {
-			c.kernels[i], c.args[i], c.built[i] = l.Kernel, l.Args, s.Instrs[i].Blocks()
+		m.spare = make([]megakernel.Instr, (keptSchedules-1)*len(s.Instrs))
+		clear(m.spare) // its pages touched now, not by the patches
+		m.spare = m.spare[:0]
+		c = compiled{ls: ls, s: s, built: make([]int, len(ls))}
+		for i := range s.Instrs {
+			c.built[i] = s.Instrs[i].Blocks()
 		}
 	}
 	m.keep(c)
@@ -408,51 +409,47 @@ func (m *Megakernel) lookup(ls []Launch) (*megakernel.Schedule, error) {
 // counts at the build, ages; so an instruction whose blocks have moved by more than a quarter
 // from those, or fell below its parts, makes the step build afresh (ok false).
 func (m *Megakernel) patch(ls []Launch) (c compiled, ok bool) {
+next:
 	for _, k := range m.cache {
 		if len(k.ls) != len(ls) || k.built == nil {
 			continue
 		}
-		same := true
-		for i, l := range ls {
-			if l.Kernel != k.kernels[i] || l.Op != k.ls[i].Op {
-				same = false
-				break
+		for i := range ls {
+			if ls[i].Kernel != k.ls[i].Kernel || ls[i].Op != k.ls[i].Op {
+				continue next
 			}
 		}
-		if !same {
-			continue
-		}
-		s := *k.s
-		s.Instrs = slices.Clone(k.s.Instrs)
-		for i, l := range ls {
-			if l.Args == k.args[i] {
+		var s *megakernel.Schedule // a copy of k's, once an argument differs
+		for i := range ls {
+			if ls[i].Args == k.ls[i].Args {
 				continue
 			}
-			in := &s.Instrs[i]
-			g, err := l.Kernel.Geometry(l.Args)
-			ps, perr := device.Params(l.Args)
-			blocks := int64(g.Grid.X) * int64(g.Grid.Y)
-			if err != nil || perr != nil || g.Grid.Z != 1 || g.Block.Y != 1 || g.Block.Z != 1 || int(g.Block.X) != in.Threads ||
-				len(ps) != len(in.Params) || blocks < int64(in.Parts) || 4*abs64(blocks-int64(k.built[i])) > int64(k.built[i]) {
-				same = false
-				break
+			if s == nil {
+				cp := *k.s
+				cp.Instrs = m.instrTable(len(k.s.Instrs))
+				copy(cp.Instrs, k.s.Instrs)
+				s = &cp
 			}
-			in.GridX, in.GridY = int(g.Grid.X), int(g.Grid.Y)
-			in.Params = make([]uint64, len(ps))
-			for j, p := range ps {
-				in.Params[j] = p.Bits
+			if s.Rebind(i, ls[i].Args) != nil || 4*abs64(int64(s.Instrs[i].Blocks()-k.built[i])) > int64(k.built[i]) {
+				continue next
 			}
 		}
-		if !same {
-			continue
+		if s == nil { // the same arguments (matches would have found it)
+			s = k.s
 		}
-		c = compiled{ls: ls, kernels: k.kernels, args: make([]any, len(ls)), s: &s, built: k.built}
-		for i, l := range ls {
-			c.args[i] = l.Args
-		}
-		return c, true
+		return compiled{ls: ls, s: s, built: k.built}, true
 	}
 	return compiled{}, false
+}
+
+// instrTable returns room for n instructions, from spare while it lasts.
+func (m *Megakernel) instrTable(n int) []megakernel.Instr {
+	if cap(m.spare)-len(m.spare) < n {
+		m.spare = make([]megakernel.Instr, 0, (keptSchedules-1)*n)
+	}
+	t := m.spare[len(m.spare) : len(m.spare)+n : len(m.spare)+n]
+	m.spare = m.spare[:len(m.spare)+n]
+	return t
 }
 
 func abs64(x int64) int64 {
@@ -474,14 +471,14 @@ func (m *Megakernel) keep(c compiled) {
 // matches reports whether ls are the launches c was built from. Arguments are flat structs of
 // numbers and addresses (device.Params), so == compares them field by field.
 func (c *compiled) matches(ls []Launch) bool {
-	if len(ls) != len(c.args) {
+	if len(ls) != len(c.ls) {
 		return false
 	}
 	if len(ls) > 0 && &ls[0] == &c.ls[0] {
-		return true // the same slice: Launchers do not modify it
+		return true // the same slice: neither side modifies it
 	}
-	for i, l := range ls {
-		if l.Kernel != c.kernels[i] || l.Args != c.args[i] {
+	for i := range ls {
+		if ls[i].Kernel != c.ls[i].Kernel || ls[i].Args != c.ls[i].Args {
 			return false
 		}
 	}

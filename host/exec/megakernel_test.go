@@ -1,6 +1,7 @@
 package exec_test
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"testing"
@@ -292,5 +293,73 @@ func TestMegakernelSplitsFusedGates(t *testing.T) {
 	}
 	if entries["swiglu_f32"] != fused || entries["act_q8_0"] < fused {
 		t.Errorf("%d swiglu_f32 and %d act_q8_0 instructions, want %d and at least %d", entries["swiglu_f32"], entries["act_q8_0"], fused, fused)
+	}
+}
+
+// Along a session whose key lists grow across chunk boundaries — steps of a few shapes, the
+// attention's chunk count rising — the launches kept for each shape (a new chunk count's
+// made from another's) are those lowered afresh; every patched schedule's stream, which the
+// device runner encodes over the last one it loaded, is exactly what Encode writes for the
+// schedule; and the schedule's instructions are those built afresh from the same launches
+// but for their parts and placement.
+func TestMegakernelPatchedStreamsAreEncoded(t *testing.T) {
+	f, err := fixtures.Parse("tiny-llama-q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Build(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		rows     []int // the steps' rows, in turn
+		from, to int32 // the first step's history, and the last's at most
+		patched  int   // at least
+	}{
+		{"chain of 2", []int{2}, 250, 330, 1},
+		{"trees of 4 and decodes", []int{4, 1}, 300, 420, 2},
+		{"trees of 3, 2 and 1", []int{3, 2, 1}, 120, 260, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := exec.New(&null{}, p, exec.Options{MaxRows: 4, NSlots: 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			r, err := exec.NewMegakernelRunner(e.Backend(), 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := e.UseMegakernel(r)
+			pos := tc.from
+			for n := 0; pos+4 <= tc.to; n++ {
+				rows := tc.rows[n%len(tc.rows)]
+				if err := e.Launch(chainStep(int(pos), rows)); err != nil {
+					t.Fatal(err)
+				}
+				pos += int32(rows)
+				if err := exec.LoweredAfresh(e); err != nil {
+					t.Fatalf("step %d: %v", n, err)
+				}
+				if got := exec.RunnerStream(r); !bytes.Equal(got, m.Last.Encode()) {
+					t.Fatalf("step %d: the runner's stream is not the schedule's encoding", n)
+				}
+				fresh, err := exec.Rebuilt(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range fresh.Instrs {
+					a, b := m.Last.Instrs[i], fresh.Instrs[i]
+					if a.Kernel != b.Kernel || !slices.Equal(a.Params, b.Params) || a.GridX != b.GridX || a.GridY != b.GridY ||
+						a.Threads != b.Threads || a.Prefetch != b.Prefetch || !slices.Equal(a.Deps, b.Deps) {
+						t.Fatalf("step %d: instruction %d %s is not the one built afresh", n, i, a.Name)
+					}
+				}
+			}
+			if m.Patched < tc.patched {
+				t.Errorf("%d schedules built and %d patched, want at least %d patched", m.Builds, m.Patched, tc.patched)
+			}
+		})
 	}
 }
