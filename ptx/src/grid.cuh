@@ -71,13 +71,16 @@ static __device__ __forceinline__ void grid_sync(const Grid &g) {
 // hardware grid; ENTRY_SHARED(name, T, (params), args…) one whose body uses shared struct T
 // (its static copy is named `shared`). The megakernel's translation unit defines MEGAKERNEL and
 // gets the bodies only.
-// ENTRY_SHARED_BOUNDS(name, T, bounds, (params), args…) is ENTRY_SHARED with the entry's
-// __launch_bounds__(…) in bounds.
+// ENTRY_BOUNDS(name, bounds, (params), args…) and ENTRY_SHARED_BOUNDS(name, T, bounds, (params),
+// args…) are ENTRY and ENTRY_SHARED with the entry's __launch_bounds__(…) in bounds.
 #ifdef MEGAKERNEL
 #define ENTRY(name, params, ...)
 #define ENTRY_SHARED(name, T, params, ...)
 #define ENTRY_SHARED_BOUNDS(name, T, bounds, params, ...)
+#define ENTRY_BOUNDS(name, bounds, params, ...)
 #else
+#define ENTRY_BOUNDS(name, bounds, params, ...) \
+	extern "C" __global__ void bounds name params { name##_body(HW_GRID, __VA_ARGS__); }
 #define ENTRY(name, params, ...) \
 	extern "C" __global__ void name params { name##_body(HW_GRID, __VA_ARGS__); }
 #define ENTRY_SHARED(name, T, params, ...) ENTRY_SHARED_BOUNDS(name, T, , params, __VA_ARGS__)

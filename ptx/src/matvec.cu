@@ -367,7 +367,8 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 	matvec8_staged<P, F, G>(gr, w, x, y, rows, cols, n, add_y);
 }
 
-// MATVEC(suffix, P, F, AH, G, A, M, MA): matvec's units in flight a lane (AH), matvec8's
+// MATVEC(suffix, P, F, AH, B, G, A, M, MA): matvec's units in flight a lane (AH) and resident
+// blocks an SM asked of ptxas (B, MV1_BOUNDS), matvec8's
 // geometry and forms per weight format, chosen by the static model (device/perf) at ffn_up and
 // ffn_down of n = 1 and n = 8. A warp owns G rows
 // (kernels.MatVec8Rows: the grid); the standalone kernel folds all G in one pass over the
@@ -394,7 +395,12 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 #define MV8_ENTRY_MV8_STAGED(name, params, ...) \
 	ENTRY_SHARED_BOUNDS(name, Mv8Stage, __launch_bounds__(MV8_STAGED_WARPS * 32, MV8_STAGED_BLOCKS), params, __VA_ARGS__)
 
-#define MATVEC(suffix, P, F, AH, G, A, M, MA)                                                                                \
+// MV1_BOUNDS_<B>: the launch bounds of a matvec entry whose MATVEC line asks for B resident
+// blocks of 128 threads an SM (0: none, ptxas's choice of registers), so that ptxas keeps
+// registers ≤ 64 K / (128 · B).
+#define MV1_BOUNDS_0
+#define MV1_BOUNDS_6 __launch_bounds__(128, 6)
+#define MATVEC(suffix, P, F, AH, B, G, A, M, MA)                                                                                \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
@@ -407,7 +413,7 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
 		mv8_run<P, F, G, MV8_PASS(G, M)>(Mv8Form<MV8_FORM(A, MA)>(), gr, w, x, y, rows, cols, n, add_y);                                                      \
 	}                                                                                                           \
-	ENTRY(matvec_##suffix,                                                                                      \
+	ENTRY_BOUNDS(matvec_##suffix, MV1_BOUNDS_##B,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)                                                                               \
@@ -416,16 +422,16 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32, 4, 4, MV8_AHEAD, 2, MV8_GUARDED)
-MATVEC(f16_f16, PkF16, FmtF16, 3, 1, MV8_AHEAD, 1, MV8_GUARDED)
-MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 4, MV8_AHEAD, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 2, MV8_STAGED, 2, MV8_GUARDED)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 2, MV8_STAGED, 2, MV8_GUARDED)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 4, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 2, MV8_CLAMPED, 1, MV8_GUARDED)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 4, MV8_AHEAD, 2, MV8_GUARDED)
+MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 1, MV8_AHEAD, 1, MV8_GUARDED)
+MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 4, MV8_AHEAD, 4, MV8_AHEAD)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 2, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 4, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 2, MV8_CLAMPED, 2, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
