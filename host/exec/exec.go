@@ -336,24 +336,6 @@ func attnCounters(p *model.Program, opt Options) int {
 	return opt.MaxRows * n
 }
 
-// keysBelow reports whether every key of keys is a slot below n (a negative key is not):
-// each key's difference from n, as a signed 64-bit word, is negative for a good key, so the
-// AND of them all keeps its sign bit only when every key is good — no branch per key.
-func keysBelow(keys []int32, n int) bool {
-	lim := int64(n)
-	a0, a1, a2, a3 := int64(-1), int64(-1), int64(-1), int64(-1)
-	for ; len(keys) >= 4; keys = keys[4:] {
-		a0 &= int64(uint32(keys[0])) - lim
-		a1 &= int64(uint32(keys[1])) - lim
-		a2 &= int64(uint32(keys[2])) - lim
-		a3 &= int64(uint32(keys[3])) - lim
-	}
-	for _, k := range keys {
-		a0 &= int64(uint32(k)) - lim
-	}
-	return a0&a1&a2&a3 < 0
-}
-
 // attnGroup is the attention kernel's group of rows whose chunks it compares for sharing
 // (ATT_GROUP in attention.cu).
 const attnGroup = 8
@@ -566,54 +548,70 @@ type Step struct {
 	StateSrc, StateDst []int32
 }
 
-func (s *Step) check(p *model.Program, opt Options) error {
+// check refuses a malformed step with the first of its faults in this order: the row count
+// and the fields' lengths; row by row, its token, position, slot, and key list (not empty,
+// every key a slot of the cache); the state slots; the output rows. With keys false it does
+// not look at the keys' slots, which the caller must then validate before using them
+// (writeInputs does as it gathers them, and reports keyError's error, which is check's); its
+// error is still a full check's: before a fault it found it reports a bad key of an earlier
+// row, if any.
+func (s *Step) check(p *model.Program, opt Options, keys bool) error {
+	at, err := s.fault(p, opt, keys)
+	if err != nil && !keys {
+		if kerr := keyError(s.Keys[:at], 0, opt.NSlots); kerr != nil {
+			return kerr
+		}
+	}
+	return err
+}
+
+// fault is check's first fault, with the number of rows whose keys come before it.
+func (s *Step) fault(p *model.Program, opt Options, keys bool) (int, error) {
 	n := len(s.Tokens)
 	if n == 0 || n > opt.MaxRows {
-		return fmt.Errorf("exec: step of %d rows (1…%d allowed)", n, opt.MaxRows)
+		return 0, fmt.Errorf("exec: step of %d rows (1…%d allowed)", n, opt.MaxRows)
 	}
 	if len(s.Pos) != n || len(s.Slots) != n || len(s.Keys) != n {
-		return fmt.Errorf("exec: step has %d tokens but %d positions, %d slots, %d key lists", n, len(s.Pos), len(s.Slots), len(s.Keys))
+		return 0, fmt.Errorf("exec: step has %d tokens but %d positions, %d slots, %d key lists", n, len(s.Pos), len(s.Slots), len(s.Keys))
 	}
 	for r, t := range s.Tokens {
 		if t < 0 || int(t) >= p.Config.NVocab {
-			return fmt.Errorf("exec: row %d: token %d outside vocabulary of %d", r, t, p.Config.NVocab)
+			return r, fmt.Errorf("exec: row %d: token %d outside vocabulary of %d", r, t, p.Config.NVocab)
 		}
 		if s.Pos[r] < 0 {
-			return fmt.Errorf("exec: row %d: negative position %d", r, s.Pos[r])
+			return r, fmt.Errorf("exec: row %d: negative position %d", r, s.Pos[r])
 		}
 		if s.Slots[r] < 0 || int(s.Slots[r]) >= opt.NSlots {
-			return fmt.Errorf("exec: row %d: slot %d outside cache of %d", r, s.Slots[r], opt.NSlots)
+			return r, fmt.Errorf("exec: row %d: slot %d outside cache of %d", r, s.Slots[r], opt.NSlots)
 		}
 		if len(s.Keys[r]) == 0 {
-			return fmt.Errorf("exec: row %d attends to no keys", r)
+			return r, fmt.Errorf("exec: row %d attends to no keys", r)
 		}
-		if !keysBelow(s.Keys[r], opt.NSlots) { // negative keys too
-			for _, k := range s.Keys[r] {
-				if uint32(k) >= uint32(opt.NSlots) {
-					return fmt.Errorf("exec: row %d: key slot %d outside cache of %d", r, k, opt.NSlots)
-				}
+		if keys {
+			if err := keyError(s.Keys[r:r+1], r, opt.NSlots); err != nil {
+				return r, err
 			}
 		}
 	}
 	if p.StateLayers > 0 {
 		if len(s.StateSrc) != n || len(s.StateDst) != n {
-			return fmt.Errorf("exec: step of %d rows has %d source and %d destination state slots", n, len(s.StateSrc), len(s.StateDst))
+			return n, fmt.Errorf("exec: step of %d rows has %d source and %d destination state slots", n, len(s.StateSrc), len(s.StateDst))
 		}
 		for r := 0; r < n; r++ {
 			if s.StateSrc[r] < 0 || int(s.StateSrc[r]) >= opt.NStates || s.StateDst[r] < 0 || int(s.StateDst[r]) >= opt.NStates {
-				return fmt.Errorf("exec: row %d: state slots %d → %d outside %d", r, s.StateSrc[r], s.StateDst[r], opt.NStates)
+				return n, fmt.Errorf("exec: row %d: state slots %d → %d outside %d", r, s.StateSrc[r], s.StateDst[r], opt.NStates)
 			}
 		}
 	}
 	if len(s.OutRows) > n {
-		return fmt.Errorf("exec: %d output rows for a step of %d", len(s.OutRows), n)
+		return n, fmt.Errorf("exec: %d output rows for a step of %d", len(s.OutRows), n)
 	}
 	for _, r := range s.OutRows {
 		if r < 0 || int(r) >= n {
-			return fmt.Errorf("exec: output row %d outside step of %d", r, n)
+			return n, fmt.Errorf("exec: output row %d outside step of %d", r, n)
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // Run executes one step and returns the logits of the output rows, [len(OutRows)][NVocab].
@@ -646,7 +644,7 @@ func (e *Executor) Launch(s Step) error {
 	if e.closed {
 		return errors.New("exec: executor is closed")
 	}
-	if err := s.check(e.p, e.opt); err != nil {
+	if err := s.check(e.p, e.opt, false); err != nil { // the keys' slots: writeInputs
 		return err
 	}
 	if err := e.writeInputs(&s); err != nil {
@@ -831,18 +829,35 @@ func (e *Executor) Buffer(b model.Buf) device.Ptr { return e.bufs[b] }
 // outStage reports whether op belongs to the head (runs on output rows only).
 func (e *Executor) outStage(op *model.Op) bool { return e.p.Buffers[op.Out].Rows == "out" }
 
+// writeInputs writes step s's inputs to the device. It first gathers the rows' key lists
+// into one (the scratch, a staging copy and nothing else) and validates their slots in the
+// same pass: a step with a bad key is refused with Step.check's error before anything is
+// written or allocated on the device, or recorded of the step, so nothing of it is launched
+// and the executor is as it was.
 func (e *Executor) writeInputs(s *Step) error {
 	p, b := e.p, e.b
+	total, chunks := 0, 1
+	for _, k := range s.Keys {
+		total += len(k)
+		chunks = max(chunks, kernels.AttnChunks(len(k)))
+	}
+	need := total + len(s.Keys) + 1
+	if cap(e.scratch) < need {
+		e.scratch = make([]int32, need)
+	}
+	keys, off := e.scratch[:total], e.scratch[total:need]
+	off[0] = 0
+	for r, k := range s.Keys { // the rows' key lists one after another, and where each starts
+		if !copyKeys(keys[off[r]:], k, e.opt.NSlots) {
+			return keyError(s.Keys[r:r+1], r, e.opt.NSlots)
+		}
+		off[r+1] = off[r] + int32(len(k))
+	}
 	if err := b.Write(e.bufs[p.Tokens], device.I32Bytes(s.Tokens)); err != nil {
 		return err
 	}
 	if err := b.Write(e.bufs[p.Slots], device.I32Bytes(s.Slots)); err != nil {
 		return err
-	}
-	total, chunks := 0, 1
-	for _, k := range s.Keys {
-		total += len(k)
-		chunks = max(chunks, kernels.AttnChunks(len(k)))
 	}
 	e.stepKeys, e.stepChunks, e.stepDistinct = total, chunks, distinctKeys(s.Keys)
 	if err := e.growKeys(total); err != nil {
@@ -852,15 +867,6 @@ func (e *Executor) writeInputs(s *Step) error {
 		if err := e.growPart(int64(len(s.Keys)) * int64(chunks) * e.partRow); err != nil {
 			return err
 		}
-	}
-	need := total + len(s.Keys) + 1
-	if cap(e.scratch) < need {
-		e.scratch = make([]int32, need)
-	}
-	keys, off := e.scratch[:total], e.scratch[total:need]
-	off[0] = 0
-	for r, k := range s.Keys { // the rows' key lists one after another, and where each starts
-		off[r+1] = off[r] + int32(copy(keys[off[r]:], k))
 	}
 	if err := b.Write(e.bufs[p.Keys], device.I32Bytes(keys)); err != nil {
 		return err

@@ -104,3 +104,6 @@ func LoweredAfresh(e *Executor) error {
 	}
 	return nil
 }
+
+// CopyKeys is copyKeys.
+var CopyKeys = copyKeys

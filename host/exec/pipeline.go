@@ -186,7 +186,7 @@ func (pl *Pipeline) rowsOf(buf model.Buf, s *Step) int {
 // Run runs the stages in order, handing buffers over between them; the last stage returns the
 // logits.
 func (pl *Pipeline) Run(s Step) ([]float32, error) {
-	if err := s.check(pl.p, pl.opt); err != nil {
+	if err := s.check(pl.p, pl.opt, true); err != nil {
 		return nil, err
 	}
 	var logits []float32
