@@ -32,7 +32,7 @@ var sources = map[string]string{
 	"src/gdn.cu":               "73a3a5437f0878fdfecc29502703213e45a9bf94509144c0cd28678cc1353362",
 	"src/matvec.cu":            "982a8aca68e83b2102f2ab142497e6a9f835ca44740432a4916997a630b54d4d",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
-	"src/moe.cu":               "a3f0fd360f97be12e7148c4e23d53fcf3baad51934f7981977412ce7a126ffab",
+	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
 	"src/rope.cu":              "977d65db5319f5f94209ea6f463d7d83af3f05fe4314963ad210901f0f825e7e",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
@@ -42,7 +42,7 @@ var sources = map[string]string{
 	"src/megakernel_table.cuh": "7d31950c124ef0f4026b3eb9b651ba4ad511f516280c4fb1cd736023bc4070b0",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "181da8e5b1fda29f2024ae297b44e674aacbb2848567074625df12400da02f5e",
-	"src/packed.cuh":           "23114aaaa86b77c041a774a70e7a055321002a97da04a2b91dd378ebaa046b28",
+	"src/packed.cuh":           "07b818c9dca2b81efb05ff61bf0ec197af1c61b2b0fa355d378097084683dfbe",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
@@ -55,8 +55,8 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
 	"matvec.ptx":      "dfc85dc45fd5f154ad75955b2e5e937d0985580b10b6dde61a693c5b4abdc3b0",
-	"megakernel.ptx":  "aae5745f456cfb92c8b4b74bfec93c1eeb30316d5c6c3f1702e768d80a8cd39f",
-	"moe.ptx":         "1e6d949b01266e44b50e73617ee5f195f268a23bd0583eec0a1333c052a2c5bc",
+	"megakernel.ptx":  "2c11b01036cb30c98ab225c299a8d6c6fda283efde8acfdf47a0290be4b1e17d",
+	"moe.ptx":         "3da78db67397fbddeb976a441159e61c59ee08ce0f88e829be0b015fdbb06e9f",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
 	"routing.ptx":     "a2d9faefbc3b6bb4649d302113df21c7cfc9758bf817c5703c08ea4e5ea3f057",
@@ -161,23 +161,23 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "f043144b59b1af4da261f498708456cce7ea7854c4f9cbd235702683eeea1a7a",
+		sha256:  "04f5eb4c03618195b5d4c5904e1d8935668e3484a2a70e5b0e9f25bf4156a40b",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "001a147315b0d76c509565f9bbe9ec2878cdf5786584cad37536c19e6a64daac",
+		sha256:  "ef817dd6d8cb2b32e5fd5721e6c32dcf12492906ed594f2b9dfc6fadb4e6aa28",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
-		sha256:  "e55aad2eab48a4d5614a7cf4b9190eb884d6be07f83f34d625c710af67077b1f",
+		sha256:  "40cc471a0a79e472d5a79a86e9260620a921dbe9b4fb707f161b712ed8e6dcb3",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"moe.sm_80.cubin": {
-		sha256:  "dd8f0969e1e870f5970493e09eb7f5a973912a6bf72d1a11d15d82f511b292ba",
+		sha256:  "31864374901d06c771fdca8f629b8fcb2f2a02efc21bd81d65e6e84bb5073cf6",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"moe.sm_90.cubin": {
-		sha256:  "c173d471d08209affa3c1ad1c492a758444a44c6de23b2df37a41e7aca3851b6",
+		sha256:  "956962be28aa4b63f808bfcdc505e9b6c5f70b6acc540001698845b849df3af0",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"norm.sm_37.cubin": {

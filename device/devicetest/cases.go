@@ -807,17 +807,23 @@ func actRows(r *rand.Rand, t dtype.Type, rows, cols int) []byte {
 }
 
 func moeGateUpCases(t dtype.Type) []Case {
-	const n, k, out, cols, ne = 3, 2, 5, 512, 4
-	ids := []int32{2, 0, 1, 3, 3, 2}
-	r := rng(uint64(t)*10 + 1250)
-	return []Case{{
-		Name: fmt.Sprintf("n=%d/k=%d/out=%d/cols=%d", n, k, out, cols),
-		Buffers: []Buffer{{"WGate", packedWeights(r, t, out, cols, ne), false}, {"WUp", packedWeights(r, t, out, cols, ne), false},
-			{"X", actRows(r, t, n, cols), false}, {"Ids", i32Bytes(ids), false}, {"Y", make([]byte, 4*n*k*out), true}},
-		Args: func(p []device.Ptr) any {
-			return kernels.MoEGateUpArgs{WGate: p[0], WUp: p[1], X: p[2], Ids: p[3], Y: p[4], N: n, K: k, Out: out, Cols: cols, NExpert: ne}
-		},
-	}}
+	// 512 columns: at most one unit a lane; 2560: two or three, through the buffers in flight
+	// and past their refills (a K-quant's 80 units)
+	var cs []Case
+	for i, cols := range []int32{512, 2560} {
+		const n, k, out, ne = 3, 2, 5, 4
+		ids := []int32{2, 0, 1, 3, 3, 2}
+		r := rng(uint64(t)*10 + 1250 + uint64(i)*7919)
+		cs = append(cs, Case{
+			Name: fmt.Sprintf("n=%d/k=%d/out=%d/cols=%d", n, k, out, cols),
+			Buffers: []Buffer{{"WGate", packedWeights(r, t, out, int(cols), ne), false}, {"WUp", packedWeights(r, t, out, int(cols), ne), false},
+				{"X", actRows(r, t, n, int(cols)), false}, {"Ids", i32Bytes(ids), false}, {"Y", make([]byte, 4*n*k*out), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.MoEGateUpArgs{WGate: p[0], WUp: p[1], X: p[2], Ids: p[3], Y: p[4], N: n, K: k, Out: out, Cols: cols, NExpert: ne}
+			},
+		})
+	}
+	return cs
 }
 
 func moeDownCases(t dtype.Type) []Case {
@@ -841,7 +847,24 @@ func moeDownCases(t dtype.Type) []Case {
 			return kernels.MoEDownArgs{W: p[0], X: p[1], Ids: p[2], Weights: p[3], Shared: p[4], Gate: p[5], Out: p[6],
 				N: n, K: k, Rows: rows, Cols: cols, NExpert: ne}
 		},
-	}}
+	}, moeDownLong(t)}
+}
+
+// moeDownLong is a moe_down case whose rows are long enough for two or three units a lane: the
+// buffers in flight and past their refills (a K-quant's 80 units).
+func moeDownLong(t dtype.Type) Case {
+	const n, k, rows, cols, ne = 2, 2, 5, 2560, 3
+	ids := []int32{2, 0, 1, 2}
+	r := rng(uint64(t)*10 + 1270)
+	w, x, wts := packedWeights(r, t, rows, cols, ne), actRows(r, t, n*k, cols), f32s(r, n*k, 0.5)
+	return Case{
+		Name: fmt.Sprintf("n=%d/k=%d/rows=%d/cols=%d/no_shared", n, k, rows, cols),
+		Buffers: []Buffer{{"W", w, false}, {"X", x, false}, {"Ids", i32Bytes(ids), false}, {"Weights", wts, false},
+			{"Out", make([]byte, 4*n*rows), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.MoEDownArgs{W: p[0], X: p[1], Ids: p[2], Weights: p[3], Out: p[4], N: n, K: k, Rows: rows, Cols: cols, NExpert: ne}
+		},
+	}
 }
 
 func moeCombineCases() []Case {

@@ -65,8 +65,10 @@ var budgets = []budget{
 	{"matvec_", "", 4},
 	{"matvec8_", "", 4.7}, // the least q5_1's at attn_q (7 %): 128 blocks of four rows a warp
 	{"moe_matvec_", "", 31},
-	{"moe_gate_up_", "", 33},
-	{"moe_down_", "", 12.5},
+	// the grouped MoE: two units in flight a lane (ROW_AHEAD); the least mixtral's eight-token
+	// gate/up (35 %, issue-bound) and qwen3.5-moe's one-token down (42 %: 16 units a row)
+	{"moe_gate_up_", "", 34},
+	{"moe_down_", "", 41},
 	{"act_", "", 7},
 	{"attention_", "", 13}, // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},

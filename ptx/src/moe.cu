@@ -31,11 +31,36 @@ static __device__ __forceinline__ void moe_gate_up(const Grid &gr, const uint8_t
 	int64_t off = ((int64_t)e * out + o) * l.stride;
 	const uint8_t *xr = x + (int64_t)(s / k) * F::act_bytes(cols), *rg = wg + off, *ru = wu + off;
 	int32_t units = cols / F::UNIT;
+	// the two rows' units and the activations' through ROW_AHEAD buffers taken in turn (row_fold)
+	const int AH = ROW_AHEAD;
+	typename P::W bg[AH] = {}, bu[AH] = {};
+	typename P::X bx[AH] = {};
+#pragma unroll
+	for (int d = 0; d < AH; d++) {
+		int32_t u = lane + 32 * d;
+		if (u < units) {
+			bg[d] = P::load(rg, l, lane, u, d);
+			bu[d] = P::load(ru, l, lane, u, d);
+			bx[d] = P::xload(bg[d], xr, u);
+		}
+	}
 	float g = 0.0f, v = 0.0f;
-	int32_t j = 0;
-	for (int32_t u = lane; u < units; u += 32, j++) {
-		g = P::apply(g, P::load(rg, l, lane, u, j), xr, u);
-		v = P::apply(v, P::load(ru, l, lane, u, j), xr, u);
+#pragma unroll 1
+	for (int32_t j = 0; lane + 32 * j < units; j += AH) {
+#pragma unroll
+		for (int d = 0; d < AH; d++) {
+			int32_t u = lane + 32 * (j + d);
+			if (u < units) {
+				g = P::apply(g, bg[d], bx[d]);
+				v = P::apply(v, bu[d], bx[d]);
+				int32_t un = u + 32 * AH;
+				if (un < units) {
+					bg[d] = P::load(rg, l, lane, un, j + d + AH);
+					bu[d] = P::load(ru, l, lane, un, j + d + AH);
+					bx[d] = P::xload(bg[d], xr, un);
+				}
+			}
+		}
 	}
 	g = warp_sum(g);
 	v = warp_sum(v);
@@ -59,7 +84,7 @@ static __device__ __forceinline__ void moe_down(const Grid &gr, const uint8_t *w
 		int64_t s = (int64_t)t * k + q;
 		int32_t e = ids[s];
 		if (e < 0 || e >= ne) return;
-		float yk = row_dot<P>(w + ((int64_t)e * rows + o) * l.stride, l, x + s * xb, units, lane);
+		float yk = warp_sum(row_fold<P, ROW_AHEAD>(w + ((int64_t)e * rows + o) * l.stride, l, x + s * xb, units, lane));
 		acc = __fmaf_rn(weights[s], yk, acc);
 	}
 	int64_t j = (int64_t)t * rows + o;

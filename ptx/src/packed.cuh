@@ -628,9 +628,52 @@ struct PkQ6_K {
 	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
-// row_dot is one column of the matvec arithmetic (matvec.cu with one column per pass): lane
-// lane folds units lane, lane+32, … of packed row wr against activation row xr, and the xor
-// butterfly leaves the total in every lane.
+// row_fold is lane lane's part of one column of the matvec arithmetic (matvec.cu with one
+// column per pass): it folds units lane, lane+32, … of packed row wr against activation row xr
+// in that order, from +0, keeping AH units' loads in flight: the units k ≡ d (mod AH) go
+// through buffer d, each folded and then refilled in place (a ring shifted a register set a
+// fold would wait for the newest loads at every fold).
+template <typename P, int AH>
+PK_FN float row_fold(const uint8_t *wr, const PkLayout &l, const uint8_t *xr, int32_t units, int lane) {
+	typename P::W w[AH] = {};
+	typename P::X x[AH] = {};
+#pragma unroll
+	for (int d = 0; d < AH; d++) {
+		int32_t u = lane + 32 * d;
+		if (u < units) {
+			w[d] = P::load(wr, l, lane, u, d);
+			x[d] = P::xload(w[d], xr, u);
+		}
+	}
+	float acc = 0.0f;
+#pragma unroll 1
+	for (int32_t k = 0; lane + 32 * k < units; k += AH) {
+#pragma unroll
+		for (int d = 0; d < AH; d++) {
+			int32_t u = lane + 32 * (k + d);
+			if (u < units) {
+				acc = P::apply(acc, w[d], x[d]);
+				int32_t un = u + 32 * AH;
+				if (un < units) {
+					w[d] = P::load(wr, l, lane, un, k + d + AH);
+					x[d] = P::xload(w[d], xr, un);
+				}
+			}
+		}
+	}
+	return acc;
+}
+
+// ROW_AHEAD is the units in flight a lane of the grouped MoE kernels (moe.cu):
+// one in the megakernel, whose every body must fit its register budget.
+#ifdef MEGAKERNEL
+#define ROW_AHEAD 1
+#else
+#define ROW_AHEAD 2
+#endif
+
+// row_dot is one column of the matvec arithmetic, a unit at a time (the order of row_fold), the
+// xor butterfly leaving the total in every lane.
 template <typename P>
 PK_FN float row_dot(const uint8_t *wr, const PkLayout &l, const uint8_t *xr, int32_t units, int lane) {
 	float acc = 0.0f;
