@@ -36,36 +36,7 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	const uint8_t *wr = w + r * l.stride;
 	for (int32_t c = 0; c < n; c++) {
 		const uint8_t *xc = x + c * xb;
-		// wq[d], xq[d]: the lane's units k ≡ d (mod MV_AHEAD), loaded MV_AHEAD units before they
-		// are folded. The loop takes the buffers in turn, each folded and then refilled in place
-		// (a shift from one register set to the next would wait for the newest loads at once).
-		typename P::W wq[MV_AHEAD] = {};
-		typename P::X xq[MV_AHEAD] = {};
-#pragma unroll
-		for (int d = 0; d < MV_AHEAD; d++) {
-			int32_t u = lane + 32 * d;
-			if (u < units) {
-				wq[d] = P::load(wr, l, lane, u, d);
-				xq[d] = P::xload(wq[d], xc, u);
-			}
-		}
-		float acc = 0.0f;
-#pragma unroll 1
-		for (int32_t k = 0; lane + 32 * k < units; k += MV_AHEAD) {
-#pragma unroll
-			for (int d = 0; d < MV_AHEAD; d++) {
-				int32_t u = lane + 32 * (k + d);
-				if (u < units) {
-					acc = P::apply(acc, wq[d], xq[d]);
-					int32_t un = u + 32 * MV_AHEAD;
-					if (un < units) {
-						wq[d] = P::load(wr, l, lane, un, k + d + MV_AHEAD);
-						xq[d] = P::xload(wq[d], xc, un);
-					}
-				}
-			}
-		}
-		float v = warp_sum(acc);
+		float v = warp_sum(row_fold<P, MV_AHEAD>(wr, l, xc, units, lane)); // MV_AHEAD units in flight a lane
 		if (lane == 0) {
 			float *yp = y + (int64_t)c * rows + r;
 			*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
