@@ -345,7 +345,14 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 			ks := keys[lo : lo+n]
 			for c := 0; c*AttnChunk < len(ks); c++ {
 				kf, vf, offs := s.chunk(kc, vc, ks[c*AttnChunk:min(len(ks), (c+1)*AttnChunk)], nkv, hd, kvh)
-				for h := kvh * group; h < (kvh+1)*group; h++ {
+				h := kvh * group
+				for ; h+4 <= (kvh+1)*group; h += 4 { // four heads' scores at a time, where the vector form takes them
+					if vectorScores4(&s.e4, q[(r*nh+h)*hd:][:4*hd], kf, offs, a.Scale) == 0 {
+						break
+					}
+					attendChunk4(part[((r*nh+h)*nc+c)*pw:], nc*pw, hd, vf, offs, &s.e4, a.SoftCap)
+				}
+				for ; h < (kvh+1)*group; h++ {
 					p := part[((r*nh+h)*nc+c)*pw:][:pw]
 					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, a.SoftCap, true)
 				}
@@ -363,6 +370,7 @@ type attnScratch struct {
 	k, v []float32
 	offs []int64
 	e    [AttnChunk]float32
+	e4   [4 * AttnChunk]float32 // four heads' scores, AttnChunk apart
 }
 
 // chunk returns the float32 keys and values of the cache slots ks (KV head kvh) and their
@@ -406,15 +414,40 @@ func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale, softC
 		}
 		e[j] = float32(dot * scale)
 	}
+	return chunkFromScores(o, vc, offs, e, softCap, vec)
+}
+
+// attendChunk4 is attendChunk for four heads whose scores are computed (e, AttnChunk apart):
+// head i's partial goes to p[i·ps:] (m, l, then the weighted sums).
+func attendChunk4(p []float32, ps, hd int, vc []float32, offs []int64, e *[4 * AttnChunk]float32, softCap float32) {
+	n := len(offs)
+	for i := range 4 {
+		p[i*ps], p[i*ps+1] = chunkWeights(e[i*AttnChunk:][:n], softCap, true)
+	}
+	for i := 0; i < 4; i += 2 {
+		if !vectorPV2(p[i*ps+2:], ps, hd, e[i*AttnChunk:], AttnChunk, vc, offs) {
+			chunkPV(p[i*ps+2:][:hd], e[i*AttnChunk:][:n], vc, offs, true)
+			chunkPV(p[(i+1)*ps+2:][:hd], e[(i+1)*AttnChunk:][:n], vc, offs, true)
+		}
+	}
+}
+
+// chunkFromScores is the rest of attendChunk once the chunk's scores e are computed.
+func chunkFromScores(o, vc []float32, offs []int64, e []float32, softCap float32, vec bool) (m, l float32) {
+	m, l = chunkWeights(e, softCap, vec)
+	chunkPV(o, e, vc, offs, vec)
+	return m, l
+}
+
+// chunkWeights turns a chunk's scores e into their weights e_j = Exp32(s_j − m) (soft-capped
+// first with softCap > 0) and returns their maximum m and the sum l of the weights.
+func chunkWeights(e []float32, softCap float32, vec bool) (m, l float32) {
 	if softCap > 0 {
 		for j, v := range e {
 			e[j] = SoftCap32(v, softCap)
 		}
 	}
-	m = float32(math.Inf(-1))
-	for _, v := range e {
-		m = num.Max32(m, v)
-	}
+	m = maxOf(e)
 	var acc [32]float32
 	done := vectorExpShift(e, m, vec)
 	for j := range e {
@@ -423,20 +456,47 @@ func attendChunk(o, q, kc, vc []float32, offs []int64, e []float32, scale, softC
 		}
 		acc[j&31] += e[j]
 	}
-	l = num.WarpTotal(&acc)
-	if !vectorPV(o, e, vc, offs, vec) {
-		for d := range o {
-			o[d] = 0
-		}
-		for j, off := range offs {
-			v := vc[off : off+int64(hd)]
-			p := e[j]
-			for d := 0; d < hd; d++ {
-				o[d] = num.FMA32(p, v[d], o[d])
-			}
+	return m, num.WarpTotal(&acc)
+}
+
+// chunkPV sets o to the chunk's weighted value sums o[d] = Σ_j e[j]·v_j[d], in key order.
+func chunkPV(o, e, vc []float32, offs []int64, vec bool) {
+	if vectorPV(o, e, vc, offs, vec) {
+		return
+	}
+	hd := len(o)
+	for d := range o {
+		o[d] = 0
+	}
+	for j, off := range offs {
+		v := vc[off : off+int64(hd)]
+		p := e[j]
+		for d := 0; d < hd; d++ {
+			o[d] = num.FMA32(p, v[d], o[d])
 		}
 	}
-	return m, l
+}
+
+// maxOf returns the Max32 of −Inf and the values: the largest, NaNs passed over, +0 above −0.
+// Go's max gives the same but for NaNs, which it returns, so a NaN result is redone with Max32.
+func maxOf(e []float32) float32 {
+	inf := float32(math.Inf(-1))
+	m0, m1, m2, m3 := inf, inf, inf, inf // four chains: the order of a maximum does not matter
+	i := 0
+	for ; i+4 <= len(e); i += 4 {
+		m0, m1, m2, m3 = max(m0, e[i]), max(m1, e[i+1]), max(m2, e[i+2]), max(m3, e[i+3])
+	}
+	for ; i < len(e); i++ {
+		m0 = max(m0, e[i])
+	}
+	m := max(m0, m1, m2, m3)
+	if m != m {
+		m = float32(math.Inf(-1))
+		for _, v := range e {
+			m = num.Max32(m, v)
+		}
+	}
+	return m
 }
 
 // mergeChunks merges one head's chunk partials parts (AttnPartWords(len(out)) words each, in
@@ -447,7 +507,13 @@ func mergeChunks(out, parts []float32, vec bool) {
 	nc := len(parts) / pw
 	big := float32(math.Inf(-1))
 	for c := 0; c < nc; c++ {
-		big = num.Max32(big, parts[c*pw])
+		big = max(big, parts[c*pw])
+	}
+	if big != big { // a NaN among them, which Max32 passes over
+		big = float32(math.Inf(-1))
+		for c := 0; c < nc; c++ {
+			big = num.Max32(big, parts[c*pw])
+		}
 	}
 	var wbuf [64]float32
 	var obuf [64]int64

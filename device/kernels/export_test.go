@@ -28,6 +28,13 @@ func AttendHead(out, q, kc, vc []float32, offs []int64, scale float32, vector bo
 	attendHead(out, q, kc, vc, offs, make([]float32, len(offs)), scale, 0, vector)
 }
 
+// Scores4 computes four query heads' attention scores over one chunk's keys (the heads'
+// queries side by side in q) with the vector form, and returns how many keys it scored (0
+// where the CPU lacks it).
+func Scores4(e *[4 * AttnChunk]float32, q, kc []float32, offs []int64, scale float32) int {
+	return vectorScores4(e, q, kc, offs, scale)
+}
+
 // Widen16 widens 16-bit cache elements as the attention twin does (bf selects bfloat16), with
 // its vector form where the CPU has it, or in portable Go.
 func Widen16(dst []float32, src []uint16, bf, vector bool) {

@@ -15,9 +15,9 @@ import (
 	"verity/repack"
 )
 
-// BenchmarkLaunch is the cost of one small op of a decode step through the CPU backend, its
-// launch and parallel-for overhead included: a q4_K matvec of 256×256 (a small model's
-// projection) and a 256-wide rmsnorm, at 1 and 2 threads. Besides the mean it reports the
+// BenchmarkLaunch is the cost of one small op of a step through the CPU backend, its launch
+// and parallel-for overhead included: a q4_K matvec of 256×256 (a small model's projection), a
+// 256-wide rmsnorm and a prompt step's attention, at 1 and 2 threads. Besides the mean it reports the
 // median and the fastest launch (ns/call-p50, ns/call-min), which a shared machine disturbs
 // far less.
 func BenchmarkLaunch(b *testing.B) {
@@ -52,7 +52,37 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Run(fmt.Sprintf("rmsnorm_256/threads=%d", workers), func(b *testing.B) {
 			timeCalls(b, func() error { return device.Launch(be, kernels.RMSNorm, rn) })
 		})
+		b.Run(fmt.Sprintf("attention_prefill/threads=%d", workers), func(b *testing.B) {
+			args := prefillAttention(b, be, r)
+			timeCalls(b, func() error { return device.Launch(be, kernels.Attention, args) })
+		})
 		be.Close()
+	}
+}
+
+// prefillAttention is the second 64-row step of a 128-token prompt at small-llama's shape
+// (8 query heads over 2 KV heads of 32, a float32 cache): row i attends to keys 0 … 64+i.
+func prefillAttention(b *testing.B, be device.Backend, r *rand.Rand) kernels.AttentionArgs {
+	const rows, nh, nkv, hd, ns = 64, 8, 2, 32, 128
+	var keys []int32
+	off := []int32{0}
+	for i := 0; i < rows; i++ {
+		for j := 0; j <= 64+i; j++ {
+			keys = append(keys, int32(j))
+		}
+		off = append(off, int32(len(keys)))
+	}
+	chunks := kernels.AttnChunks(ns)
+	op, _ := be.Alloc(4 * rows * nh * hd)
+	pp, _ := be.Alloc(int64(4 * rows * nh * chunks * kernels.AttnPartWords(hd)))
+	cp, _ := be.Alloc(4 * rows * nkv)
+	return kernels.AttentionArgs{
+		Q:      upload(b, be, device.F32Bytes(randF32(r, rows*nh*hd, 1))),
+		KCache: upload(b, be, device.F32Bytes(randF32(r, ns*nkv*hd, 1))),
+		VCache: upload(b, be, device.F32Bytes(randF32(r, ns*nkv*hd, 1))),
+		Keys:   upload(b, be, device.I32Bytes(keys)), KeyOff: upload(b, be, device.I32Bytes(off)),
+		Out: op, Part: pp, Count: cp, Rows: rows, NHead: nh, NKV: nkv, HeadDim: hd, NSlots: ns,
+		Chunks: int32(chunks), KType: int32(dtype.F32), VType: int32(dtype.F32), Scale: 0.17677669,
 	}
 }
 

@@ -65,7 +65,13 @@ func q80DotAVX2(plane, d, x *byte, chunks int, acc *[32]float32)
 func attnScoresAVX2(e, q, kc *float32, offs *int64, groups, hd int, scale float32)
 
 //go:noescape
+func attnScores4AVX2(e *float32, es int, q *float32, qs int, kc *float32, offs *int64, groups, hd int, scale float32)
+
+//go:noescape
 func attnPV32AVX2(out, e, vc *float32, offs *int64, n int)
+
+//go:noescape
+func attnPV32x2AVX2(out *float32, os int, e *float32, es int, vc *float32, offs *int64, n int)
 
 //go:noescape
 func exp32ShiftAVX2(e *float32, n int, m float32)
@@ -343,18 +349,61 @@ func inRange(c []float32, offs []int64, hd int) bool {
 	return true
 }
 
-// vectorScores computes attendHead's scores e[j] for the first keys, 8 at a time, and returns
-// how many it computed (0 without the vector forms, with vec false, or for a head size not a
-// multiple of 8). A NaN score may keep a payload the Go form would not give it: scores only
-// reach the output through Max32 and Exp32, which give the canonical NaN.
+// vectorScores computes attendHead's scores e[j] for the keys, 8 at a time, and returns how
+// many it computed (0 without the vector forms, with vec false, or for a head size not a
+// multiple of 8). A last group of fewer than 8 keys is padded with copies of its last key into
+// scratch, so every key's score is the same chain of operations. A NaN score may keep a payload
+// the Go form would not give it: scores only reach the output through Max32 and Exp32, which
+// give the canonical NaN.
 func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int {
-	hd, groups := len(q), len(offs)/8
-	if !vec || !vectorCPU || hd == 0 || hd%8 != 0 || groups == 0 || !inRange(kc, offs, hd) {
+	hd, n := len(q), len(offs)
+	groups := n / 8
+	if !vec || !vectorCPU || hd == 0 || hd%8 != 0 || n == 0 || !inRange(kc, offs, hd) {
 		return 0
 	}
-	_ = e[8*groups-1]
-	attnScoresAVX2(&e[0], &q[0], &kc[0], &offs[0], groups, hd, scale)
-	return 8 * groups
+	_ = e[n-1]
+	if groups > 0 {
+		attnScoresAVX2(&e[0], &q[0], &kc[0], &offs[0], groups, hd, scale)
+	}
+	if tail := n - 8*groups; tail > 0 {
+		var to [8]int64
+		var te [8]float32
+		copy(to[:], offs[8*groups:])
+		for i := tail; i < 8; i++ {
+			to[i] = offs[n-1]
+		}
+		attnScoresAVX2(&te[0], &q[0], &kc[0], &to[0], 1, hd, scale)
+		copy(e[8*groups:n], te[:tail])
+	}
+	return n
+}
+
+// vectorScores4 is vectorScores for four query heads that share their keys: head h's query
+// is q[h·hd:(h+1)·hd] and its scores go to e[h·AttnChunk:]. It returns how many keys it scored: all of
+// them, or 0 where vectorScores would.
+func vectorScores4(e *[4 * AttnChunk]float32, q, kc []float32, offs []int64, scale float32) int {
+	n := len(offs)
+	hd := len(q) / 4
+	groups := n / 8
+	if !vectorCPU || hd == 0 || hd%8 != 0 || len(q) != 4*hd || n == 0 || n > AttnChunk || !inRange(kc, offs, hd) {
+		return 0
+	}
+	if groups > 0 {
+		attnScores4AVX2(&e[0], AttnChunk, &q[0], hd, &kc[0], &offs[0], groups, hd, scale)
+	}
+	if tail := n - 8*groups; tail > 0 {
+		var to [8]int64
+		var te [4][8]float32
+		copy(to[:], offs[8*groups:])
+		for i := tail; i < 8; i++ {
+			to[i] = offs[n-1]
+		}
+		attnScores4AVX2(&te[0][0], 8, &q[0], hd, &kc[0], &to[0], 1, hd, scale)
+		for h := range te {
+			copy(e[h*AttnChunk+8*groups:h*AttnChunk+n], te[h][:tail])
+		}
+	}
+	return n
 }
 
 // vectorPV computes attendHead's weighted value sum out[d] = Σ_j e[j]·v_j[d] (before the
@@ -368,19 +417,39 @@ func vectorPV(out, e, vc []float32, offs []int64, vec bool) bool {
 	for d := 0; d < hd; d += 32 {
 		attnPV32AVX2(&out[d], &e[0], &vc[d], &offs[0], len(offs))
 	}
-	canonNaN(out)
 	return true
 }
 
-// vectorExpShift sets e[j] = num.Exp32(e[j] − m) for the first values, 8 at a time, and
-// returns how many it set (0 without the vector forms).
+// vectorPV2 is vectorPV for two heads that share their values: head h's sums go to
+// out[h·os:][:hd] and its weights are e[h·es:][:len(offs)].
+func vectorPV2(out []float32, os, hd int, e []float32, es int, vc []float32, offs []int64) bool {
+	n := len(offs)
+	if !vectorCPU || hd == 0 || hd%32 != 0 || os < hd || es < n || len(out) < os+hd || n == 0 || len(e) < es+n || !inRange(vc, offs, hd) {
+		return false
+	}
+	for d := 0; d < hd; d += 32 {
+		attnPV32x2AVX2(&out[d], os, &e[0], es, &vc[d], &offs[0], n)
+	}
+	return true
+}
+
+// vectorExpShift sets e[j] = num.Exp32(e[j] − m), 8 at a time (a last group of fewer than 8
+// through scratch), and returns how many it set: all of them, or 0 without the vector forms.
 func vectorExpShift(e []float32, m float32, vec bool) int {
 	n := len(e) &^ 7
-	if !vec || !vectorCPU || n == 0 {
+	if !vec || !vectorCPU || len(e) == 0 {
 		return 0
 	}
-	exp32ShiftAVX2(&e[0], n, m)
-	return n
+	if n > 0 {
+		exp32ShiftAVX2(&e[0], n, m)
+	}
+	if tail := len(e) - n; tail > 0 {
+		var t [8]float32
+		copy(t[:], e[n:])
+		exp32ShiftAVX2(&t[0], 8, m)
+		copy(e[n:], t[:tail])
+	}
+	return len(e)
 }
 
 // vectorSwiGLU sets y[i] = Canon(SiLU32(a[i])·b[i]) for the first values, 8 at a time, and

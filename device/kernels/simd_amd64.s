@@ -802,9 +802,171 @@ scdone:
 	VZEROUPPER
 	RET
 
+// func attnScores4AVX2(e *float32, es int, q *float32, qs int, kc *float32, offs *int64, groups, hd int, scale float32)
+// attnScoresAVX2 for four query heads that share their keys (a group of grouped-query
+// attention): head h's query at q[h·qs:] and its scores at e[h·es:]. Each group of 8 keys is
+// loaded and transposed once for the four heads, whose four chains of fused multiply-adds
+// (each over the dimensions in order, as in attendHead) run side by side.
+TEXT ·attnScores4AVX2(SB), NOSPLIT, $0-68
+	MOVQ  e+0(FP), DI
+	MOVQ  es+8(FP), R10
+	SHLQ  $2, R10
+	MOVQ  q+16(FP), R11
+	MOVQ  qs+24(FP), R14
+	SHLQ  $2, R14
+	MOVQ  kc+32(FP), R12
+	MOVQ  offs+40(FP), BX
+	MOVQ  groups+48(FP), CX
+	MOVQ  hd+56(FP), R13
+	TESTQ CX, CX
+	JZ    s4done
+
+s4group:
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	MOVQ   R12, R8  // kc + 4·d0
+	MOVQ   R11, SI  // q + 4·d0 (head 0)
+	MOVQ   R13, R9  // dimensions left
+
+s4block:
+	MOVQ    0(BX), AX
+	VMOVUPS (R8)(AX*4), Y0
+	MOVQ    8(BX), AX
+	VMOVUPS (R8)(AX*4), Y1
+	MOVQ    16(BX), AX
+	VMOVUPS (R8)(AX*4), Y2
+	MOVQ    24(BX), AX
+	VMOVUPS (R8)(AX*4), Y3
+	MOVQ    32(BX), AX
+	VMOVUPS (R8)(AX*4), Y4
+	MOVQ    40(BX), AX
+	VMOVUPS (R8)(AX*4), Y5
+	MOVQ    48(BX), AX
+	VMOVUPS (R8)(AX*4), Y6
+	MOVQ    56(BX), AX
+	VMOVUPS (R8)(AX*4), Y7
+
+	// transpose in Y0 … Y11: Y8 … Y11, Y0 … Y3 = dimensions d0 … d0+7 of the 8 keys
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y9
+	VUNPCKLPS  Y3, Y2, Y10
+	VUNPCKHPS  Y3, Y2, Y11
+	VSHUFPS    $0x44, Y10, Y8, Y0
+	VSHUFPS    $0xee, Y10, Y8, Y1
+	VSHUFPS    $0x44, Y11, Y9, Y2
+	VSHUFPS    $0xee, Y11, Y9, Y3
+	VUNPCKLPS  Y5, Y4, Y8
+	VUNPCKHPS  Y5, Y4, Y9
+	VUNPCKLPS  Y7, Y6, Y10
+	VUNPCKHPS  Y7, Y6, Y11
+	VSHUFPS    $0x44, Y10, Y8, Y4
+	VSHUFPS    $0xee, Y10, Y8, Y5
+	VSHUFPS    $0x44, Y11, Y9, Y6
+	VSHUFPS    $0xee, Y11, Y9, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VPERM2F128 $0x31, Y6, Y2, Y2
+	VPERM2F128 $0x31, Y7, Y3, Y3
+
+	LEAQ (SI)(R14*2), AX // q + 4·d0 (head 2)
+	VBROADCASTSS 0(SI), Y4
+	VBROADCASTSS 0(SI)(R14*1), Y5
+	VBROADCASTSS 0(AX), Y6
+	VBROADCASTSS 0(AX)(R14*1), Y7
+	VFMADD231PS  Y8, Y4, Y12
+	VFMADD231PS  Y8, Y5, Y13
+	VFMADD231PS  Y8, Y6, Y14
+	VFMADD231PS  Y8, Y7, Y15
+	VBROADCASTSS 4(SI), Y4
+	VBROADCASTSS 4(SI)(R14*1), Y5
+	VBROADCASTSS 4(AX), Y6
+	VBROADCASTSS 4(AX)(R14*1), Y7
+	VFMADD231PS  Y9, Y4, Y12
+	VFMADD231PS  Y9, Y5, Y13
+	VFMADD231PS  Y9, Y6, Y14
+	VFMADD231PS  Y9, Y7, Y15
+	VBROADCASTSS 8(SI), Y4
+	VBROADCASTSS 8(SI)(R14*1), Y5
+	VBROADCASTSS 8(AX), Y6
+	VBROADCASTSS 8(AX)(R14*1), Y7
+	VFMADD231PS  Y10, Y4, Y12
+	VFMADD231PS  Y10, Y5, Y13
+	VFMADD231PS  Y10, Y6, Y14
+	VFMADD231PS  Y10, Y7, Y15
+	VBROADCASTSS 12(SI), Y4
+	VBROADCASTSS 12(SI)(R14*1), Y5
+	VBROADCASTSS 12(AX), Y6
+	VBROADCASTSS 12(AX)(R14*1), Y7
+	VFMADD231PS  Y11, Y4, Y12
+	VFMADD231PS  Y11, Y5, Y13
+	VFMADD231PS  Y11, Y6, Y14
+	VFMADD231PS  Y11, Y7, Y15
+	VBROADCASTSS 16(SI), Y4
+	VBROADCASTSS 16(SI)(R14*1), Y5
+	VBROADCASTSS 16(AX), Y6
+	VBROADCASTSS 16(AX)(R14*1), Y7
+	VFMADD231PS  Y0, Y4, Y12
+	VFMADD231PS  Y0, Y5, Y13
+	VFMADD231PS  Y0, Y6, Y14
+	VFMADD231PS  Y0, Y7, Y15
+	VBROADCASTSS 20(SI), Y4
+	VBROADCASTSS 20(SI)(R14*1), Y5
+	VBROADCASTSS 20(AX), Y6
+	VBROADCASTSS 20(AX)(R14*1), Y7
+	VFMADD231PS  Y1, Y4, Y12
+	VFMADD231PS  Y1, Y5, Y13
+	VFMADD231PS  Y1, Y6, Y14
+	VFMADD231PS  Y1, Y7, Y15
+	VBROADCASTSS 24(SI), Y4
+	VBROADCASTSS 24(SI)(R14*1), Y5
+	VBROADCASTSS 24(AX), Y6
+	VBROADCASTSS 24(AX)(R14*1), Y7
+	VFMADD231PS  Y2, Y4, Y12
+	VFMADD231PS  Y2, Y5, Y13
+	VFMADD231PS  Y2, Y6, Y14
+	VFMADD231PS  Y2, Y7, Y15
+	VBROADCASTSS 28(SI), Y4
+	VBROADCASTSS 28(SI)(R14*1), Y5
+	VBROADCASTSS 28(AX), Y6
+	VBROADCASTSS 28(AX)(R14*1), Y7
+	VFMADD231PS  Y3, Y4, Y12
+	VFMADD231PS  Y3, Y5, Y13
+	VFMADD231PS  Y3, Y6, Y14
+	VFMADD231PS  Y3, Y7, Y15
+
+	ADDQ $32, R8
+	ADDQ $32, SI
+	SUBQ $8, R9
+	JGT  s4block
+
+	VBROADCASTSS scale+64(FP), Y4
+	VMULPS       Y4, Y12, Y12
+	VMULPS       Y4, Y13, Y13
+	VMULPS       Y4, Y14, Y14
+	VMULPS       Y4, Y15, Y15
+	VMOVUPS      Y12, (DI)
+	VMOVUPS      Y13, (DI)(R10*1)
+	LEAQ         (DI)(R10*2), AX
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      Y15, (AX)(R10*1)
+	ADDQ         $32, DI
+	ADDQ         $64, BX
+	DECQ         CX
+	JNZ          s4group
+
+s4done:
+	VZEROUPPER
+	RET
+
 // func attnPV32AVX2(out, e, vc *float32, offs *int64, n int)
 // out[0:32] = Σ_j e[j]·vc[offs[j]:][0:32], each dimension a chain of fused multiply-adds over
-// j in order from +0, as in attendHead.
+// j in order from +0, as in attendHead; a NaN sum is stored as the canonical NaN.
 TEXT ·attnPV32AVX2(SB), NOSPLIT, $0-40
 	MOVQ out+0(FP), DI
 	MOVQ e+8(FP), SI
@@ -831,11 +993,96 @@ pvloop:
 	DECQ         CX
 	JNZ          pvloop
 
-pvstore:
+pvstore: // NaN sums as the canonical NaN
+	VMOVUPS   expTab<>+512(SB), Y5
+	VCMPPS    $3, Y0, Y0, Y6
+	VBLENDVPS Y6, Y5, Y0, Y0
+	VCMPPS    $3, Y1, Y1, Y6
+	VBLENDVPS Y6, Y5, Y1, Y1
+	VCMPPS    $3, Y2, Y2, Y6
+	VBLENDVPS Y6, Y5, Y2, Y2
+	VCMPPS    $3, Y3, Y3, Y6
+	VBLENDVPS Y6, Y5, Y3, Y3
 	VMOVUPS Y0, 0(DI)
 	VMOVUPS Y1, 32(DI)
 	VMOVUPS Y2, 64(DI)
 	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	RET
+
+// func attnPV32x2AVX2(out *float32, os int, e *float32, es int, vc *float32, offs *int64, n int)
+// attnPV32AVX2 for two query heads that share their values: head h's weights at e[h·es:] and
+// its sums at out[h·os:]. Each value row is loaded once for both heads.
+TEXT ·attnPV32x2AVX2(SB), NOSPLIT, $0-56
+	MOVQ   out+0(FP), DI
+	MOVQ   os+8(FP), DX
+	SHLQ   $2, DX
+	MOVQ   e+16(FP), SI
+	MOVQ   es+24(FP), R10
+	SHLQ   $2, R10
+	MOVQ   vc+32(FP), R8
+	MOVQ   offs+40(FP), BX
+	MOVQ   n+48(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	TESTQ  CX, CX
+	JZ     pv2store
+
+pv2loop:
+	MOVQ         (BX), AX
+	LEAQ         (R8)(AX*4), AX
+	VMOVUPS      0(AX), Y10
+	VMOVUPS      32(AX), Y11
+	VMOVUPS      64(AX), Y12
+	VMOVUPS      96(AX), Y13
+	VBROADCASTSS (SI), Y4
+	VBROADCASTSS (SI)(R10*1), Y9
+	VFMADD231PS  Y10, Y4, Y0
+	VFMADD231PS  Y11, Y4, Y1
+	VFMADD231PS  Y12, Y4, Y2
+	VFMADD231PS  Y13, Y4, Y3
+	VFMADD231PS  Y10, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y12, Y9, Y7
+	VFMADD231PS  Y13, Y9, Y8
+	ADDQ         $8, BX
+	ADDQ         $4, SI
+	DECQ         CX
+	JNZ          pv2loop
+
+pv2store: // NaN sums as the canonical NaN
+	VMOVUPS   expTab<>+512(SB), Y4
+	VCMPPS    $3, Y0, Y0, Y10
+	VBLENDVPS Y10, Y4, Y0, Y0
+	VCMPPS    $3, Y1, Y1, Y10
+	VBLENDVPS Y10, Y4, Y1, Y1
+	VCMPPS    $3, Y2, Y2, Y10
+	VBLENDVPS Y10, Y4, Y2, Y2
+	VCMPPS    $3, Y3, Y3, Y10
+	VBLENDVPS Y10, Y4, Y3, Y3
+	VCMPPS    $3, Y5, Y5, Y10
+	VBLENDVPS Y10, Y4, Y5, Y5
+	VCMPPS    $3, Y6, Y6, Y10
+	VBLENDVPS Y10, Y4, Y6, Y6
+	VCMPPS    $3, Y7, Y7, Y10
+	VBLENDVPS Y10, Y4, Y7, Y7
+	VCMPPS    $3, Y8, Y8, Y10
+	VBLENDVPS Y10, Y4, Y8, Y8
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    DX, DI
+	VMOVUPS Y5, 0(DI)
+	VMOVUPS Y6, 32(DI)
+	VMOVUPS Y7, 64(DI)
+	VMOVUPS Y8, 96(DI)
 	VZEROUPPER
 	RET
 

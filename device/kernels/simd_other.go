@@ -22,6 +22,16 @@ func prefetch([]byte) {}
 // vectorScores: none here.
 func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int { return 0 }
 
+// vectorScores4: none here.
+func vectorScores4(e *[4 * AttnChunk]float32, q, kc []float32, offs []int64, scale float32) int {
+	return 0
+}
+
+// vectorPV2: none here.
+func vectorPV2(out []float32, os, hd int, e []float32, es int, vc []float32, offs []int64) bool {
+	return false
+}
+
 // vectorPV: none here.
 func vectorPV(out, e, vc []float32, offs []int64, vec bool) bool { return false }
 

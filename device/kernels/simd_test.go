@@ -401,6 +401,45 @@ func TestVectorAttentionMatchesPortable(t *testing.T) {
 	}
 }
 
+// The four-head score form gives each head the portable chain's score: head sizes of multiples
+// of 8, every key count of a chunk, random slots, floatRow's modes (NaN scores compared as
+// NaN: the scores reach the output only through Max32 and Exp32, which canonicalise them).
+func TestVectorScores4MatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	var e [4 * kernels.AttnChunk]float32
+	if kernels.Scores4(&e, make([]float32, 32), make([]float32, 8), []int64{0}, 1) == 0 {
+		t.Skip("no vector forms on this CPU")
+	}
+	for _, hd := range []int{8, 16, 24, 32, 64, 128, 256} {
+		for n := 1; n <= kernels.AttnChunk; n++ {
+			mode := n % 4
+			slots := 1 + r.IntN(80)
+			kc := floatValues(r, slots*hd, mode)
+			q := floatValues(r, 4*hd, min(mode, 2))
+			offs := make([]int64, n)
+			for j := range offs {
+				offs[j] = int64(r.IntN(slots) * hd)
+			}
+			scale := float32(1 / math.Sqrt(float64(hd)))
+			if got := kernels.Scores4(&e, q, kc, offs, scale); got != n {
+				t.Fatalf("hd %d: %d of %d keys scored", hd, got, n)
+			}
+			for h := 0; h < 4; h++ {
+				for j, off := range offs {
+					var dot float32
+					for d := 0; d < hd; d++ {
+						dot = num.FMA32(q[h*hd+d], kc[off+int64(d)], dot)
+					}
+					want, got := float32(dot*scale), e[h*kernels.AttnChunk+j]
+					if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+						t.Fatalf("hd %d, %d keys, head %d key %d: %v (%#08x), want %v (%#08x)", hd, n, h, j, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkAttendHead: one head of one row over a 2048-key history (the design's verify shape).
 func BenchmarkAttendHead(b *testing.B) {
 	r := rand.New(rand.NewPCG(23, 24))
@@ -460,6 +499,14 @@ func TestVectorExp32MatchesExp32(t *testing.T) {
 		}
 		check(xs[:len(xs)&^7], m)
 		xs = xs[:0]
+	}
+	// every length of a last group shorter than 8, after whole groups and alone
+	sp := []float32{0, -0.5, 3, float32(math.Inf(-1)), 88, -104, float32(math.NaN()), 1e-30, 2, -1, 7, 0.25, -90, 42, 5, 6, -7}
+	for n := 1; n <= len(sp); n++ {
+		if got := kernels.ExpShift(append([]float32(nil), sp[:n]...), 1.5); got != n {
+			t.Fatalf("%d values: the vector form set %d", n, got)
+		}
+		check(sp[:n], 1.5)
 	}
 }
 
