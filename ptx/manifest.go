@@ -23,7 +23,7 @@ var PtxasFlags = []string{"-O3"}
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "ce2cae6afef3d8e8c901dd08c7eb6f4f0103d59cd45960e41a2117c9b35723ca",
+	"src/act.cu":               "ed8250e96914883f8aa90b9a62c3c8b203d1de9e305657935471a2e166e68991",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
 	"src/attention.cu":         "2d74c582d4903a36914f692542a0033d496b1cedf01ec4d884d813a531726728",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
@@ -39,7 +39,7 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "bd3d04cfedd3e47c2dd08dc6214c11cfaa2ea1fcc8e59e043d679eb6c749825c",
-	"src/megakernel_table.cuh": "7d31950c124ef0f4026b3eb9b651ba4ad511f516280c4fb1cd736023bc4070b0",
+	"src/megakernel_table.cuh": "4afee587af7bc97f13b495cee9dad95665dedc2b67a4fbdf079f643bde8147d4",
 	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
 	"src/num.cuh":              "181da8e5b1fda29f2024ae297b44e674aacbb2848567074625df12400da02f5e",
 	"src/packed.cuh":           "07b818c9dca2b81efb05ff61bf0ec197af1c61b2b0fa355d378097084683dfbe",
@@ -47,7 +47,7 @@ var sources = map[string]string{
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "8e5e46473b8ea5dc7978db70c6c3e611a1e11ed5d02495596651b27e657fc33a",
+	"act.ptx":         "5f5f863a432fdfae79840cdb5f404cd9614ccdd3e791ce9f6c155466d4492663",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
 	"attention.ptx":   "d001481e8f3f045faf84164f432248c69ca31df447e8cedd59bcb31e2ba470d1",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
@@ -55,7 +55,7 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
 	"matvec.ptx":      "dfc85dc45fd5f154ad75955b2e5e937d0985580b10b6dde61a693c5b4abdc3b0",
-	"megakernel.ptx":  "19aef6fa7d84c7535f88f00276b21f41fa3f00b024b7816c06086a547f074d9d",
+	"megakernel.ptx":  "66b51a13707ec12225de112f3f49bf4241e6b21776905d600b2e6513b1cf9803",
 	"moe.ptx":         "3da78db67397fbddeb976a441159e61c59ee08ce0f88e829be0b015fdbb06e9f",
 	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -65,15 +65,15 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "86c036bf3dcaf9a5f177fef64dc0edeee8082cf7a5943bbba33bb452c2c191eb",
+		sha256:  "22bc54e0984afe6da6049c28bb85fabd3e25c57521adc9b953a669b42aa2d737",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_80.cubin": {
-		sha256:  "2ac263b8c62873090be1fd44d45f4f0666b7867baa2a2a03458b6d0b95be2d43",
+		sha256:  "dc34bcae82083f52a5b7104fe54827a1fd26afbc4ae509e4c9a45aa2e5f70acf",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_90.cubin": {
-		sha256:  "6f25120f74cc449ed464b29b7ffaffd552de86fe7df5fcd0acbedba6e691de0b",
+		sha256:  "d60f634344453554260f911fbf493c76d6b5b90fb55224e5aebbe8203d9b1c6f",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "04f5eb4c03618195b5d4c5904e1d8935668e3484a2a70e5b0e9f25bf4156a40b",
+		sha256:  "1d312852e0bc8f67e68b7a7ca81a7c02ea68f1985dbade0341dafd27ffebd15b",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "ef817dd6d8cb2b32e5fd5721e6c32dcf12492906ed594f2b9dfc6fadb4e6aa28",
+		sha256:  "618a1b6f5fc54652c730aca90a9b8e81903c74294145b29654f3d2d4079087ee",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

@@ -212,15 +212,16 @@ func rmsnormCases() []Case {
 	return out
 }
 
-// normActCases: whole blocks of the format, one row and several, the widest row, special
-// values (a zero row, an infinite value, NaN) in the input.
+// normActCases: whole blocks of the format, one row and several, the widest row, rows whose
+// last piece (kernels.RowActSegment) is shorter, special values (a zero row, an infinite
+// value, NaN) in the input.
 func normActCases(a kernels.Act) []Case {
 	bv := map[kernels.Act]int{kernels.ActQ8_0: 32, kernels.ActQ8_1: 32, kernels.ActQ8_K: 256}[a]
 	if bv == 0 {
 		bv = 1
 	}
 	var out []Case
-	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxRowActWidth}, {2, 768}} {
+	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxRowActWidth}, {2, 768}, {2, 800}, {1, 96}} {
 		rows, w := sh[0], sh[1]
 		if w%bv != 0 {
 			continue
@@ -244,15 +245,15 @@ func normActCases(a kernels.Act) []Case {
 	return out
 }
 
-// binaryActCases: whole blocks of the format, one row and several, the widest row, special
-// values in both inputs.
+// binaryActCases: whole blocks of the format, one row and several, the widest row, rows whose
+// last piece (kernels.RowActSegment) is shorter, special values in both inputs.
 func binaryActCases(op string, a kernels.Act) []Case {
 	bv := map[kernels.Act]int{kernels.ActQ8_0: 32, kernels.ActQ8_1: 32, kernels.ActQ8_K: 256}[a]
 	if bv == 0 {
 		bv = 1
 	}
 	var out []Case
-	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxRowActWidth}} {
+	for i, sh := range [][2]int{{1, 256}, {3, 512}, {2, 2048}, {1, kernels.MaxRowActWidth}, {2, 800}, {1, 96}} {
 		rows, w := sh[0], sh[1]
 		if w%bv != 0 {
 			continue

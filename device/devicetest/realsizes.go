@@ -53,6 +53,8 @@ func init() {
 	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
 		a := a
 		RegisterReal("act_"+a.String(), func() []Case { return realActCases(a) })
+		RegisterReal("rmsnorm_act_"+a.String(), func() []Case { return realNormActCases(a) })
+		RegisterReal("swiglu_act_"+a.String(), func() []Case { return realSwiGLUActCases(a) })
 	}
 	RegisterReal("rmsnorm_f32", realRMSNormCases)
 	RegisterReal("rope_f32", realRopeCases)
@@ -331,6 +333,42 @@ func realActCases(a kernels.Act) []Case {
 			return kernels.ConvertArgs{X: p[0], Out: p[1], Cols: cols, N: n}
 		},
 	}}
+}
+
+// realNormActCases: Llama-3.2-1B's attention norm fused with its conversion, for a decoded
+// row and a tree verify's eight.
+func realNormActCases(a kernels.Act) []Case {
+	const cols = 2048
+	var out []Case
+	for _, n := range []int{1, 8} {
+		out = append(out, Case{
+			Name: fmt.Sprintf("llama-3.2-1b/attn_norm/n=%d/cols=%d", n, cols),
+			Buffers: []Buffer{{"X", device.F32Bytes(realF32s(uint64(a)+60+uint64(n), n*cols, 3)), false},
+				{"W", device.F32Bytes(realF32s(uint64(a)+70, cols, 2)), false}, {"Out", make([]byte, n*a.RowBytes(cols)), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.RMSNormActArgs{X: p[0], W: p[1], Out: p[2], Rows: int32(n), Width: cols, Eps: 1e-5}
+			},
+		})
+	}
+	return out
+}
+
+// realSwiGLUActCases: Llama-3.2-1B's SwiGLU fused with the conversion of ffn_down's input, for
+// a decoded row and a tree verify's eight.
+func realSwiGLUActCases(a kernels.Act) []Case {
+	const cols = 8192
+	var out []Case
+	for _, n := range []int{1, 8} {
+		out = append(out, Case{
+			Name: fmt.Sprintf("llama-3.2-1b/ffn_down_input/n=%d/cols=%d", n, cols),
+			Buffers: []Buffer{{"A", device.F32Bytes(realF32s(uint64(a)+80+uint64(n), n*cols, 4)), false},
+				{"B", device.F32Bytes(realF32s(uint64(a)+90+uint64(n), n*cols, 4)), false}, {"Out", make([]byte, n*a.RowBytes(cols)), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.BinaryActArgs{A: p[0], B: p[1], Out: p[2], Rows: int32(n), Width: cols}
+			},
+		})
+	}
+	return out
 }
 
 func realRMSNormCases() []Case {

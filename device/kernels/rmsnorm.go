@@ -103,14 +103,20 @@ type RMSNormActArgs struct {
 	Eps   float32
 }
 
-// rowActShape is the launch of a fused producer-and-conversion kernel: one 256-thread block
-// per row of width values, a whole number of the format's blocks, at most MaxRowActWidth.
+// RowActSegment is the piece of a row one block of a fused producer-and-conversion kernel forms
+// and converts: a whole number of every activation format's blocks.
+const RowActSegment = 256
+
+// rowActShape is the launch of a fused producer-and-conversion kernel: one 256-thread block per
+// piece of RowActSegment values (the last one shorter) of each row of width values, rows along
+// the grid's y, a whole number of the format's blocks, at most MaxRowActWidth.
 func rowActShape(a Act, rows, width int32) (device.Geometry, error) {
 	bv, _ := a.block()
-	if rows <= 0 || width <= 0 || width > MaxRowActWidth || int(width)%bv != 0 {
-		return device.Geometry{}, fmt.Errorf("cannot convert %d rows of %d values to %s (1…%d values, blocks of %d)", rows, width, a, MaxRowActWidth, bv)
+	if rows <= 0 || rows > 65535 || width <= 0 || width > MaxRowActWidth || int(width)%bv != 0 {
+		return device.Geometry{}, fmt.Errorf("cannot convert %d rows of %d values to %s (1…65535 rows of 1…%d values, blocks of %d)", rows, width, a, MaxRowActWidth, bv)
 	}
-	return device.Geometry{Grid: device.Dim3{X: uint32(rows), Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
+	return device.Geometry{Grid: device.Dim3{X: uint32((width + RowActSegment - 1) / RowActSegment), Y: uint32(rows), Z: 1},
+		Block: device.Dim3{X: 256, Y: 1, Z: 1}}, nil
 }
 
 // convertRows is the fused kernels' twin after the producer: fill(y, r, off) forms values

@@ -70,6 +70,11 @@ var budgets = []budget{
 	{"moe_gate_up_", "", 34},
 	{"moe_down_", "", 41},
 	{"act_", "", 7},
+	// the fused producers and conversions: one block a piece of 256 values of a row (a decoded
+	// row's 8192 on 32 SMs, not one); latency-bound at a few hundred nanoseconds' work
+	{"swiglu_act_", "/n=1", 1},
+	{"swiglu_act_", "", 8},
+	{"rmsnorm_act_", "", 0.32},
 	{"attention_", "", 13}, // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},
 	{"gdn_conv_", "", 4},

@@ -78,10 +78,7 @@ type Executor struct {
 	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
 	// the executor's allocations, which change only when the key lists grow (cleared then).
 	lowered map[[3]int][]Launch // by (rows, output rows, attention chunks)
-	// halves holds the two ops each fused gate-and-convert op runs as in a launcher's step
-	// (splitBinaryAct), made once so that a step's launches name the same ops every time.
-	halves  map[*model.Op]*[2]model.Op
-	scratch []int32 // the step's key lists and offsets, as written
+	scratch []int32             // the step's key lists and offsets, as written
 	// Attention's scratch: each chunk's partial results (grown to the step's need) and the
 	// per-row counters its kernel leaves at zero (kernels.AttentionArgs Part and Count).
 	attnPart, attnCount device.Ptr
@@ -805,11 +802,7 @@ func (e *Executor) lowerShape(shape [3]int) ([]Launch, error) {
 		}
 		return ls, nil
 	}
-	ls, err := e.Lower(rows, outs)
-	if err != nil {
-		return nil, err
-	}
-	return e.splitBinaryAct(ls)
+	return e.Lower(rows, outs)
 }
 
 // opRows is the number of rows op computes in a step.

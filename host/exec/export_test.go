@@ -79,16 +79,13 @@ func Rebuilt(m *Megakernel) (*megakernel.Schedule, error) {
 }
 
 // LoweredAfresh reports the first of e's kept step shapes whose launches are not those Lower
-// and splitBinaryAct make for it now.
+// makes for it now.
 func LoweredAfresh(e *Executor) error {
 	was := e.stepChunks
 	defer func() { e.stepChunks = was }()
 	for shape, kept := range e.lowered {
 		e.stepChunks = shape[2]
 		ls, err := e.Lower(shape[0], shape[1])
-		if err == nil {
-			ls, err = e.splitBinaryAct(ls)
-		}
 		if err != nil {
 			return err
 		}

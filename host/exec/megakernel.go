@@ -523,77 +523,9 @@ func (e *Executor) Schedule(rows, outs, keys int, cfg megakernel.Config) (*megak
 	e.stepChunks = kernels.AttnChunks(keys/rows + rows) // about a tree's longest key list
 	ls, err := e.Lower(rows, outs)
 	e.stepChunks = was
-	if err == nil {
-		ls, err = e.splitBinaryAct(ls)
-	}
 	if err != nil {
 		return nil, err
 	}
 	// the rows taken as one tree (or prefill chunk) over a shared history: its slots and the rows'
 	return schedule(ls, min(keys, keys/rows+rows), e.packedBytes, cfg)
-}
-
-// splitBinaryAct returns a launcher's step of launches ls with each fused gate-and-convert
-// launch (kernels.SwiGLUAct, SigmoidMulAct, GeGLUAct: one block per row, the row staged in
-// shared memory) run as the two it fuses: the element-wise gate over the whole batch, written
-// in place over its first input as the unfused Program writes it (nothing reads that buffer
-// later: model.fuseBinaryConvert's condition), then the conversion of that buffer (the
-// float32 row written and read back, 8 bytes a value more). The fused kernels are those two
-// computations, value for value, so the bits are the same; in the megakernel the two spread
-// over a block per 256 values, where the fused one holds a queue per row: on 8 rows the
-// SwiGLU of a 8192-wide feed-forward was ~30 µs of the critical path a layer (modelled).
-func (e *Executor) splitBinaryAct(ls []Launch) ([]Launch, error) {
-	var out []Launch
-	for i, l := range ls {
-		op := l.Op
-		if !isBinaryAct(e.p, op) {
-			if out != nil {
-				out = append(out, l)
-			}
-			continue
-		}
-		if out == nil {
-			out = append(make([]Launch, 0, len(ls)+16), ls[:i]...)
-		}
-		h := e.halves[op]
-		if h == nil {
-			w := int64(op.Width)
-			gate, conv := *op, model.Op{Kind: model.OpConvert, Name: op.Name + ".act", Layer: op.Layer}
-			gate.Out, gate.BytesPerRow, gate.FlopsPerRow = op.In[0], 12*w, op.FlopsPerRow-2*w
-			conv.In, conv.Out, conv.Width = []model.Buf{op.In[0]}, op.Out, op.Width
-			conv.BytesPerRow, conv.FlopsPerRow = op.BytesPerRow-4*w, 2*w
-			h = &[2]model.Op{gate, conv}
-			if e.halves == nil {
-				e.halves = map[*model.Op]*[2]model.Op{}
-			}
-			e.halves[op] = h
-		}
-		a := e.bufs[op.In[0]]
-		n := int32(l.Rows) * int32(op.Width)
-		k := map[model.OpKind]*device.Kernel[kernels.BinaryArgs]{
-			model.OpSwiGLU: kernels.SwiGLU, model.OpSigmoidMul: kernels.SigmoidMul, model.OpGeGLU: kernels.GeGLU,
-		}[op.Kind]
-		conv := kernels.Convert(e.p.Buffers[op.Out].Act)
-		if conv == nil {
-			return nil, fmt.Errorf("exec: op %s: no conversion to %s", op.Name, e.p.Buffers[op.Out].Act)
-		}
-		out = append(out,
-			Launch{Index: l.Index, Op: &h[0], Rows: l.Rows, Kernel: k,
-				Args: kernels.BinaryArgs{A: a, B: e.bufs[op.In[1]], Y: a, N: n}},
-			Launch{Index: l.Index, Op: &h[1], Rows: l.Rows, Kernel: conv,
-				Args: kernels.ConvertArgs{X: a, Out: e.bufs[op.Out], Cols: int32(op.Width), N: int32(l.Rows)}})
-	}
-	if out == nil {
-		return ls, nil
-	}
-	return out, nil
-}
-
-// isBinaryAct reports whether op is a gate fused with its conversion (model.fuseBinaryConvert).
-func isBinaryAct(p *model.Program, op *model.Op) bool {
-	switch op.Kind {
-	case model.OpSwiGLU, model.OpSigmoidMul, model.OpGeGLU:
-		return p.Buffers[op.Out].Kind == model.ActBuf && op.Out != op.In[0]
-	}
-	return false
 }

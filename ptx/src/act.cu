@@ -157,60 +157,74 @@ __device__ __forceinline__ void act_q8_K_body(const Grid &gr, const float *x, ui
 }
 ENTRY_SHARED(act_q8_K, Q8KShared, (const float *x, uint8_t *out, int32_t cols, int32_t n), x, out, cols, n)
 
-// ROW_ACT_MAX is the widest row the fused kernels below stage in shared memory
-// (kernels.MaxRowActWidth).
+// ROW_ACT_MAX is the widest row the fused kernels below take (kernels.MaxRowActWidth).
 #define ROW_ACT_MAX 8192
+
+// ROW_ACT_SEG is the piece of a row one block of a fused kernel forms and converts: one q8_K
+// block, eight q8_0/q8_1 blocks, a value a thread. A row is the grid's y, its pieces the grid's
+// x (kernels.rowActShape), so the pieces of one decoded row run on as many SMs as it has pieces.
+#define ROW_ACT_SEG 256
 
 enum { NA_F16, NA_BF16, NA_Q8_0, NA_Q8_1, NA_Q8_K };
 
-// RowActShared is the shared memory of every fused producer-and-conversion kernel: the row it
-// stages its values in, rmsnorm's scale, and the q8_K conversion's own.
+// RowActShared is the shared memory of every fused producer-and-conversion kernel: the piece
+// it stages its values in, rmsnorm's scale, and the q8_K conversion's own.
 struct RowActShared {
-	float ys[ROW_ACT_MAX];
+	float ys[ROW_ACT_SEG];
 	float scale;
 	Q8KShared q8k;
 };
 
-// convert_staged converts the width values staged at ys into row r of out, in format fmt, as
-// the act kernel converts a row in memory (the same values, so the same bytes); then the block
-// meets, so that ys may be rewritten.
+// convert_staged converts the n values staged at ys, values at0 … at0+n−1 of row r (width
+// values), into out, in format fmt, as the act kernel converts a row in memory (the same
+// values, so the same bytes): at0 and n are whole numbers of the format's blocks. Then the
+// block meets, so that ys may be rewritten.
 __device__ __forceinline__ void convert_staged(const Grid &gr, int fmt, RowActShared &sh, uint8_t *out, int32_t r,
-                                               int32_t width) {
+                                               int32_t width, int32_t at0, int32_t n) {
 	const float *ys = sh.ys;
 	int t = gr.tid, lane = t & 31, warp = t >> 5, warps = gr.ntid >> 5;
 	switch (fmt) {
 	case NA_F16:
 	case NA_BF16: {
-		uint16_t *o = (uint16_t *)out + (int64_t)r * width;
-		for (int32_t i = t; i < width; i += gr.ntid) o[i] = fmt == NA_F16 ? f32_to_f16(ys[i]) : f32_to_bf16(ys[i]);
+		uint16_t *o = (uint16_t *)out + (int64_t)r * width + at0;
+		for (int32_t i = t; i < n; i += gr.ntid) o[i] = fmt == NA_F16 ? f32_to_f16(ys[i]) : f32_to_bf16(ys[i]);
 		break;
 	}
 	case NA_Q8_0:
 	case NA_Q8_1: {
 		int bytes = fmt == NA_Q8_0 ? 34 : 36;
-		uint8_t *o = out + (int64_t)r * (width / 32) * bytes;
-		for (int32_t b = warp; b < width / 32; b += warps) q8_block(ys + 32 * b, o + bytes * b, fmt == NA_Q8_1, lane);
+		uint8_t *o = out + ((int64_t)r * (width / 32) + at0 / 32) * bytes;
+		for (int32_t b = warp; b < n / 32; b += warps) q8_block(ys + 32 * b, o + bytes * b, fmt == NA_Q8_1, lane);
 		break;
 	}
-	default: {
-		uint8_t *o = out + (int64_t)r * (width / Q8K_VALUES) * Q8K_BYTES;
-		for (int32_t b = 0; b < width / Q8K_VALUES; b++) q8k_convert_block(gr, sh.q8k, ys + Q8K_VALUES * b, o + Q8K_BYTES * b);
-	}
+	default:
+		q8k_convert_block(gr, sh.q8k, ys, out + ((int64_t)r * (width / Q8K_VALUES) + at0 / Q8K_VALUES) * Q8K_BYTES);
 	}
 	grid_sync(gr);
 }
 
+// row_piece gives the block's row r and its piece: values at0 … at0+n−1. False for a block past
+// the rows or the row (the whole block leaves together).
+__device__ __forceinline__ bool row_piece(const Grid &gr, int32_t rows, int32_t width, int32_t &r, int32_t &at0,
+                                          int32_t &n) {
+	r = gr.by;
+	at0 = gr.bx * ROW_ACT_SEG;
+	n = min(ROW_ACT_SEG, width - at0);
+	return r < rows && at0 < width && width <= ROW_ACT_MAX;
+}
+
 // rmsnorm_act_<fmt> mirrors kernels.RMSNormAct: rmsnorm_f32 of a row followed by act_<fmt> of
-// the result, one 256-thread block per row. The first warp computes the row's RMS scale
-// (rms_scale, the rmsnorm warp's order); every thread then forms y_i = float32(x_i·s)·w_i into
-// the staged row, which the block converts: no float32 row written and read back.
+// the result, one 256-thread block per piece of a row. The first warp of every piece's block
+// computes the row's RMS scale (rms_scale, the rmsnorm warp's order: the same bits in each);
+// every thread then forms y_i = float32(x_i·s)·w_i of the piece into the staged values, which
+// the block converts: no float32 row written and read back.
 __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float *x, const float *w, uint8_t *out,
                                             int32_t rows, int32_t width, float eps) {
 	RowActShared &sh = grid_shared<RowActShared>(gr);
 	float &scale = sh.scale;
 	float *ys = sh.ys;
-	int32_t r = gr.bx;
-	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
+	int32_t r, at0, n;
+	if (!row_piece(gr, rows, width, r, at0, n)) return;
 	const float *xs = x + (int64_t)r * width;
 	int t = gr.tid, lane = t & 31, warp = t >> 5;
 	if (warp == 0) {
@@ -219,9 +233,9 @@ __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float
 	}
 	grid_sync(gr);
 	float s = scale;
-	for (int32_t i = t; i < width; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[i], s), w[i]);
+	for (int32_t i = t; i < n; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[at0 + i], s), w[at0 + i]);
 	grid_sync(gr);
-	convert_staged(gr, fmt, sh, out, r, width); // ends with a barrier: scale and ys are free again
+	convert_staged(gr, fmt, sh, out, r, width, at0, n); // ends with a barrier: scale and ys are free again
 }
 
 #define RMSNORM_ACT(suffix, FMT)                                                                                    \
@@ -243,20 +257,21 @@ enum { BA_SWIGLU, BA_SIGMOID_MUL, BA_GEGLU };
 // swiglu_act_<fmt>, sigmoid_mul_act_<fmt> and geglu_act_<fmt> mirror kernels.SwiGLUAct,
 // SigmoidMulAct and GeGLUAct: the elementwise kernel of elementwise.cu over a row
 // (y_i = silu32(a_i)·b_i, a_i·sigmoid32(b_i), or gelu32(a_i)·b_i)
-// followed by act_<fmt> of the result, one 256-thread block per row, y staged in shared memory.
+// followed by act_<fmt> of the result, one 256-thread block per piece of a row, y staged in
+// shared memory.
 __device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, const float *a, const float *b,
                                            uint8_t *out, int32_t rows, int32_t width) {
 	RowActShared &sh = grid_shared<RowActShared>(gr);
 	float *ys = sh.ys;
-	int32_t r = gr.bx;
-	if (r >= rows || width > ROW_ACT_MAX) return; // the whole block leaves together
-	const float *ar = a + (int64_t)r * width, *br = b + (int64_t)r * width;
-	for (int32_t i = gr.tid; i < width; i += gr.ntid)
+	int32_t r, at0, n;
+	if (!row_piece(gr, rows, width, r, at0, n)) return;
+	const float *ar = a + (int64_t)r * width + at0, *br = b + (int64_t)r * width + at0;
+	for (int32_t i = gr.tid; i < n; i += gr.ntid)
 		ys[i] = op == BA_SWIGLU   ? __fmul_rn(silu32(ar[i]), br[i])
 		        : op == BA_GEGLU ? __fmul_rn(gelu32(ar[i]), br[i])
 		                         : __fmul_rn(ar[i], sigmoid32(br[i]));
 	grid_sync(gr);
-	convert_staged(gr, fmt, sh, out, r, width);
+	convert_staged(gr, fmt, sh, out, r, width, at0, n);
 }
 
 #define BINARY_ACT(name, OP, suffix, FMT)                                                                      \
