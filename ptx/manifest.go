@@ -33,31 +33,31 @@ var sources = map[string]string{
 	"src/matvec.cu":            "39a15c73ac4c30df02ca330cc7f7c7e0b67801572c2499bbdab51dfaa05d9d0e",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
-	"src/norm.cu":              "e02d7aaa7122fc01c7231fdba5038fd6e182efd8651ba547aaf5a69f8c510b1c",
+	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
 	"src/rope.cu":              "977d65db5319f5f94209ea6f463d7d83af3f05fe4314963ad210901f0f825e7e",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "bd3d04cfedd3e47c2dd08dc6214c11cfaa2ea1fcc8e59e043d679eb6c749825c",
 	"src/megakernel_table.cuh": "4afee587af7bc97f13b495cee9dad95665dedc2b67a4fbdf079f643bde8147d4",
-	"src/norm.cuh":             "4b09ddb600498aa32be923aaa94db548ccfb4da82bbc8d4d22db95dbd6a0cfe3",
+	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
 	"src/num.cuh":              "181da8e5b1fda29f2024ae297b44e674aacbb2848567074625df12400da02f5e",
 	"src/packed.cuh":           "07b818c9dca2b81efb05ff61bf0ec197af1c61b2b0fa355d378097084683dfbe",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "5f5f863a432fdfae79840cdb5f404cd9614ccdd3e791ce9f6c155466d4492663",
+	"act.ptx":         "52b81e0d065e16d010ebb5c06d5e630ed55ccf3b05d28d4348f05f5fe972f740",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
 	"attention.ptx":   "d001481e8f3f045faf84164f432248c69ca31df447e8cedd59bcb31e2ba470d1",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
-	"gate.ptx":        "55867472a846c0bc21f0cfb479957f7225c069b8d81f6f340ad4e7139e5eda83",
+	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "a8ec71b3909fbed65a9ee1b46163357d3efd4309214352878a517dd72a9569a5",
 	"matvec.ptx":      "dfc85dc45fd5f154ad75955b2e5e937d0985580b10b6dde61a693c5b4abdc3b0",
-	"megakernel.ptx":  "66b51a13707ec12225de112f3f49bf4241e6b21776905d600b2e6513b1cf9803",
+	"megakernel.ptx":  "4de9ed1f9cdf3794d792f9b0cfea5d9b9ae69ae122660b33d3687d2df0ec1763",
 	"moe.ptx":         "3da78db67397fbddeb976a441159e61c59ee08ce0f88e829be0b015fdbb06e9f",
-	"norm.ptx":        "f1512a04f6170d0c15fba9b2817669f60d7ca7ccccc1e9d173f7938170cacc27",
+	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
 	"routing.ptx":     "a2d9faefbc3b6bb4649d302113df21c7cfc9758bf817c5703c08ea4e5ea3f057",
 }
@@ -65,15 +65,15 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "22bc54e0984afe6da6049c28bb85fabd3e25c57521adc9b953a669b42aa2d737",
+		sha256:  "117a2d631f2c3b6e70a916a76543894884c3efc12762db488f710321d4d97113",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_80.cubin": {
-		sha256:  "dc34bcae82083f52a5b7104fe54827a1fd26afbc4ae509e4c9a45aa2e5f70acf",
+		sha256:  "42afc9abf3d83e3a5556ca383be911ef2fbb6d1b9b2827fcf5b6ff4a359596dd",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_90.cubin": {
-		sha256:  "d60f634344453554260f911fbf493c76d6b5b90fb55224e5aebbe8203d9b1c6f",
+		sha256:  "fed5dcd1eb7ef903783fe96d74861f4ccbe5ffac55b934cd3990c80612985a35",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
@@ -125,15 +125,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
 	"gate.sm_37.cubin": {
-		sha256:  "8c0eef28d581a12a2c79b05212d161527acf811519501549c07077f4ce34c65f",
+		sha256:  "4bb962e9f434a784c8ec7aa951684ed39c8989dcce41cabe09e2f527713e24ae",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gate.sm_80.cubin": {
-		sha256:  "fd8807eb6c832ff1068a848dfe7c0ecf7161671d04c01d7194aef9128e3111c4",
+		sha256:  "4440cdb3ab5b9206b5f6493f492a44c1b2ce485c0d05acde14f9c7307dd7f5df",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gate.sm_90.cubin": {
-		sha256:  "45e36eae3d2ae203f418ee7bb2a463cb726e9cfdad6bc606d80aef8dc98900c5",
+		sha256:  "91fc57304680768bf97448f81c82e5ea22b2f865d9a38b77e5f00f269f3d140b",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gdn.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "1d312852e0bc8f67e68b7a7ca81a7c02ea68f1985dbade0341dafd27ffebd15b",
+		sha256:  "c6343b20e356b3f5ae19e8dac55a03f8a8c6a58664f9051453dc7a8b7115568a",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "618a1b6f5fc54652c730aca90a9b8e81903c74294145b29654f3d2d4079087ee",
+		sha256:  "ec05fde26f681dd787b38d0c5980541f321bbf192f44e467786c0dfcd8db1a7c",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -181,15 +181,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"norm.sm_37.cubin": {
-		sha256:  "0347cfd25c7a14b7ecab6d7db69fd7eef1d46352f77f98cb2d0cb1993ff256f0",
+		sha256:  "543ddd058dc371c44b7c0568234761d4dff4d435aef7472e052b84469341d7f4",
 		entries: []string{"rmsnorm_f32"},
 	},
 	"norm.sm_80.cubin": {
-		sha256:  "bdc6b525165ceb6dd26b6f7864eafaf64f0db2336e48df0b4d58b8e483f0c0d5",
+		sha256:  "6be6bc685ae20395e080993555bedd948c6e046c90811e6c5118eafb8ec65790",
 		entries: []string{"rmsnorm_f32"},
 	},
 	"norm.sm_90.cubin": {
-		sha256:  "b08ae201f6d102434cf84d895e55bde14fbfdd9da8df13862ccfa2c2440d6a27",
+		sha256:  "fcd86a1ea0c1191189cac9730993b7a1c20858eb020a7683f885ededee3221a7",
 		entries: []string{"rmsnorm_f32"},
 	},
 	"rope.sm_37.cubin": {
