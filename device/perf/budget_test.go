@@ -78,7 +78,7 @@ var budgets = []budget{
 	{"attention_", "", 13}, // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},
 	{"gdn_conv_", "", 4},
-	{"gdn_scan_", "", 0.5},
+	{"gdn_scan_", "", 1.8}, // 16 state values loaded a pass (GDN_AHEAD)
 	{"moe_combine_", "", 10},
 	{"moe_router_", "", 0.01},
 	{"rmsnorm_", "", 0.3},

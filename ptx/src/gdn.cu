@@ -20,6 +20,14 @@
 #include "grid.cuh"
 
 #define GDN_MAX_D 1024
+// GDN_AHEAD is how many state values a thread of gdn_scan_f32 loads before it folds them: 16
+// in the kernel; 1 in the megakernel, whose registers every body shares (more there spills
+// in other bodies' loops).
+#ifdef MEGAKERNEL
+#define GDN_AHEAD 1
+#else
+#define GDN_AHEAD 16
+#endif
 
 // gdn_conv_f32 mirrors kernels.GDNConv (twinGDNConv).
 __device__ __forceinline__ void gdn_conv_f32_body(const Grid &gr, const float *x, const float *w, float *state, const int32_t *src,
@@ -89,20 +97,37 @@ __device__ __forceinline__ void gdn_scan_f32_body(const Grid &gr, const float *q
 		float g = __fmul_rn(a[h], softplus32(__fadd_rn(alpha[(int64_t)r * nv + h], dt_bias[h])));
 		float e = exp32(g);
 		if (j < d) {
+			// each pass loads GDN_AHEAD of the column's values before it uses or stores any (a
+			// store may overwrite what it reads, Src being Dst, so the compiler would keep one
+			// load in flight a store; the thread's values are its own, read before written)
 			const float *s = state + si * slot + h * hs + j;
 			float *sd = state + di * slot + h * hs + j;
-			float u = 0.0f;
-			for (int32_t i = 0; i < d; i++) {
-				float dv = __fmul_rn(e, s[(int64_t)i * d]);
-				sd[(int64_t)i * d] = dv;
-				u = __fmaf_rn(dv, kh[i], u);
+			float u = 0.0f, in[GDN_AHEAD];
+			for (int32_t i0 = 0; i0 < d; i0 += GDN_AHEAD) {
+#pragma unroll
+				for (int k = 0; k < GDN_AHEAD; k++)
+					if (i0 + k < d) in[k] = s[(int64_t)(i0 + k) * d];
+#pragma unroll
+				for (int k = 0; k < GDN_AHEAD; k++)
+					if (i0 + k < d) {
+						float dv = __fmul_rn(e, in[k]);
+						sd[(int64_t)(i0 + k) * d] = dv;
+						u = __fmaf_rn(dv, kh[i0 + k], u);
+					}
 			}
 			float delta = __fmul_rn(__fsub_rn(v[j], u), b);
 			float o = 0.0f;
-			for (int32_t i = 0; i < d; i++) {
-				float sv = __fmaf_rn(kh[i], delta, sd[(int64_t)i * d]);
-				sd[(int64_t)i * d] = sv;
-				o = __fmaf_rn(sv, qh[i], o);
+			for (int32_t i0 = 0; i0 < d; i0 += GDN_AHEAD) {
+#pragma unroll
+				for (int k = 0; k < GDN_AHEAD; k++)
+					if (i0 + k < d) in[k] = sd[(int64_t)(i0 + k) * d];
+#pragma unroll
+				for (int k = 0; k < GDN_AHEAD; k++)
+					if (i0 + k < d) {
+						float sv = __fmaf_rn(kh[i0 + k], delta, in[k]);
+						sd[(int64_t)(i0 + k) * d] = sv;
+						o = __fmaf_rn(sv, qh[i0 + k], o);
+					}
 			}
 			out[((int64_t)r * nv + h) * d + j] = o;
 		}
