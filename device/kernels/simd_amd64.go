@@ -366,16 +366,23 @@ func vectorScores(e, q, kc []float32, offs []int64, scale float32, vec bool) int
 		attnScoresAVX2(&e[0], &q[0], &kc[0], &offs[0], groups, hd, scale)
 	}
 	if tail := n - 8*groups; tail > 0 {
-		var to [8]int64
 		var te [8]float32
-		copy(to[:], offs[8*groups:])
-		for i := tail; i < 8; i++ {
-			to[i] = offs[n-1]
-		}
+		to := padKeys(offs[8*groups:])
 		attnScoresAVX2(&te[0], &q[0], &kc[0], &to[0], 1, hd, scale)
 		copy(e[8*groups:n], te[:tail])
 	}
 	return n
+}
+
+// padKeys returns a last group of fewer than 8 key offsets padded to 8 with copies of its last
+// one, for the vector score forms (whose padded scores are dropped).
+func padKeys(tail []int64) [8]int64 {
+	var to [8]int64
+	copy(to[:], tail)
+	for i := len(tail); i < 8; i++ {
+		to[i] = tail[len(tail)-1]
+	}
+	return to
 }
 
 // vectorScores4 is vectorScores for four query heads that share their keys: head h's query
@@ -392,12 +399,8 @@ func vectorScores4(e *[4 * AttnChunk]float32, q, kc []float32, offs []int64, sca
 		attnScores4AVX2(&e[0], AttnChunk, &q[0], hd, &kc[0], &offs[0], groups, hd, scale)
 	}
 	if tail := n - 8*groups; tail > 0 {
-		var to [8]int64
 		var te [4][8]float32
-		copy(to[:], offs[8*groups:])
-		for i := tail; i < 8; i++ {
-			to[i] = offs[n-1]
-		}
+		to := padKeys(offs[8*groups:])
 		attnScores4AVX2(&te[0][0], 8, &q[0], hd, &kc[0], &to[0], 1, hd, scale)
 		for h := range te {
 			copy(e[h*AttnChunk+8*groups:h*AttnChunk+n], te[h][:tail])

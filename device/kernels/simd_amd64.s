@@ -705,6 +705,59 @@ pfdone:
 // are loaded 8 dimensions at a time and transposed so that one vector FMA advances all 8
 // chains by one dimension.
 
+// ATT_LOAD8 loads dimensions d0 … d0+7 of the 8 keys whose float32 offsets are at BX (kc + 4·d0
+// in R8) into Y0 … Y7. Clobbers AX.
+#define ATT_LOAD8 \
+	MOVQ    0(BX), AX        \
+	VMOVUPS (R8)(AX*4), Y0   \
+	MOVQ    8(BX), AX        \
+	VMOVUPS (R8)(AX*4), Y1   \
+	MOVQ    16(BX), AX       \
+	VMOVUPS (R8)(AX*4), Y2   \
+	MOVQ    24(BX), AX       \
+	VMOVUPS (R8)(AX*4), Y3   \
+	MOVQ    32(BX), AX       \
+	VMOVUPS (R8)(AX*4), Y4   \
+	MOVQ    40(BX), AX       \
+	VMOVUPS (R8)(AX*4), Y5   \
+	MOVQ    48(BX), AX       \
+	VMOVUPS (R8)(AX*4), Y6   \
+	MOVQ    56(BX), AX       \
+	VMOVUPS (R8)(AX*4), Y7
+
+// ATT_TRANSPOSE8 transposes Y0 … Y7 (key i's 8 dimensions in Yi) within Y0 … Y11: afterwards
+// Y8, Y9, Y10, Y11, Y0, Y1, Y2, Y3 hold dimension 0 … 7 of the 8 keys; Y4 … Y7 are free.
+#define ATT_TRANSPOSE8 \
+	VUNPCKLPS  Y1, Y0, Y8        \
+	VUNPCKHPS  Y1, Y0, Y9        \
+	VUNPCKLPS  Y3, Y2, Y10       \
+	VUNPCKHPS  Y3, Y2, Y11       \
+	VSHUFPS    $0x44, Y10, Y8, Y0 \
+	VSHUFPS    $0xee, Y10, Y8, Y1 \
+	VSHUFPS    $0x44, Y11, Y9, Y2 \
+	VSHUFPS    $0xee, Y11, Y9, Y3 \
+	VUNPCKLPS  Y5, Y4, Y8        \
+	VUNPCKHPS  Y5, Y4, Y9        \
+	VUNPCKLPS  Y7, Y6, Y10       \
+	VUNPCKHPS  Y7, Y6, Y11       \
+	VSHUFPS    $0x44, Y10, Y8, Y4 \
+	VSHUFPS    $0xee, Y10, Y8, Y5 \
+	VSHUFPS    $0x44, Y11, Y9, Y6 \
+	VSHUFPS    $0xee, Y11, Y9, Y7 \
+	VPERM2F128 $0x20, Y4, Y0, Y8 \
+	VPERM2F128 $0x20, Y5, Y1, Y9 \
+	VPERM2F128 $0x20, Y6, Y2, Y10 \
+	VPERM2F128 $0x20, Y7, Y3, Y11 \
+	VPERM2F128 $0x31, Y4, Y0, Y0 \
+	VPERM2F128 $0x31, Y5, Y1, Y1 \
+	VPERM2F128 $0x31, Y6, Y2, Y2 \
+	VPERM2F128 $0x31, Y7, Y3, Y3
+
+// ATT_CANON sets the NaN lanes of r to the canonical NaN (in nan); clobbers tmp.
+#define ATT_CANON(r, nan, tmp) \
+	VCMPPS    $3, r, r, tmp \
+	VBLENDVPS tmp, nan, r, r
+
 // func attnScoresAVX2(e, q, kc *float32, offs *int64, groups, hd int, scale float32)
 // e[8g+i] = float32(dot(q, kc[offs[8g+i]:][:hd])·scale) for g < groups, i < 8 (hd a
 // multiple of 8).
@@ -726,48 +779,8 @@ scgroup:
 	MOVQ   R13, R9  // dimensions left
 
 scblock:
-	MOVQ    0(BX), AX
-	VMOVUPS (R8)(AX*4), Y0
-	MOVQ    8(BX), AX
-	VMOVUPS (R8)(AX*4), Y1
-	MOVQ    16(BX), AX
-	VMOVUPS (R8)(AX*4), Y2
-	MOVQ    24(BX), AX
-	VMOVUPS (R8)(AX*4), Y3
-	MOVQ    32(BX), AX
-	VMOVUPS (R8)(AX*4), Y4
-	MOVQ    40(BX), AX
-	VMOVUPS (R8)(AX*4), Y5
-	MOVQ    48(BX), AX
-	VMOVUPS (R8)(AX*4), Y6
-	MOVQ    56(BX), AX
-	VMOVUPS (R8)(AX*4), Y7
-
-	// transpose: Y8 … Y12, Y0 … Y2 = dimensions d0 … d0+7 of the 8 keys
-	VUNPCKLPS  Y1, Y0, Y8
-	VUNPCKHPS  Y1, Y0, Y9
-	VUNPCKLPS  Y3, Y2, Y10
-	VUNPCKHPS  Y3, Y2, Y11
-	VSHUFPS    $0x44, Y10, Y8, Y0
-	VSHUFPS    $0xee, Y10, Y8, Y1
-	VSHUFPS    $0x44, Y11, Y9, Y2
-	VSHUFPS    $0xee, Y11, Y9, Y3
-	VUNPCKLPS  Y5, Y4, Y8
-	VUNPCKHPS  Y5, Y4, Y9
-	VUNPCKLPS  Y7, Y6, Y10
-	VUNPCKHPS  Y7, Y6, Y11
-	VSHUFPS    $0x44, Y10, Y8, Y4
-	VSHUFPS    $0xee, Y10, Y8, Y5
-	VSHUFPS    $0x44, Y11, Y9, Y6
-	VSHUFPS    $0xee, Y11, Y9, Y7
-	VPERM2F128 $0x20, Y4, Y0, Y8
-	VPERM2F128 $0x20, Y5, Y1, Y9
-	VPERM2F128 $0x20, Y6, Y2, Y10
-	VPERM2F128 $0x20, Y7, Y3, Y11
-	VPERM2F128 $0x31, Y4, Y0, Y12
-	VPERM2F128 $0x31, Y5, Y1, Y0
-	VPERM2F128 $0x31, Y6, Y2, Y1
-	VPERM2F128 $0x31, Y7, Y3, Y2
+	ATT_LOAD8
+	ATT_TRANSPOSE8 // Y8 … Y11, Y0 … Y3 = dimensions d0 … d0+7 of the 8 keys
 
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS  Y8, Y14, Y15
@@ -778,13 +791,13 @@ scblock:
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS  Y11, Y14, Y15
 	VBROADCASTSS 16(SI), Y14
-	VFMADD231PS  Y12, Y14, Y15
-	VBROADCASTSS 20(SI), Y14
 	VFMADD231PS  Y0, Y14, Y15
-	VBROADCASTSS 24(SI), Y14
+	VBROADCASTSS 20(SI), Y14
 	VFMADD231PS  Y1, Y14, Y15
-	VBROADCASTSS 28(SI), Y14
+	VBROADCASTSS 24(SI), Y14
 	VFMADD231PS  Y2, Y14, Y15
+	VBROADCASTSS 28(SI), Y14
+	VFMADD231PS  Y3, Y14, Y15
 
 	ADDQ $32, R8
 	ADDQ $32, SI
@@ -831,48 +844,8 @@ s4group:
 	MOVQ   R13, R9  // dimensions left
 
 s4block:
-	MOVQ    0(BX), AX
-	VMOVUPS (R8)(AX*4), Y0
-	MOVQ    8(BX), AX
-	VMOVUPS (R8)(AX*4), Y1
-	MOVQ    16(BX), AX
-	VMOVUPS (R8)(AX*4), Y2
-	MOVQ    24(BX), AX
-	VMOVUPS (R8)(AX*4), Y3
-	MOVQ    32(BX), AX
-	VMOVUPS (R8)(AX*4), Y4
-	MOVQ    40(BX), AX
-	VMOVUPS (R8)(AX*4), Y5
-	MOVQ    48(BX), AX
-	VMOVUPS (R8)(AX*4), Y6
-	MOVQ    56(BX), AX
-	VMOVUPS (R8)(AX*4), Y7
-
-	// transpose in Y0 … Y11: Y8 … Y11, Y0 … Y3 = dimensions d0 … d0+7 of the 8 keys
-	VUNPCKLPS  Y1, Y0, Y8
-	VUNPCKHPS  Y1, Y0, Y9
-	VUNPCKLPS  Y3, Y2, Y10
-	VUNPCKHPS  Y3, Y2, Y11
-	VSHUFPS    $0x44, Y10, Y8, Y0
-	VSHUFPS    $0xee, Y10, Y8, Y1
-	VSHUFPS    $0x44, Y11, Y9, Y2
-	VSHUFPS    $0xee, Y11, Y9, Y3
-	VUNPCKLPS  Y5, Y4, Y8
-	VUNPCKHPS  Y5, Y4, Y9
-	VUNPCKLPS  Y7, Y6, Y10
-	VUNPCKHPS  Y7, Y6, Y11
-	VSHUFPS    $0x44, Y10, Y8, Y4
-	VSHUFPS    $0xee, Y10, Y8, Y5
-	VSHUFPS    $0x44, Y11, Y9, Y6
-	VSHUFPS    $0xee, Y11, Y9, Y7
-	VPERM2F128 $0x20, Y4, Y0, Y8
-	VPERM2F128 $0x20, Y5, Y1, Y9
-	VPERM2F128 $0x20, Y6, Y2, Y10
-	VPERM2F128 $0x20, Y7, Y3, Y11
-	VPERM2F128 $0x31, Y4, Y0, Y0
-	VPERM2F128 $0x31, Y5, Y1, Y1
-	VPERM2F128 $0x31, Y6, Y2, Y2
-	VPERM2F128 $0x31, Y7, Y3, Y3
+	ATT_LOAD8
+	ATT_TRANSPOSE8 // Y8 … Y11, Y0 … Y3 = dimensions d0 … d0+7 of the 8 keys
 
 	LEAQ (SI)(R14*2), AX // q + 4·d0 (head 2)
 	VBROADCASTSS 0(SI), Y4
@@ -995,14 +968,10 @@ pvloop:
 
 pvstore: // NaN sums as the canonical NaN
 	VMOVUPS   expTab<>+512(SB), Y5
-	VCMPPS    $3, Y0, Y0, Y6
-	VBLENDVPS Y6, Y5, Y0, Y0
-	VCMPPS    $3, Y1, Y1, Y6
-	VBLENDVPS Y6, Y5, Y1, Y1
-	VCMPPS    $3, Y2, Y2, Y6
-	VBLENDVPS Y6, Y5, Y2, Y2
-	VCMPPS    $3, Y3, Y3, Y6
-	VBLENDVPS Y6, Y5, Y3, Y3
+	ATT_CANON(Y0, Y5, Y6)
+	ATT_CANON(Y1, Y5, Y6)
+	ATT_CANON(Y2, Y5, Y6)
+	ATT_CANON(Y3, Y5, Y6)
 	VMOVUPS Y0, 0(DI)
 	VMOVUPS Y1, 32(DI)
 	VMOVUPS Y2, 64(DI)
@@ -1058,22 +1027,14 @@ pv2loop:
 
 pv2store: // NaN sums as the canonical NaN
 	VMOVUPS   expTab<>+512(SB), Y4
-	VCMPPS    $3, Y0, Y0, Y10
-	VBLENDVPS Y10, Y4, Y0, Y0
-	VCMPPS    $3, Y1, Y1, Y10
-	VBLENDVPS Y10, Y4, Y1, Y1
-	VCMPPS    $3, Y2, Y2, Y10
-	VBLENDVPS Y10, Y4, Y2, Y2
-	VCMPPS    $3, Y3, Y3, Y10
-	VBLENDVPS Y10, Y4, Y3, Y3
-	VCMPPS    $3, Y5, Y5, Y10
-	VBLENDVPS Y10, Y4, Y5, Y5
-	VCMPPS    $3, Y6, Y6, Y10
-	VBLENDVPS Y10, Y4, Y6, Y6
-	VCMPPS    $3, Y7, Y7, Y10
-	VBLENDVPS Y10, Y4, Y7, Y7
-	VCMPPS    $3, Y8, Y8, Y10
-	VBLENDVPS Y10, Y4, Y8, Y8
+	ATT_CANON(Y0, Y4, Y10)
+	ATT_CANON(Y1, Y4, Y10)
+	ATT_CANON(Y2, Y4, Y10)
+	ATT_CANON(Y3, Y4, Y10)
+	ATT_CANON(Y5, Y4, Y10)
+	ATT_CANON(Y6, Y4, Y10)
+	ATT_CANON(Y7, Y4, Y10)
+	ATT_CANON(Y8, Y4, Y10)
 	VMOVUPS Y0, 0(DI)
 	VMOVUPS Y1, 32(DI)
 	VMOVUPS Y2, 64(DI)
