@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "39a15c73ac4c30df02ca330cc7f7c7e0b67801572c2499bbdab51dfaa05d9d0e",
+	"src/matvec.cu":            "62650907ddcd707d741d97f85d2ef9153c117735b04cd170d22981177cfe1ac5",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -39,9 +39,9 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "bd3d04cfedd3e47c2dd08dc6214c11cfaa2ea1fcc8e59e043d679eb6c749825c",
-	"src/megakernel_table.cuh": "4afee587af7bc97f13b495cee9dad95665dedc2b67a4fbdf079f643bde8147d4",
+	"src/megakernel_table.cuh": "d5f2259edd32e6b08d366f1e35183477be379a4a10ad51f5db6a72ed6f3bb381",
 	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
-	"src/num.cuh":              "181da8e5b1fda29f2024ae297b44e674aacbb2848567074625df12400da02f5e",
+	"src/num.cuh":              "fc6e8c2726619074216efda8a00f886c9390ce129d3937769b91d8108d6d1e75",
 	"src/packed.cuh":           "07b818c9dca2b81efb05ff61bf0ec197af1c61b2b0fa355d378097084683dfbe",
 }
 
@@ -54,8 +54,8 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
-	"matvec.ptx":      "dfc85dc45fd5f154ad75955b2e5e937d0985580b10b6dde61a693c5b4abdc3b0",
-	"megakernel.ptx":  "004e16bb3a027f4d53e35b6a04f62186165b8901834288cd36b962d8de3d7982",
+	"matvec.ptx":      "5eee7fb8edd02aa74c46cc2248b54b64b037555afb2c53ad189686725daeeb51",
+	"megakernel.ptx":  "f09a3865e74b0123a0a383959f67f4cc255e4090601193250a30ff978f1c394a",
 	"moe.ptx":         "3da78db67397fbddeb976a441159e61c59ee08ce0f88e829be0b015fdbb06e9f",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -149,23 +149,23 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "e6184247d74f66c9b184321851657de5b50ef11b7220792d1e9b107992a76336",
+		sha256:  "6cd896a5ed818c83cac3aefd1c0709cdca8382a3adf22fb026091b19f2e78af9",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "917efe503d287f2c0919896d1e936a699569f5ab41a52e6c0db454079c064f69",
+		sha256:  "04bad280580f54b01a07097c4b0fa00b3012e5a68af45402cf5671b2a714ba4f",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "77578ea3ca175f0a9f59241eaf884b86ae22d7f30ec23c3711558636658a7896",
+		sha256:  "6d34f3fc4babbc2736f8a8e2691b4d5ac24213d72dec27a8b83b7e253707891f",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "c6343b20e356b3f5ae19e8dac55a03f8a8c6a58664f9051453dc7a8b7115568a",
+		sha256:  "1dd70c9d62f1c273fe76200cfe62510dec2958d2d4ef9213120ed2a5d1884a91",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "ec05fde26f681dd787b38d0c5980541f321bbf192f44e467786c0dfcd8db1a7c",
+		sha256:  "5dc7f5b62b4502bb355fb5633d74eaa3e7d349bdd1599928c7a3c4e5d434ede5",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

@@ -267,8 +267,8 @@ var matvec8Geometry = map[dtype.Type]struct {
 	staged bool
 }{
 	dtype.F32: {4, false}, dtype.F16: {1, false}, dtype.BF16: {4, false},
-	dtype.Q4_0: {2, true}, dtype.Q4_1: {2, false}, dtype.Q5_0: {2, true}, dtype.Q5_1: {4, false}, dtype.Q8_0: {2, false},
-	dtype.Q2_K: {2, false}, dtype.Q3_K: {2, true}, dtype.Q4_K: {2, true}, dtype.Q5_K: {2, true}, dtype.Q6_K: {2, true},
+	dtype.Q4_0: {1, true}, dtype.Q4_1: {2, true}, dtype.Q5_0: {1, true}, dtype.Q5_1: {2, true}, dtype.Q8_0: {1, true},
+	dtype.Q2_K: {2, true}, dtype.Q3_K: {2, true}, dtype.Q4_K: {2, true}, dtype.Q5_K: {2, true}, dtype.Q6_K: {2, true},
 }
 
 func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {

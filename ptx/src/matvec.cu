@@ -7,6 +7,8 @@
 // accumulator, starting at +0, with the format's unit step; then the xor butterfly
 // 16, 8, 4, 2, 1 (num.WarpSum) combines the 32 accumulators and lane 0 writes the result.
 // With add_y (MatVecArgs.Acc) lane 0 adds the result to y's value instead of storing it.
+// matvec8 takes a pass's R × C sums together (warp_sums: the same butterfly's bits, in R·C − 1
+// shuffles rather than 5·R·C), and the first lane holding each total writes it.
 //
 // matvec (decoding): ceil(Rows/4) blocks of 128 threads, one warp per weight row, one column
 // after another. A lane keeps MV_AHEAD units' loads in flight (AH in the format's MATVEC line;
@@ -71,6 +73,28 @@ static __device__ __forceinline__ void mv8_fold(float (&acc)[R][C], const Mv8Uni
 	for (int j = 0; j < C; j++)
 #pragma unroll
 		for (int i = 0; i < R; i++) acc[i][j] = P::apply(acc[i][j], t.w[i], t.x[j]);
+}
+
+// mv8_store takes the warp totals of a pass's R × C accumulators (warp_sums: each has
+// warp_sum's bits) and stores those of the rows and columns that exist, each from the first
+// lane holding it; with add_y the lane adds the total to y's value (the residual add, fused:
+// Acc). Every lane of the warp must call it.
+template <int R, int C>
+static __device__ __forceinline__ void mv8_store(float (&acc)[R][C], int lane, float *RESTRICT y, int32_t rows, int32_t r0,
+                                                 int32_t c0, int32_t nr, int32_t nc, int32_t add_y) {
+	const int N = R * C, per = 32 / N; // the values a lane holds, the lanes holding each total
+	static_assert(N >= 2 && N <= 32, "a pass's accumulators fit the warp's lanes");
+	float v[N];
+#pragma unroll
+	for (int i = 0; i < R; i++)
+#pragma unroll
+		for (int j = 0; j < C; j++) v[i * C + j] = acc[i][j];
+	float t = warp_sums<N>(v, lane);
+	int q = lane / per, i = q / C, j = q % C;
+	if (lane % per == 0 && i < nr && j < nc) {
+		float *yp = y + (int64_t)(c0 + j) * rows + r0 + i;
+		*yp = add_y ? __fadd_rn(*yp, t) : t;
+	}
 }
 
 // matvec8's forms of a pass over the units (the A and MA of a MATVEC line):
@@ -209,24 +233,7 @@ static __device__ __forceinline__ void matvec8_staged(const Grid &gr, const uint
 			if (k + 1 >= s.chunks) break;
 			s.step(gr, acc, wb, wa, k + 1);
 		}
-		// every sum first, in every lane (independent butterflies the compiler interleaves), then
-		// lane 0 reads every residual before it writes any result (the residual add, fused: Acc)
-#pragma unroll
-		for (int i = 0; i < G; i++)
-#pragma unroll
-			for (int j = 0; j < C; j++) acc[i][j] = warp_sum(acc[i][j]);
-		if (s.lane == 0) {
-			float old[G][C];
-#pragma unroll
-			for (int i = 0; i < G; i++)
-#pragma unroll
-				for (int j = 0; j < C; j++) old[i][j] = add_y && i < nr && j < s.nc ? y[(int64_t)(c0 + j) * rows + r0 + i] : 0.0f;
-#pragma unroll
-			for (int i = 0; i < G; i++)
-#pragma unroll
-				for (int j = 0; j < C; j++)
-					if (i < nr && j < s.nc) y[(int64_t)(c0 + j) * rows + r0 + i] = add_y ? __fadd_rn(old[i][j], acc[i][j]) : acc[i][j];
-		}
+		mv8_store<G, C>(acc, s.lane, y, rows, r0, c0, nr, s.nc, add_y);
 	}
 }
 
@@ -306,19 +313,7 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 					}
 				}
 			}
-#pragma unroll
-			for (int i = 0; i < R; i++) {
-#pragma unroll
-				for (int j = 0; j < C; j++) {
-					if (i < nr && j < nc) {
-						float v = warp_sum(acc[i][j]);
-						if (lane == 0) {
-							float *yp = y + (int64_t)(c0 + j) * rows + r0 + i;
-							*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
-						}
-					}
-				}
-			}
+			mv8_store<R, C>(acc, lane, y, rows, r0, c0, nr, nc, add_y);
 		}
 	}
 }
@@ -396,12 +391,12 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 4, MV8_AHEAD, 2, MV8_GUARDED)
 MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 1, MV8_AHEAD, 1, MV8_GUARDED)
 MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 4, MV8_AHEAD, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 4, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 2, MV8_CLAMPED, 2, MV8_GUARDED)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 2, MV8_CLAMPED, 1, MV8_GUARDED)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
 MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 2, MV8_STAGED, 1, MV8_GUARDED)
 MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 2, MV8_STAGED, 1, MV8_GUARDED)
 MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
