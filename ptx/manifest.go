@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "62650907ddcd707d741d97f85d2ef9153c117735b04cd170d22981177cfe1ac5",
+	"src/matvec.cu":            "944744cd2ca2b18d7b4e7ab55edc36701a65305ab3a3b86c2dc3e8cb88ea9234",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -42,7 +42,7 @@ var sources = map[string]string{
 	"src/megakernel_table.cuh": "d5f2259edd32e6b08d366f1e35183477be379a4a10ad51f5db6a72ed6f3bb381",
 	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
 	"src/num.cuh":              "fc6e8c2726619074216efda8a00f886c9390ce129d3937769b91d8108d6d1e75",
-	"src/packed.cuh":           "07b818c9dca2b81efb05ff61bf0ec197af1c61b2b0fa355d378097084683dfbe",
+	"src/packed.cuh":           "06a95033beda6d5aba818c53625ecfff9ac135c105b16032560c05ead7e76b0f",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
@@ -54,12 +54,12 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
-	"matvec.ptx":      "5eee7fb8edd02aa74c46cc2248b54b64b037555afb2c53ad189686725daeeb51",
-	"megakernel.ptx":  "f09a3865e74b0123a0a383959f67f4cc255e4090601193250a30ff978f1c394a",
-	"moe.ptx":         "3da78db67397fbddeb976a441159e61c59ee08ce0f88e829be0b015fdbb06e9f",
+	"matvec.ptx":      "c66d1d51537a1399579cf9eaccfb40944d7c4fc1306480f1df485034aab13b18",
+	"megakernel.ptx":  "4814d4e754cd4c275cde31ab4889fd7c99987517c81e42d9c0ae7b84e063a298",
+	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
-	"routing.ptx":     "a2d9faefbc3b6bb4649d302113df21c7cfc9758bf817c5703c08ea4e5ea3f057",
+	"routing.ptx":     "322de3232e0695e7cc2c667e5aa4b7039e08f2faa89f8486a5526954f70401ab",
 }
 
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
@@ -149,35 +149,35 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "6cd896a5ed818c83cac3aefd1c0709cdca8382a3adf22fb026091b19f2e78af9",
+		sha256:  "73f86ad72b79d9e4ea5a840b357d9ebbd645baf7f079ee7697c798e15d0117bb",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "04bad280580f54b01a07097c4b0fa00b3012e5a68af45402cf5671b2a714ba4f",
+		sha256:  "6645cc23b843039b748afa26e847a6cd873a9c741a913b396f65528edd5c33a2",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "6d34f3fc4babbc2736f8a8e2691b4d5ac24213d72dec27a8b83b7e253707891f",
+		sha256:  "b2eca92b0ee7356c7591b8a78e973718b187a0bdb64581192e52a3e18968a298",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "1dd70c9d62f1c273fe76200cfe62510dec2958d2d4ef9213120ed2a5d1884a91",
+		sha256:  "e00d3604cfbde4bfd1fb2602e475bac4f70ee609eb034c07e3acc0e27f115b41",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "5dc7f5b62b4502bb355fb5633d74eaa3e7d349bdd1599928c7a3c4e5d434ede5",
+		sha256:  "0d1ffe0359d619fe7340d2b4f1faf9173967d5eac73ea783b51d1f0db5f33fad",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
-		sha256:  "40cc471a0a79e472d5a79a86e9260620a921dbe9b4fb707f161b712ed8e6dcb3",
+		sha256:  "fb7db25206c6c9121bd921dd1924be733526823eb9ea28b5262d9b3a87bf8604",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"moe.sm_80.cubin": {
-		sha256:  "31864374901d06c771fdca8f629b8fcb2f2a02efc21bd81d65e6e84bb5073cf6",
+		sha256:  "e9d780811710ff3e30bf20d6bec5933d210a6f1c021537115e326bbc9def0165",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"moe.sm_90.cubin": {
-		sha256:  "956962be28aa4b63f808bfcdc505e9b6c5f70b6acc540001698845b849df3af0",
+		sha256:  "3e92228a37a5922a11305f89b1d7bf03913a4d3ac042549f205ea4ff7febec09",
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"norm.sm_37.cubin": {
@@ -205,15 +205,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {
-		sha256:  "575641c02fc66948bf52d745d5bbd6200b3420d24736821f3ebcad09e179a56c",
+		sha256:  "41f0f69fd933429b47260cd61454ea230735df753c12db8b0c0c55e5581f15e2",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 	"routing.sm_80.cubin": {
-		sha256:  "dcff3e93cf51d9c11b1109d146115c25201a9bc6bab083b6736df76875e6b4a0",
+		sha256:  "b99081d1ab4bb3fcc1fe37ab6fe6227086385d7b0e291937ebe4456fd8b0ae9a",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 	"routing.sm_90.cubin": {
-		sha256:  "ae6808b97bf24d3be35d21c5212584439ac6df7c84b715a46f8bd4c35bf9e537",
+		sha256:  "8b13ea0f4c73af7a2408e4600f7472ba84618e3395dac1749d32a24043fd194d",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 }

@@ -684,9 +684,13 @@ func matvecCases(t dtype.Type) []Case {
 		if acc != 0 {
 			y = special(f32s(r, n*rows, 1))
 		}
+		w := packedWeights(r, t, rows, cols, 1)
+		if (t == dtype.F16 || t == dtype.BF16) && rows >= 3 && n >= 2 {
+			halfSpecials(t, w, xa, cols, xb)
+		}
 		out = append(out, Case{
 			Name: fmt.Sprintf("rows=%d/cols=%d/n=%d/acc=%d", rows, cols, n, acc),
-			Buffers: []Buffer{{"W", packedWeights(r, t, rows, cols, 1), false}, {"X", xa, false},
+			Buffers: []Buffer{{"W", w, false}, {"X", xa, false},
 				{"Y", y, true}},
 			Args: func(p []device.Ptr) any {
 				return kernels.MatVecArgs{W: p[0], X: p[1], Y: p[2], Rows: int32(rows), Cols: int32(cols), N: int32(n), Acc: acc}
@@ -694,6 +698,28 @@ func matvecCases(t dtype.Type) []Case {
 		})
 	}
 	return out
+}
+
+// halfSpecials puts non-finite fp16 or bf16 values into weight rows 0–2 (in repack's device
+// layout, a row's values in order) and activation columns 0–1 of a 16-bit matvec case: NaNs
+// with payloads (quiet and signalling), ±Inf, an Inf meeting a zero activation (Inf·0) and an
+// Inf activation meeting −Inf. Every result they reach is the canonical NaN or an infinity,
+// whatever payload a widening keeps.
+func halfSpecials(t dtype.Type, w, x []byte, cols, xb int) {
+	nan, snan, inf, ninf := uint16(0x7e01), uint16(0x7c05), uint16(0x7c00), uint16(0xfc00)
+	if t == dtype.BF16 {
+		nan, snan, inf, ninf = 0x7fc1, 0x7f85, 0x7f80, 0xff80
+	}
+	stride := (2*cols + 255) / 256 * 256
+	put := func(b []byte, at int, v uint16) { binary.LittleEndian.PutUint16(b[at:], v) }
+	for i, v := range []uint16{nan, snan, inf, ninf} { // row 0
+		put(w, 2*(3*i+1), v)
+	}
+	put(w, stride+2*5, inf)    // row 1 · column 0's zero: Inf·0
+	put(x, 2*5, 0)             //
+	put(w, 2*stride+2*9, ninf) // row 2 · column 1's +Inf
+	put(x, xb+2*9, inf)        //
+	put(x, xb+2*11, nan)       // column 1: a NaN every row meets
 }
 
 // packedWeights is randomWeights for experts matrices of rows × cols in the device layout

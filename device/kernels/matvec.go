@@ -266,7 +266,7 @@ var matvec8Geometry = map[dtype.Type]struct {
 	rows   int
 	staged bool
 }{
-	dtype.F32: {4, false}, dtype.F16: {1, false}, dtype.BF16: {4, false},
+	dtype.F32: {4, false}, dtype.F16: {4, false}, dtype.BF16: {4, false},
 	dtype.Q4_0: {1, true}, dtype.Q4_1: {2, true}, dtype.Q5_0: {1, true}, dtype.Q5_1: {2, true}, dtype.Q8_0: {1, true},
 	dtype.Q2_K: {2, true}, dtype.Q3_K: {2, true}, dtype.Q4_K: {2, true}, dtype.Q5_K: {2, true}, dtype.Q6_K: {2, true},
 }

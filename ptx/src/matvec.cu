@@ -389,7 +389,7 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 	      w, x, y, rows, cols, n, add_y)
 
 MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 4, MV8_AHEAD, 2, MV8_GUARDED)
-MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 1, MV8_AHEAD, 1, MV8_GUARDED)
+MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 4, MV8_AHEAD, 1, MV8_GUARDED)
 MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 4, MV8_AHEAD, 4, MV8_AHEAD)
 MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
 MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 2, MV8_STAGED, 2, MV8_GUARDED)

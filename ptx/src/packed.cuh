@@ -174,12 +174,11 @@ struct PkF32 {
 	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
-// has_special2 reports whether either fp16 half of word v is infinite or NaN (exponent 31):
-// adding 1 to a 5-bit exponent of 31 carries into the half's sign bit, and into nothing else.
-PK_FN bool has_special2(uint32_t v) { return (((v & 0x7c007c00u) + 0x04000400u) & 0x80008000u) != 0; }
-
-// f16_finite_to_f32 widens a finite fp16 value (exact).
-PK_FN float f16_finite_to_f32(uint16_t h) {
+// f16_fold_to_f32 widens an fp16 value for a fold (a product or a sum): by the hardware
+// alone, exact for every finite and infinite value. A NaN's payload may not be kept, which no
+// fold can show: every arithmetic result of a NaN is the canonical NaN, on the device and in
+// the twin (num's contract), so f16_to_f32's payload-keeping widening gives the same bits.
+PK_FN float f16_fold_to_f32(uint16_t h) {
 #ifdef __CUDA_ARCH__
 	float f;
 	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -189,9 +188,8 @@ PK_FN float f16_finite_to_f32(uint16_t h) {
 #endif
 }
 
-// Pk16: fp16 (F16 true) or bf16 weights and activations. A unit of fp16 values none of which
-// is infinite or NaN — nearly always — is widened by the hardware alone (f16_finite_to_f32),
-// any other by f16_to_f32, which keeps a NaN's payload: the same bits either way.
+// Pk16: fp16 (F16 true) or bf16 weights and activations, widened for the folds
+// (f16_fold_to_f32, bf16_to_f32).
 template <bool F16> struct Pk16 {
 	struct W {
 		uint4 v;
@@ -199,7 +197,7 @@ template <bool F16> struct Pk16 {
 	struct X {
 		uint4 v;
 	};
-	PK_FN float dec(uint16_t h) { return F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+	PK_FN float dec(uint16_t h) { return F16 ? f16_fold_to_f32(h) : bf16_to_f32(h); }
 	PK_FN PkLayout layout(int32_t cols) {
 		PkLayout l = {align_up(2 * (int64_t)cols, 256), 0, 0, 0, 0};
 		return l;
@@ -214,15 +212,6 @@ template <bool F16> struct Pk16 {
 	}
 	PK_FN float apply(float acc, const W &w, const X &b) {
 		uint32_t wa[4] = {w.v.x, w.v.y, w.v.z, w.v.w}, xb[4] = {b.v.x, b.v.y, b.v.z, b.v.w};
-		if (F16 && !(has_special2(wa[0]) || has_special2(wa[1]) || has_special2(wa[2]) || has_special2(wa[3]) ||
-		             has_special2(xb[0]) || has_special2(xb[1]) || has_special2(xb[2]) || has_special2(xb[3]))) {
-#pragma unroll
-			for (int k = 0; k < 4; k++) {
-				acc = __fmaf_rn(f16_finite_to_f32((uint16_t)wa[k]), f16_finite_to_f32((uint16_t)xb[k]), acc);
-				acc = __fmaf_rn(f16_finite_to_f32((uint16_t)(wa[k] >> 16)), f16_finite_to_f32((uint16_t)(xb[k] >> 16)), acc);
-			}
-			return acc;
-		}
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			acc = __fmaf_rn(dec((uint16_t)wa[k]), dec((uint16_t)xb[k]), acc);
