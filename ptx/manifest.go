@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "944744cd2ca2b18d7b4e7ab55edc36701a65305ab3a3b86c2dc3e8cb88ea9234",
+	"src/matvec.cu":            "16983fdc055046d52ebab88b714124af2c05d759135ba13849685bdfbe293a65",
 	"src/megakernel.cu":        "cc455995d161e295262c9b4ef2b8f8baaba0c30208aac81c43c89d52c8ce5019",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -41,7 +41,7 @@ var sources = map[string]string{
 	"src/grid.cuh":             "bd3d04cfedd3e47c2dd08dc6214c11cfaa2ea1fcc8e59e043d679eb6c749825c",
 	"src/megakernel_table.cuh": "d5f2259edd32e6b08d366f1e35183477be379a4a10ad51f5db6a72ed6f3bb381",
 	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
-	"src/num.cuh":              "fc6e8c2726619074216efda8a00f886c9390ce129d3937769b91d8108d6d1e75",
+	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
 	"src/packed.cuh":           "06a95033beda6d5aba818c53625ecfff9ac135c105b16032560c05ead7e76b0f",
 }
 

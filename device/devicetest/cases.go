@@ -715,11 +715,11 @@ func halfSpecials(t dtype.Type, w, x []byte, cols, xb int) {
 	for i, v := range []uint16{nan, snan, inf, ninf} { // row 0
 		put(w, 2*(3*i+1), v)
 	}
-	put(w, stride+2*5, inf)    // row 1 · column 0's zero: Inf·0
-	put(x, 2*5, 0)             //
-	put(w, 2*stride+2*9, ninf) // row 2 · column 1's +Inf
-	put(x, xb+2*9, inf)        //
-	put(x, xb+2*11, nan)       // column 1: a NaN every row meets
+	put(w, stride+2*5, inf) // row 1 meets column 0's zero: Inf·0
+	put(x, 2*5, 0)
+	put(w, 2*stride+2*9, ninf) // row 2 meets column 1's +Inf
+	put(x, xb+2*9, inf)
+	put(x, xb+2*11, nan) // column 1: a NaN every row meets
 }
 
 // packedWeights is randomWeights for experts matrices of rows × cols in the device layout

@@ -7,7 +7,7 @@
 // accumulator, starting at +0, with the format's unit step; then the xor butterfly
 // 16, 8, 4, 2, 1 (num.WarpSum) combines the 32 accumulators and lane 0 writes the result.
 // With add_y (MatVecArgs.Acc) lane 0 adds the result to y's value instead of storing it.
-// matvec8 takes a pass's R × C sums together (warp_sums: the same butterfly's bits, in R·C − 1
+// matvec8 takes a pass's R × C sums together (warp_sums: the same butterfly's bits, in about R·C
 // shuffles rather than 5·R·C), and the first lane holding each total writes it.
 //
 // matvec (decoding): ceil(Rows/4) blocks of 128 threads, one warp per weight row, one column

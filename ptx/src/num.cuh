@@ -419,38 +419,37 @@ NUM_FN float warp_sum(float v) {
 	return v;
 }
 
+// warp_sums_step is warp_sums' step at offset OFF over the M values v[0 … M) a lane holds:
+// with M > 1 it keeps M/2 of them, with M = 1 it is warp_sum's step.
+template <int M, int OFF> NUM_FN void warp_sums_step(float *v, int lane) {
+	if (M == 1) {
+		v[0] = __fadd_rn(v[0], __shfl_xor_sync(NUM_FULL_MASK, v[0], OFF));
+		return;
+	}
+	const bool up = (lane & OFF) != 0;
+#pragma unroll
+	for (int k = 0; k < M / 2; k++) {
+		float keep = up ? v[k + M / 2] : v[k];
+		float send = up ? v[k] : v[k + M / 2];
+		v[k] = __fadd_rn(keep, __shfl_xor_sync(NUM_FULL_MASK, send, OFF));
+	}
+}
+
 // warp_sums takes the warp totals of N values a lane (N a power of two ≤ 32) with warp_sum's
-// bits, in N − 1 shuffles instead of 5N: the same butterfly, offsets 16, 8, 4, 2, 1, but while
-// a lane holds m > 1 values, the step at offset o keeps half of them — the upper half where
+// bits, in N − 1 + (5 − log2 N) shuffles instead of 5N: the same butterfly, offsets 16, 8, 4,
+// 2, 1, but while a lane holds m > 1 values, the step at offset o keeps half of them — the upper half where
 // bit o of the lane is set — and sends its partner the other half. Each kept value is then the
 // sum warp_sum forms at that step for that index, in one of the two lanes that form it (a + b
 // and b + a are the same bits: the sums' NaNs are canonical). The total of value
 // lane / (32 / N) is returned: every value's total ends in 32 / N lanes, the first of which
 // is lane 32 / N · index. All 32 lanes must call it; v is overwritten.
-template <int N> struct WarpSums {
-	static_assert(N >= 2 && N <= 32 && (N & (N - 1)) == 0, "N is a power of two, 2 … 32");
-	// step folds the m values v[0 … m) at offset off into v[0 … m/2).
-	template <int M, int OFF> static __device__ __forceinline__ void step(float *v, int lane) {
-		const bool up = (lane & OFF) != 0;
-#pragma unroll
-		for (int k = 0; k < M / 2; k++) {
-			float keep = up ? v[k + M / 2] : v[k];
-			float send = up ? v[k] : v[k + M / 2];
-			v[k] = __fadd_rn(keep, __shfl_xor_sync(NUM_FULL_MASK, send, OFF));
-		}
-	}
-};
 template <int N> NUM_FN float warp_sums(float (&v)[N], int lane) {
-	typedef WarpSums<N> W;
-	W::template step<N, 16>(v, lane);
-	if (N >= 4) W::template step<(N >= 4 ? N / 2 : 2), 8>(v, lane);
-	else v[0] = __fadd_rn(v[0], __shfl_xor_sync(NUM_FULL_MASK, v[0], 8));
-	if (N >= 8) W::template step<(N >= 8 ? N / 4 : 2), 4>(v, lane);
-	else v[0] = __fadd_rn(v[0], __shfl_xor_sync(NUM_FULL_MASK, v[0], 4));
-	if (N >= 16) W::template step<(N >= 16 ? N / 8 : 2), 2>(v, lane);
-	else v[0] = __fadd_rn(v[0], __shfl_xor_sync(NUM_FULL_MASK, v[0], 2));
-	if (N >= 32) W::template step<2, 1>(v, lane);
-	else v[0] = __fadd_rn(v[0], __shfl_xor_sync(NUM_FULL_MASK, v[0], 1));
+	static_assert(N >= 2 && N <= 32 && (N & (N - 1)) == 0, "N is a power of two, 2 … 32");
+	warp_sums_step<N, 16>(v, lane);
+	warp_sums_step<(N >= 4 ? N / 2 : 1), 8>(v, lane);
+	warp_sums_step<(N >= 8 ? N / 4 : 1), 4>(v, lane);
+	warp_sums_step<(N >= 16 ? N / 8 : 1), 2>(v, lane);
+	warp_sums_step<(N >= 32 ? N / 16 : 1), 1>(v, lane);
 	return v[0];
 }
 
