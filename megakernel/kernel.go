@@ -112,9 +112,7 @@ var Kernel = device.Register(&device.Kernel[Args]{
 			return fmt.Errorf("stream header: %w", err)
 		}
 		w := func(i int) uint64 { return uint64(binary.LittleEndian.Uint32(h[4*i:])) }
-		words := headerWords + instrWords*w(3) + 2*w(6) + w(4) + 1 + itemWords*w(7)
-		words += words & 1
-		n := 4*words + 8*w(5)
+		n := 4*streamWords(w(3), w(6), w(4), w(7), w(9)) + 8*w(5)
 		if n > maxStream {
 			return fmt.Errorf("stream of %d bytes (at most %d)", n, maxStream)
 		}

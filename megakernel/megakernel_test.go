@@ -279,7 +279,7 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 		{1, 1, "version"},
 		{2, 0, "kernel table"},
 		{4, 0, "SMs"},
-		{9, 1, "reserved"},
+		{9, 1, "header says"},                       // the prefetch ranges
 		{10, 1 << 20, "outside the table"},          // instruction 0's kernel
 		{10 + 5, 0, "threads"},                      // instruction 0's threads per block
 		{10 + 5, 16, "the kernel launches"},         // threads per block not the kernel's
@@ -312,6 +312,21 @@ func TestStreamRoundTripAndCorruption(t *testing.T) {
 	binary.LittleEndian.PutUint32(e[4*(item+3):], 1<<20)
 	if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), "has blocks") {
 		t.Errorf("an item's blocks: %v", err)
+	}
+	// prefetch ranges that are not the window's: an item's count, the first range's end
+	e = append([]byte(nil), enc...)
+	binary.LittleEndian.PutUint32(e[4*(item+5):], binary.LittleEndian.Uint32(e[4*(item+5):])+1)
+	if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), "prefetch") {
+		t.Errorf("an item's prefetch ranges: %v", err)
+	}
+	if ranges := item + 6*s.Items(); binary.LittleEndian.Uint32(enc[4*9:]) > 0 {
+		e = append([]byte(nil), enc...)
+		binary.LittleEndian.PutUint32(e[4*(ranges+2):], binary.LittleEndian.Uint32(e[4*(ranges+2):])-1)
+		if _, err := megakernel.Decode(e); err == nil || !strings.Contains(err.Error(), "window asks") {
+			t.Errorf("a prefetch range: %v", err)
+		}
+	} else {
+		t.Error("the stream prefetches nothing")
 	}
 	// a queue out of program order: swap the first two items of the longest queue
 	for k, q := range s.Queues {
@@ -366,7 +381,9 @@ func FuzzDecode(f *testing.F) {
 }
 
 // A schedule whose instructions take other grids and parameters (a patched step's) re-encodes
-// from the old stream to exactly what Encode writes; anything else is refused.
+// from the old stream to exactly what Encode writes; a prefetching instruction's other grid
+// re-encodes so too, or is refused when it changes how many ranges an item prefetches;
+// anything else is refused.
 func TestReencode(t *testing.T) {
 	c := newChain(t, 5, 3, 20)
 	s, err := megakernel.Build(c.ops, megakernel.Config{SMs: 5, PartBytes: 4096})
@@ -374,17 +391,33 @@ func TestReencode(t *testing.T) {
 		t.Fatal(err)
 	}
 	prev := s.Encode()
-	p := *s
-	p.Instrs = slices.Clone(s.Instrs)
-	for _, i := range []int{0, len(p.Instrs) / 2, len(p.Instrs) - 1} {
-		in := &p.Instrs[i]
-		in.GridX += in.GridX/3 + 1 // more blocks, the same parts
-		in.Params = slices.Clone(in.Params)
-		in.Params[0] ^= 0x100
+	regrid := func(prefetching bool) *megakernel.Schedule {
+		p := *s
+		p.Instrs = slices.Clone(s.Instrs)
+		n := 0
+		for i := range p.Instrs {
+			in := &p.Instrs[i]
+			if (in.Prefetch.Param >= 0) != prefetching || n == 3 {
+				continue
+			}
+			n++
+			in.GridX += in.GridX/3 + 1 // more blocks, the same parts
+			in.Params = slices.Clone(in.Params)
+			in.Params[0] ^= 0x100
+		}
+		if n == 0 {
+			t.Fatalf("no instruction with prefetching %v", prefetching)
+		}
+		return &p
 	}
+	p := *regrid(false)
 	got, ok := p.Reencode(prev, s)
 	if !ok || !bytes.Equal(got, p.Encode()) {
 		t.Fatalf("Reencode: ok %v, equal to Encode %v", ok, bytes.Equal(got, p.Encode()))
+	}
+	pf := regrid(true)
+	if got, ok := pf.Reencode(prev, s); ok && !bytes.Equal(got, pf.Encode()) {
+		t.Fatal("Reencode of prefetching instructions' grids is not Encode's")
 	}
 	if same, ok := s.Reencode(prev, s); !ok || !bytes.Equal(same, prev) {
 		t.Fatal("Reencode of the schedule itself differs")

@@ -24,6 +24,8 @@ type Machine struct {
 	SMs          int
 	ClockGHz     float64
 	BandwidthGBs float64 // the floor's: DRAM bytes read or written per second, in GB
+	// L2GBs is the rate lines already in the L2 are read at, in GB/s (0: not known).
+	L2GBs float64
 	// L2Latency and DRAMLatency are a load's latency under load, in cycles.
 	L2Latency, DRAMLatency int
 	// ItemCycles is the start of an item when nothing waits: the loop reads the item, its
@@ -105,7 +107,7 @@ type Prediction struct {
 	WakesUS  float64      `json:"wakes_us"`
 	Handoffs int          `json:"handoffs"`
 	// Prefetched is the stream bytes the replay found in L2 when their parts began (fetched
-	// while their blocks waited).
+	// through their queue's window while it waited or ran parts that left bandwidth unused).
 	Prefetched int64 `json:"prefetched_bytes"`
 }
 
@@ -209,6 +211,17 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			byInstr[it.Instr] = append(byInstr[it.Instr], q)
 		}
 	}
+	// each queue's streams laid end to end (prefetch.go): item k's bytes are
+	// [streams[q][k], streams[q][k+1]); arrived[q] is how far the bytes asked for have come
+	streams := make([][]int64, queues)
+	for q, items := range s.Queues {
+		streams[q] = make([]int64, len(items)+1)
+		for k, it := range items {
+			from, to := itemStream(&s.Instrs[it.Instr], int(it.Part))
+			streams[q][k+1] = streams[q][k] + to - from
+		}
+	}
+	arrived := make([]int64, queues)
 	var res replayResult
 	for i := range s.Instrs {
 		in := &s.Instrs[i]
@@ -220,7 +233,8 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			}
 		}
 		for _, q := range byInstr[i] {
-			it := s.Queues[q][next[q]]
+			k := next[q]
+			it := s.Queues[q][k]
 			next[q]++
 			lo, hi := partBlocks(in, int(it.Part))
 			r := &replayed{instr: i, cause: prev[q], causeEnd: clock[q]}
@@ -230,17 +244,30 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 				start, r.cause, r.causeEnd, r.byDep = ready+wake, dep, ready, true
 			}
 			t, lim := pm.PartUS(in, lo, hi, qps, queues)
-			// what the block fetched into L2 while it waited (from its item's start on)
-			if pf := in.Prefetch; pf.Param >= 0 && s.PrefetchBytes > 0 && in.Bytes > 0 {
-				from, to := int64(lo)*pf.PerBlock, min(int64(hi)*pf.PerBlock, pf.Total)
-				want := min(max(to-from, 0), s.PrefetchBytes)
-				got := min(want, int64((start-clock[q])*share))
+			// the queue's window of its streams, fetched into L2 while the block waited (from
+			// its item's start on): what of this part's stream has come, read at the latency's
+			// ratio but no faster than a queue's share of the L2's rate
+			if s.PrefetchBytes > 0 {
+				st := streams[q]
+				asked := min(st[k]+s.PrefetchBytes, st[len(st)-1])
+				a := min(asked, max(arrived[q], st[k])+int64((start-clock[q])*share))
+				got := min(a, st[k+1]) - st[k]
 				partBytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())
+				dram := partBytes // what the part reads from DRAM itself
 				if got > 0 && partBytes > 0 {
 					f := math.Min(1, float64(got)/partBytes)
-					t = t*(1-f) + t*f*l2
+					fast := t * f * l2
+					if m.L2GBs > 0 {
+						fast = max(fast, f*partBytes/(m.L2GBs*1e3/float64(m.SMs*qps)))
+					}
+					t = t*(1-f) + fast
+					dram *= 1 - f
 					res.prefetched += got
 				}
+				// while the part runs, its queue's share of the bandwidth that the part leaves
+				// unused (a latency-bound part's: attention's, a norm's) brings in the rest of
+				// the window
+				arrived[q] = min(asked, max(a, st[k+1])+int64(max(0, t*share-dram)))
 			}
 			r.start, r.part, r.limiter = start, t, lim
 			clock[q], prev[q] = start+t, r

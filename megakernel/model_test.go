@@ -15,8 +15,8 @@ func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.A
 // The replay's arithmetic on schedules whose answer is known by hand: one part alone (its
 // start, its bytes at a queue's share, the launch); a chain of two on two queues (a wake-up
 // between them, one hand-off on the path); the second again, prefetching its stream while
-// it waits (the fetched fraction from L2, at its latency's ratio); and the placement's own
-// estimate equal to the replay of the schedule it built.
+// it waits (the fetched fraction from L2, at its latency's ratio or the L2's rate, whichever
+// is slower); and the placement's own estimate equal to the replay of the schedule it built.
 func TestPredictKnownAnswers(t *testing.T) {
 	c := newChain(t, 1, 2, 0)
 	mv, _ := kernels.MatVec(dtype.F32)
@@ -65,7 +65,8 @@ func TestPredictKnownAnswers(t *testing.T) {
 		if stream { // b's block waits item + part while a runs and fetches at its share meanwhile
 			waited := us(m.ItemCycles) + part + us(m.WakeCycles)
 			f := math.Min(1, waited*share/bytes)
-			second = part*(1-f) + part*f*float64(m.L2Latency)/float64(m.DRAMLatency)
+			l2share := m.L2GBs * 1e3 / float64(m.SMs) // an L2 hit's rate, a queue's share
+			second = part*(1-f) + math.Max(part*f*float64(m.L2Latency)/float64(m.DRAMLatency), f*bytes/l2share)
 			if p.Prefetched != int64(math.Min(bytes, waited*share)) {
 				t.Errorf("prefetched %d bytes, want %.0f", p.Prefetched, math.Min(bytes, waited*share))
 			}
@@ -95,5 +96,58 @@ func TestPredictKnownAnswers(t *testing.T) {
 	}
 	if _, err := megakernel.Predict(one, m, 0, nil); err == nil {
 		t.Error("0 queues per SM accepted")
+	}
+}
+
+// fixedModel times instruction 0's parts at a fixed time (a latency-bound part that moves few
+// bytes) and the others at their bytes, as BytesModel does.
+type fixedModel struct {
+	us    float64
+	bytes megakernel.BytesModel
+}
+
+func (f fixedModel) PartUS(in *megakernel.Instr, lo, hi, qps, queues int) (float64, string) {
+	if in.Name == "a" {
+		return f.us, "latency"
+	}
+	return f.bytes.PartUS(in, lo, hi, qps, queues)
+}
+
+// The window on one queue, by hand: item a (no stream) asks for b's stream before it starts;
+// b's bytes come in while a's item starts, through a's own run (the bandwidth a, latency-bound,
+// leaves unused) and while b's item starts; b then reads that fraction from L2.
+func TestPredictWindowAcrossItems(t *testing.T) {
+	c := newChain(t, 1, 2, 0)
+	mv, _ := kernels.MatVec(dtype.F32)
+	m := megakernel.H200
+	us := func(cycles int) float64 { return float64(cycles) / (m.ClockGHz * 1e3) }
+	share := m.BandwidthGBs * 1e3 / float64(m.SMs)
+	const bytes, small, run = 1 << 20, 1 << 10, 10.0
+	args := kernels.MatVecArgs{W: c.bufs[0], X: c.bufs[1], Y: c.bufs[0], Rows: chainCols, Cols: chainCols, N: 1}
+	ops := []megakernel.Op{
+		{Name: "a", Kernel: mv, Args: args, Reads: []megakernel.Resource{1}, Writes: []megakernel.Resource{2}, Bytes: small},
+		{Name: "b", Kernel: mv, Args: args, Reads: []megakernel.Resource{2}, Writes: []megakernel.Resource{3}, Bytes: bytes,
+			Stream: &megakernel.Stream{Param: 0, Bytes: bytes}},
+	}
+	pm := fixedModel{run, megakernel.BytesModel{Machine: m}}
+	s, err := megakernel.Build(ops, megakernel.Config{SMs: 1, PartBytes: 1 << 30, PrefetchBytes: bytes, Model: pm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan := s.PrefetchPlan(); len(plan[0][0]) != 1 || plan[0][0][0].To != bytes || len(plan[0][1]) != 0 {
+		t.Fatalf("a's window: %+v", plan)
+	}
+	p, err := megakernel.Predict(s, m, 1, pm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := us(m.ItemCycles)*share + (run*share - small) + us(m.ItemCycles)*share
+	part := bytes / share
+	f := got / bytes
+	second := part*(1-f) + math.Max(part*f*float64(m.L2Latency)/float64(m.DRAMLatency), f*bytes/(m.L2GBs*1e3/float64(m.SMs)))
+	want := 2*us(m.ItemCycles) + run + second
+	// the replay counts bytes in whole numbers at each of its three steps
+	if math.Abs(p.ScheduleUS-want) > 1e-3 || math.Abs(float64(p.Prefetched)-got) > 3 {
+		t.Errorf("prefetched %d bytes, the step %.4f µs; want %.0f bytes, %.4f µs", p.Prefetched, p.ScheduleUS, got, want)
 	}
 }

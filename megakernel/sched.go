@@ -59,8 +59,11 @@ type Config struct {
 	MinPartUS float64
 	// PartBytes, if set, chooses parts by bytes instead: one per PartBytes moved.
 	PartBytes int64
-	// PrefetchBytes is how much of a part's stream (Op.Stream) its block asks the L2 for
-	// before it waits (default 64 KiB; negative: none).
+	// PrefetchBytes is each queue's prefetch window (prefetch.go): how far into its coming
+	// streams (Op.Stream) a block asks the L2 for before it waits (default 256 KiB: an
+	// H200's 132 queues' windows take 33 MiB of its 50 MiB L2; negative: none). All queues'
+	// windows must fit the L2 at once, with room for what the parts read besides: a line
+	// evicted before its part reads it comes from DRAM twice, which the cost model does not see.
 	PrefetchBytes int64
 }
 
@@ -83,7 +86,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.PrefetchBytes == 0:
-		c.PrefetchBytes = 64 << 10
+		c.PrefetchBytes = 256 << 10
 	case c.PrefetchBytes < 0:
 		c.PrefetchBytes = 0
 	}
@@ -119,7 +122,7 @@ type Schedule struct {
 	// EstimateUS is the modelled length of the step as placement saw it (µs; Predict gives
 	// it with its breakdown).
 	EstimateUS float64
-	// PrefetchBytes is Config.PrefetchBytes: each item's prefetch.
+	// PrefetchBytes is Config.PrefetchBytes: each queue's prefetch window.
 	PrefetchBytes int64
 
 	place *placement // where each part's item lies in the stream (Build's; copies share it)

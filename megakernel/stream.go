@@ -13,15 +13,19 @@ import (
 // The stream: what the interpreters read, little-endian throughout.
 //
 //	header   10 u32: magic "VMK1", version, kernel-table hash, instructions, SMs (queues),
-//	         parameter words, dependencies, items, prefetch bytes per item, 0
+//	         parameter words, dependencies, items, prefetch window (bytes), prefetch ranges
 //	instrs   12 u32 each: kernel, first parameter word, parameters, grid x, grid y,
 //	         threads per block, parts, first dependency, dependencies, prefetch parameter
 //	         (its index + 1, 0 for none), prefetch bytes per block, prefetch bytes in all
 //	deps     2 u32 each: an instruction index and its parts, each instruction's indices
 //	         increasing and below its own index
 //	queues   SMs+1 u32: queue k's items are items[queues[k] : queues[k+1]]
-//	items    4 u32 each: instruction, part, and the part's blocks [first, end) of the
-//	         instruction's grid of B blocks in P parts: ⌊part·B/P⌋ and ⌊(part+1)·B/P⌋
+//	items    6 u32 each: instruction, part, the part's blocks [first, end) of the
+//	         instruction's grid of B blocks in P parts: ⌊part·B/P⌋ and ⌊(part+1)·B/P⌋, and
+//	         its prefetch ranges: the first's index and how many (each item's follow the
+//	         previous item's)
+//	ranges   3 u32 each: the parameter word holding a stream's address, and bytes
+//	         [from, to) from it
 //	(padding to 8 bytes)
 //	params   u64 words: each parameter's bits in the low end of its own word
 //
@@ -30,11 +34,11 @@ import (
 // that instruction's, each instruction's parameter count is its kernel's, and a prefetched
 // parameter is an address.
 //
-// Prefetch: before it waits for an item's dependencies, a block asks the L2 to fetch the
-// first prefetch-bytes-per-item of the bytes the item's blocks read through the prefetch
-// parameter — block v's are [v·per block, (v+1)·per block) from the address, clipped to the
-// bytes in all — which no instruction of the step writes (weights), so they may be fetched
-// before anything is ready.
+// Prefetch: an instruction's stream is what its blocks read through the prefetch parameter —
+// block v's bytes are [v·per block, (v+1)·per block) from the address, clipped to the bytes in
+// all — which no instruction of the step writes (weights). Before it waits for an item's
+// dependencies, a block asks the L2 for the item's ranges: the window of its queue's coming
+// streams (prefetch.go, PrefetchPlan), which a decoded stream must hold exactly.
 const (
 	magic       = 0x314b4d56 // "VMK1"
 	version     = StreamVersion
@@ -56,11 +60,19 @@ var ptrType = reflect.TypeFor[device.Ptr]()
 // kernel table): its version, the second header word, and the words of a header, an
 // instruction and an item.
 const (
-	StreamVersion = 4
+	StreamVersion = 5
 	HeaderWords   = 10
 	InstrWords    = 12
-	ItemWords     = 4
+	ItemWords     = 6
+	RangeWords    = 3
 )
+
+// streamWords is the number of 32-bit words before a stream's parameters (its padding
+// included).
+func streamWords(instrs, deps, queues, items, ranges uint64) uint64 {
+	w := headerWords + instrWords*instrs + 2*deps + queues + 1 + itemWords*items + RangeWords*ranges
+	return w + w&1
+}
 
 // Encode lays the schedule out as a stream.
 func (s *Schedule) Encode() []byte {
@@ -70,20 +82,28 @@ func (s *Schedule) Encode() []byte {
 		nDeps += len(in.Deps)
 	}
 	nItems = s.Items()
-	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + itemWords*nItems
-	words += words & 1 // params start 8-byte aligned
+	plan := s.PrefetchPlan()
+	nRanges := 0
+	for _, q := range plan {
+		for _, rs := range q {
+			nRanges += len(rs)
+		}
+	}
+	words := int(streamWords(uint64(len(s.Instrs)), uint64(nDeps), uint64(len(s.Queues)), uint64(nItems), uint64(nRanges)))
 	buf := make([]byte, 4*words+8*nParams)
 	w := buf
 	put := func(v uint32) {
 		binary.LittleEndian.PutUint32(w, v)
 		w = w[4:]
 	}
-	for _, v := range []int64{magic, version, int64(TableHash()), int64(len(s.Instrs)), int64(len(s.Queues)), int64(nParams), int64(nDeps), int64(nItems), s.PrefetchBytes, 0} {
+	for _, v := range []int64{magic, version, int64(TableHash()), int64(len(s.Instrs)), int64(len(s.Queues)), int64(nParams), int64(nDeps), int64(nItems), s.PrefetchBytes, int64(nRanges)} {
 		put(uint32(v))
 	}
 	po, do := 0, 0
-	for _, in := range s.Instrs {
+	pword := make([]uint32, len(s.Instrs)) // each instruction's prefetch parameter's word
+	for i, in := range s.Instrs {
 		pf := in.Prefetch
+		pword[i] = uint32(po + pf.Param)
 		for _, v := range []int64{int64(in.Kernel), int64(po), int64(len(in.Params)), int64(in.GridX), int64(in.GridY), int64(in.Threads), int64(in.Parts),
 			int64(do), int64(len(in.Deps)), int64(pf.Param + 1), pf.PerBlock, pf.Total} {
 			put(uint32(v))
@@ -123,12 +143,24 @@ func (s *Schedule) Encode() []byte {
 			}
 		}
 	}
-	for _, q := range s.Queues {
-		for _, it := range q { // an item's four words, as two little-endian pairs
+	nr := uint32(0)
+	for k, q := range s.Queues {
+		for j, it := range q { // an item's six words, as three little-endian pairs
 			f := first[at[it.Instr]+it.Part:]
 			binary.LittleEndian.PutUint64(w, uint64(uint32(it.Instr))|uint64(uint32(it.Part))<<32)
 			binary.LittleEndian.PutUint64(w[8:], uint64(uint32(f[0]))|uint64(uint32(f[1]))<<32)
-			w = w[16:]
+			binary.LittleEndian.PutUint64(w[16:], uint64(nr)|uint64(uint32(len(plan[k][j])))<<32)
+			nr += uint32(len(plan[k][j]))
+			w = w[24:]
+		}
+	}
+	for _, q := range plan {
+		for _, rs := range q {
+			for _, r := range rs {
+				put(pword[r.Instr])
+				put(r.From)
+				put(r.To)
+			}
 		}
 	}
 	p := buf[4*words:]
@@ -163,20 +195,16 @@ func Decode(b []byte) (*Schedule, error) {
 	if h[2] != TableHash() {
 		return nil, fmt.Errorf("megakernel: stream encoded for kernel table %#08x, this build has %#08x", h[2], TableHash())
 	}
-	nInstr, nSM, nParams, nDeps, nItems := uint64(h[3]), uint64(h[4]), uint64(h[5]), uint64(h[6]), uint64(h[7])
+	nInstr, nSM, nParams, nDeps, nItems, nRanges := uint64(h[3]), uint64(h[4]), uint64(h[5]), uint64(h[6]), uint64(h[7]), uint64(h[9])
 	if nSM < 1 || nSM > MaxSMs {
 		return nil, fmt.Errorf("megakernel: stream for %d SMs (1…%d allowed)", nSM, MaxSMs)
 	}
-	words := headerWords + instrWords*nInstr + 2*nDeps + nSM + 1 + itemWords*nItems
-	words += words & 1
+	words := streamWords(nInstr, nDeps, nSM, nItems, nRanges)
 	if want := 4*words + 8*nParams; want != uint64(len(b)) {
 		return nil, fmt.Errorf("megakernel: stream of %d bytes, its header says %d", len(b), want)
 	}
 	if nInstr == 0 {
 		return nil, errors.New("megakernel: stream with no instructions")
-	}
-	if h[9] != 0 {
-		return nil, fmt.Errorf("megakernel: header's reserved word is %d", h[9])
 	}
 	kernels := Kernels()
 	s := &Schedule{Instrs: make([]Instr, nInstr), Queues: make([][]Item, nSM), PrefetchBytes: int64(h[8])}
@@ -265,6 +293,8 @@ func Decode(b []byte) (*Schedule, error) {
 		return nil, fmt.Errorf("megakernel: queues hold %d items, the header says %d", qoff[nSM], nItems)
 	}
 	var ranges [][2]uint32 // each item's blocks, in queue order, checked once the grids are
+	var pfCount []uint32   // each item's prefetch ranges, in queue order
+	nextRange := uint64(0)
 	seen := make([][]bool, nInstr)
 	for i := range seen {
 		seen[i] = make([]bool, s.Instrs[i].Parts)
@@ -272,7 +302,12 @@ func Decode(b []byte) (*Schedule, error) {
 	for k := range s.Queues {
 		q := make([]Item, qoff[k+1]-qoff[k])
 		for j := range q {
-			in, p, lo, hi := r.u32(), r.u32(), r.u32(), r.u32()
+			in, p, lo, hi, rf, rn := r.u32(), r.u32(), r.u32(), r.u32(), r.u32(), r.u32()
+			if uint64(rf) != nextRange || nextRange+uint64(rn) > nRanges {
+				return nil, fmt.Errorf("megakernel: queue %d item %d: prefetch ranges [%d, +%d), want them at %d of %d", k, j, rf, rn, nextRange, nRanges)
+			}
+			nextRange += uint64(rn)
+			pfCount = append(pfCount, rn)
 			if uint64(in) >= nInstr || int(p) >= s.Instrs[in].Parts {
 				return nil, fmt.Errorf("megakernel: queue %d item %d: part %d of instruction %d does not exist", k, j, p, in)
 			}
@@ -287,6 +322,13 @@ func Decode(b []byte) (*Schedule, error) {
 			q[j] = Item{Instr: int32(in), Part: int32(p)}
 		}
 		s.Queues[k] = q
+	}
+	if nextRange != nRanges {
+		return nil, fmt.Errorf("megakernel: the items prefetch %d of %d ranges", nextRange, nRanges)
+	}
+	pfWords := make([]uint32, RangeWords*nRanges)
+	for j := range pfWords {
+		pfWords[j] = r.u32()
 	}
 	r.pad8()
 	paramWords := make([]uint64, nParams)
@@ -323,6 +365,24 @@ func Decode(b []byte) (*Schedule, error) {
 			lo, hi := partBlocks(&s.Instrs[it.Instr], int(it.Part))
 			if r := ranges[n]; r != [2]uint32{uint32(lo), uint32(hi)} {
 				return nil, fmt.Errorf("megakernel: queue %d item %d: part %d of instruction %d has blocks [%d, %d), not [%d, %d)", k, j, it.Part, it.Instr, r[0], r[1], lo, hi)
+			}
+			n++
+		}
+	}
+	// the prefetch ranges must be the plan's for this schedule and window
+	n, at := 0, 0
+	for k, q := range s.PrefetchPlan() {
+		for j, rs := range q {
+			if int(pfCount[n]) != len(rs) {
+				return nil, fmt.Errorf("megakernel: queue %d item %d: %d prefetch ranges, its window asks for %d", k, j, pfCount[n], len(rs))
+			}
+			for _, pr := range rs {
+				w := pfWords[RangeWords*at:]
+				if want := params[pr.Instr].off + uint64(s.Instrs[pr.Instr].Prefetch.Param); uint64(w[0]) != want || w[1] != pr.From || w[2] != pr.To {
+					return nil, fmt.Errorf("megakernel: queue %d item %d: prefetch of parameter word %d, bytes [%d, %d); its window asks for word %d, bytes [%d, %d)",
+						k, j, w[0], w[1], w[2], want, pr.From, pr.To)
+				}
+				at++
 			}
 			n++
 		}
@@ -379,17 +439,19 @@ func (s *Schedule) Reencode(prev []byte, from *Schedule) (stream []byte, ok bool
 		return nil, false
 	}
 	stream = slices.Clone(prev)
-	s.EncodeOver(stream, from)
+	if !s.EncodeOver(stream, from) {
+		return nil, false
+	}
 	return stream, true
 }
 
 // EncodeOver rewrites stream, the encoding of schedule from, into s's in place, when s differs
-// from from only in the grids, parameters and prefetches per block of some instructions (a
-// schedule patched with a step's new arguments, Rebind: the same kernels, threads, parts,
-// dependencies, prefetched bytes and queues, the queues the very same slices). Only those
-// instructions' words change: their records' grids and prefetches, their parameters and their
-// items' blocks — the items found through the placement Build indexed, not by walking the
-// queues. It reports false, leaving stream as it was, when
+// from from only in the grids and parameters of some instructions (a schedule patched with a
+// step's new arguments, Rebind: the same kernels, threads, parts, dependencies, prefetches
+// and queues, the queues the very same slices, so the same prefetch ranges). Only those
+// instructions' words change: their records' grids, their parameters and their items' blocks
+// — the items found through the placement Build indexed, not by walking the queues. It
+// reports false, leaving stream as it was, when
 // s is not such a copy of from or stream is not the size of its encoding (then Encode s).
 func (s *Schedule) EncodeOver(stream []byte, from *Schedule) bool {
 	if !s.patchOf(stream, from) {
@@ -416,6 +478,27 @@ func (s *Schedule) EncodeOver(stream []byte, from *Schedule) bool {
 	}
 	words := len(stream)/4 - 2*nParams
 	items := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 // the first item's word
+	// a prefetching instruction with other blocks, or other bytes per block, has other
+	// prefetch ranges: the plan's, if every item keeps its number of them (else Encode s)
+	var plan [][][]PrefetchRange
+	for i := range s.Instrs {
+		a, b := &s.Instrs[i], &from.Instrs[i]
+		if a.Prefetch.Param >= 0 && (a.Prefetch != b.Prefetch || a.GridX != b.GridX || a.GridY != b.GridY) {
+			plan = s.PrefetchPlan()
+			break
+		}
+	}
+	if plan != nil {
+		o := items
+		for _, q := range plan {
+			for _, rs := range q {
+				if binary.LittleEndian.Uint32(stream[4*(o+5):]) != uint32(len(rs)) {
+					return false
+				}
+				o += itemWords
+			}
+		}
+	}
 	po := 0
 	for i := range s.Instrs {
 		a, b := &s.Instrs[i], &from.Instrs[i]
@@ -448,11 +531,30 @@ func (s *Schedule) EncodeOver(stream []byte, from *Schedule) bool {
 			lo, acc = hi, next
 		}
 	}
+	if plan != nil {
+		pword := make([]uint32, len(s.Instrs)) // each instruction's prefetch parameter's word
+		n := 0
+		for i := range s.Instrs {
+			pword[i] = uint32(n + s.Instrs[i].Prefetch.Param)
+			n += len(s.Instrs[i].Params)
+		}
+		w := stream[4*(items+itemWords*s.Items()):]
+		for _, q := range plan {
+			for _, rs := range q {
+				for _, r := range rs {
+					binary.LittleEndian.PutUint32(w, pword[r.Instr])
+					binary.LittleEndian.PutUint32(w[4:], r.From)
+					binary.LittleEndian.PutUint32(w[8:], r.To)
+					w = w[4*RangeWords:]
+				}
+			}
+		}
+	}
 	return true
 }
 
-// patchOf reports whether s differs from from only in its instructions' grids, parameters and
-// prefetches per block, and stream is the size of their encodings, with from's header.
+// patchOf reports whether s differs from from only in its instructions' grids and parameters,
+// and stream is the size of their encodings, with from's header.
 func (s *Schedule) patchOf(stream []byte, from *Schedule) bool {
 	if len(s.Instrs) != len(from.Instrs) || len(s.Queues) != len(from.Queues) || s.PrefetchBytes != from.PrefetchBytes ||
 		len(stream) < 4*headerWords {
@@ -476,9 +578,9 @@ func (s *Schedule) patchOf(stream []byte, from *Schedule) bool {
 		nParams += len(a.Params)
 		nDeps += len(a.Deps)
 	}
-	words := headerWords + instrWords*len(s.Instrs) + 2*nDeps + len(s.Queues) + 1 + itemWords*s.Items()
-	words += words & 1
-	return len(stream) == 4*words+8*nParams && binary.LittleEndian.Uint32(stream) == magic &&
+	// as many prefetch ranges as from's header says (EncodeOver checks them)
+	words := streamWords(uint64(len(s.Instrs)), uint64(nDeps), uint64(len(s.Queues)), uint64(s.Items()), uint64(binary.LittleEndian.Uint32(stream[36:])))
+	return uint64(len(stream)) == 4*words+8*uint64(nParams) && binary.LittleEndian.Uint32(stream) == magic &&
 		binary.LittleEndian.Uint32(stream[4:]) == version && binary.LittleEndian.Uint32(stream[8:]) == TableHash()
 }
 

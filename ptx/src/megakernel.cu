@@ -3,8 +3,9 @@
 // stream.go for the layout), one thread block of MK_THREADS threads per queue.
 //
 // Block k runs queue k's items in order. For each item (part p of instruction i):
-//   - the block asks the L2 for the first bytes of the part's stream, if the instruction has
-//     one (stream.go: a matvec's weights, which nothing of the step writes);
+//   - the warps after the first ask the L2 for the item's prefetch ranges: its queue's window
+//     of coming streams (megakernel/prefetch.go: matvecs' weights, which nothing of the step
+//     writes), so that memory works while the block waits;
 //   - the first warp waits until every dependency d of i has finished its parts in this launch
 //     (done[d] ≥ epoch · parts(d): the counters are zeroed once, each launch adds to them), lane
 //     l polling dependencies l, l+32, … (each recorded with its part count) with acquire loads
@@ -132,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
     megakernel(const uint32_t *stream, uint32_t *counters, volatile uint32_t *status, int32_t sms, uint32_t epoch,
                uint32_t spins) {
 	uint32_t *claim = counters, *done = counters + 1; // done[i]: instruction i's finished parts, all launches
-	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7], pf_bytes = stream[8];
+	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7], nranges = stream[9];
 	// A stream for another kernel table or shape is an error (the host checks before launching;
 	// a PTX built from other kernels than the host's would otherwise leave stale results).
 	if (stream[0] != MK_MAGIC || stream[1] != MK_VERSION || stream[2] != MK_TABLE_HASH || nsm != (uint32_t)sms ||
@@ -144,7 +145,9 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 	const uint32_t *deps = instrs + (uint64_t)MK_INSTR * ninstr;
 	const uint32_t *queues = deps + 2 * (uint64_t)ndeps;
 	const uint32_t *items = queues + nsm + 1;
-	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + 2 * (uint64_t)ndeps + nsm + 1 + MK_ITEM * (uint64_t)nitems;
+	const uint32_t *ranges = items + (uint64_t)MK_ITEM * nitems;
+	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + 2 * (uint64_t)ndeps + nsm + 1 + MK_ITEM * (uint64_t)nitems +
+	                 MK_RANGE * (uint64_t)nranges;
 	const uint64_t *params = (const uint64_t *)(stream + words + (words & 1));
 
 	for (uint32_t it = queues[blockIdx.x]; it < queues[blockIdx.x + 1]; it++) {
@@ -152,14 +155,17 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		uint32_t i = __ldg(item), part = __ldg(item + 1), lo = __ldg(item + 2), hi = __ldg(item + 3);
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
 		uint32_t k = __ldg(in), gx = __ldg(in + 3), gy = __ldg(in + 4), threads = __ldg(in + 5);
-		// the part's first prefetch bytes of its stream (weights: nothing of this step writes
-		// them), asked of the L2 before the wait, so that memory works while the block waits
-		if (uint32_t pf = __ldg(in + 9)) {
-			uint64_t base = __ldg(params + __ldg(in + 1) + pf - 1), per = __ldg(in + 10);
-			uint64_t from = lo * per, to = min(hi * per, (uint64_t)__ldg(in + 11));
-			to = min(to, from + pf_bytes);
-			for (uint64_t a = from + MK_LINE * threadIdx.x; a < to; a += MK_LINE * MK_THREADS) mk_prefetch(base + a);
-		}
+		// the item's prefetch ranges (weights: nothing of this step writes them), asked of the
+		// L2 before the wait: every line the range touches, a line a thread at a time — by
+		// the warps after the first, so that its poll does not wait behind their loads
+		if (threadIdx.x >= 32)
+			for (uint32_t r = __ldg(item + 4), rend = r + __ldg(item + 5); r < rend; r++) {
+				const uint32_t *rg = ranges + (uint64_t)MK_RANGE * r;
+				uint64_t base = __ldg(params + __ldg(rg)), end = base + __ldg(rg + 2);
+				for (uint64_t a = ((base + __ldg(rg + 1)) & ~(uint64_t)(MK_LINE - 1)) + MK_LINE * (threadIdx.x - 32); a < end;
+				     a += MK_LINE * (MK_THREADS - 32))
+					mk_prefetch(a);
+			}
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
 			for (uint32_t j = __ldg(in + 7) + threadIdx.x, end = __ldg(in + 7) + __ldg(in + 8); j < end; j += 32) {
 				uint32_t d = __ldg(deps + 2 * j), need = epoch * __ldg(deps + 2 * j + 1);

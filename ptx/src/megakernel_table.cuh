@@ -6,11 +6,13 @@
 #define MK_KERNELS 123
 #define MK_TABLE_HASH 0xb4603e8au
 
-// The stream's layout (megakernel/stream.go): version, words per header, instruction, item.
-#define MK_VERSION 4u
+// The stream's layout (megakernel/stream.go): version, words per header, instruction, item,
+// prefetch range.
+#define MK_VERSION 5u
 #define MK_HEADER 10
 #define MK_INSTR 12
-#define MK_ITEM 4
+#define MK_ITEM 6
+#define MK_RANGE 3
 
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
 static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const uint64_t *p) {

@@ -113,16 +113,18 @@ func Generate() ([]byte, int, error) {
 #define MK_KERNELS %d
 #define MK_TABLE_HASH 0x%08xu
 
-// The stream's layout (megakernel/stream.go): version, words per header, instruction, item.
+// The stream's layout (megakernel/stream.go): version, words per header, instruction, item,
+// prefetch range.
 #define MK_VERSION %du
 #define MK_HEADER %d
 #define MK_INSTR %d
 #define MK_ITEM %d
+#define MK_RANGE %d
 
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
 static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const uint64_t *p) {
 	switch (k) {
-`, len(ks), len(ks), megakernel.TableHash(), megakernel.StreamVersion, megakernel.HeaderWords, megakernel.InstrWords, megakernel.ItemWords)
+`, len(ks), len(ks), megakernel.TableHash(), megakernel.StreamVersion, megakernel.HeaderWords, megakernel.InstrWords, megakernel.ItemWords, megakernel.RangeWords)
 	var exclusive []int
 	var sharedUse []string
 	shared := 0

@@ -111,6 +111,12 @@ is modelled, not measured: verity bench --megakernel (and --protocol seed001) me
 			if parts == "kernels" {
 				pm = megakernel.NewKernelModel(c)
 			}
+			// the replay credits every line a window asks for, so the windows must fit the L2
+			// together: a line evicted before its part reads it is read from DRAM twice
+			if windows := prefetch * int64(c.SMs*qps); windows > c.L2Bytes {
+				return fmt.Errorf("a prefetch window of %d KiB on %d queues asks for %.1f MiB at once; the %s's L2 holds %.1f MiB",
+					prefetch>>10, c.SMs*qps, float64(windows)/(1<<20), c.Name, float64(c.L2Bytes)/(1<<20))
+			}
 			cfg := megakernel.Config{SMs: c.SMs * qps, QueuesPerSM: qps, Machine: &m, Model: pm, PrefetchBytes: prefetch}
 			s, err := ex.Schedule(rows, rows, rows*(context+1), cfg)
 			if err != nil {
@@ -145,7 +151,7 @@ is modelled, not measured: verity bench --megakernel (and --protocol seed001) me
 	cmd.Flags().IntVar(&rows, "rows", 8, "rows in the step: a tree's nodes, 1 for decoding")
 	cmd.Flags().IntVar(&context, "context", 2048, "positions of history each row attends to")
 	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 0, "memory bandwidth in GB/s (0: the card's; an H200's measured copy rate is about 4300)")
-	cmd.Flags().Int64Var(&prefetch, "prefetch", 0, "bytes of its weights a part asks the L2 for before it waits (0: the default, 64 KiB; negative: none)")
+	cmd.Flags().Int64Var(&prefetch, "prefetch", 0, "each queue's prefetch window: how far into its coming parts' weights a block asks the L2 for before it waits (0: the default, 256 KiB; negative: none); all queues' windows must fit the card's L2")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the statistics and the prediction as JSON")
 	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": the step's launches on the card's roofline (flops and bytes against its bandwidth and compute)")
 	return cmd
@@ -177,7 +183,7 @@ func printSchedule(out io.Writer, s *megakernel.Schedule, st megakernel.Stats, p
 	} else {
 		fmt.Fprintf(out, "\n  parts timed at a queue's share of the bandwidth, %.1f GB/s (blind to bytes in flight and issue limits)", m.BandwidthGBs/float64(m.SMs*qps))
 	}
-	fmt.Fprintf(out, "; %.1f MB of weights prefetched into L2 while their blocks waited (%d KiB per item at most)\n",
+	fmt.Fprintf(out, "; %.1f MB of weights in L2 before their parts began, prefetched through a window of %d KiB a queue\n",
 		float64(pr.Prefetched)/1e6, s.PrefetchBytes>>10)
 	// where the bytes go, by kernel module
 	by := map[string]int64{}
