@@ -72,6 +72,7 @@ func TestServeCluster(t *testing.T) {
 	var stopped time.Time // when r2 was signalled
 	after := map[string]int{}
 	openOnR2 := 0    // sessions on r2 that have not ended
+	openedOnR2 := 0  // sessions opened on r2
 	hadOpen := false // r2 held open sessions when it was signalled
 	drained := 0     // verify rounds the stopped replica ran after the signal
 	hooks := loadHooks{
@@ -96,6 +97,7 @@ func TestServeCluster(t *testing.T) {
 		}
 		mu.Lock()
 		openOnR2++
+		openedOnR2++
 		mu.Unlock()
 		return func() {
 			mu.Lock()
@@ -105,13 +107,17 @@ func TestServeCluster(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(d / 3)
-		// signal r2 while it holds open sessions (for up to d/3 more), so that the drain is
-		// tested, not merely an idle stop
-		for until := time.Now().Add(d / 3); time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
+		// signal r2 as soon as a session opens on it (waiting up to d/3 more), so that the
+		// drain is tested, not merely an idle stop: a session just opened has all its verify
+		// rounds (of 16 or 40 tokens) ahead, which r2 must run after the signal
+		mu.Lock()
+		n0 := openedOnR2
+		mu.Unlock()
+		for until := time.Now().Add(d / 3); time.Now().Before(until); time.Sleep(time.Millisecond) {
 			mu.Lock()
-			n := openOnR2
+			n := openedOnR2
 			mu.Unlock()
-			if n > 0 {
+			if n > n0 {
 				break
 			}
 		}
