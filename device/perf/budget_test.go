@@ -87,7 +87,7 @@ var budgets = []budget{
 	{"swiglu_act_", "/n=1", 1},
 	{"swiglu_act_", "", 8},
 	{"rmsnorm_act_", "", 0.32},
-	{"attention_", "", 13}, // and its K/V budgets (attentionKVBudgets)
+	{"attention_", "", 12}, // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},
 	{"gdn_conv_", "", 4},
 	{"gdn_scan_", "", 1.8}, // 16 state values loaded a pass (GDN_AHEAD)

@@ -299,21 +299,27 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	// the working blocks: a group's shared history chunks, and every row's own chunks
 	var work Work
 	var instrs, lsu float64
-	add := func(n, p, keys int64) { // n blocks of p pairs over chunks of keys keys
-		b := attnBlock(p, keys, hd, kes, ves)
+	add := func(n, p, keys int64, later bool) { // n blocks of p pairs over chunks of keys keys
+		b := attnBlock(p, keys, hd, kes, ves, later)
 		work.Blocks += n * nkv
 		instrs += float64(n*nkv) * b.Instrs
 		lsu += float64(n*nkv) * b.LSUCycles
 		work.DRAMWaits, work.L2Waits, work.Syncs = b.DRAMWaits, b.L2Waits, b.Syncs
 	}
-	add(groups*whole, gn*g, chunk)
+	add(groups*whole, gn*g, chunk, false)
 	for r := range rows {
 		n := hist + r + 1
 		for c := whole; c*chunk < n; c++ {
-			add(1, g, min(chunk, n-c*chunk))
+			add(1, g, min(chunk, n-c*chunk), r%attnGroup != 0)
 		}
 	}
 	work.Instrs, work.LSUCycles = instrs/float64(work.Blocks), lsu/float64(work.Blocks)
+	// the blocks of a row's chunks that the group's first row computes (the shared history's):
+	// each reads its row's and the first row's key offsets (one L2 round trip), their chunk's
+	// keys (another), compares them a slot a thread, each warp votes, and it returns after a
+	// barrier; the blocks past a row's last chunk return at once
+	work.Returning = &Work{Blocks: (blocks - work.Blocks/nkv) * nkv, L2Waits: 2, Syncs: 1,
+		Instrs: attnReturningInstrs, LSUCycles: 8 * 4}
 	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
 		float64(kv*(kes+ves))/1e6), Streams: []Stream{
 		{Param: "Q", Bytes: q, Requested: pairs * nkv * hd * f32},
@@ -332,8 +338,10 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 // of its loops as the source writes them, and its waits in order — the row's key offsets and
 // slots (L2), each pair of staged slices (DRAM: two are in flight ahead), each slice's queries
 // (L2), the partial results' fence and counter (L2) and, for the last block, the merge's three
-// passes over the partial results (L2).
-func attnBlock(p, keys, hd, kes, ves int64) Work {
+// passes over the partial results (L2). A block of a later row than its group's first
+// (later) compares its chunk with the first row's before anything else (an L2 round trip and
+// a barrier more).
+func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 	const ds, pmax, warps = 64, 32, 8
 	ns := (hd + ds - 1) / ds
 	passes := (p + pmax - 1) / pmax
@@ -376,9 +384,21 @@ func attnBlock(p, keys, hd, kes, ves int64) Work {
 	in += 400 // the key lists, the group's comparison, the counter
 	lsu += 50
 	total := passes * 2 * ns
-	return Work{Instrs: in, LSUCycles: lsu, DRAMWaits: int((total + 1) / 2),
+	w := Work{Instrs: in, LSUCycles: lsu, DRAMWaits: int((total + 1) / 2),
 		L2Waits: int(2 + ns*passes + 2 + 3), Syncs: int(3 + 2*total + 3*passes)}
+	if later {
+		w.Instrs += attnReturningInstrs
+		w.LSUCycles += 8 * 4
+		w.L2Waits++
+		w.Syncs++
+	}
+	return w
 }
+
+// attnReturningInstrs is the warp instructions of an attention block that returns after
+// comparing its chunk with the group's first row's, as attention.cu writes it: 8 warps, each
+// ~30 for the two rows' key offsets and ~15 for a slot's comparison and the votes.
+const attnReturningInstrs = 8 * (30 + 15)
 
 // attnGroup is the number of rows attention compares for shared chunks (ATT_GROUP in
 // ptx/src/attention.cu).

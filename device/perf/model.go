@@ -204,22 +204,32 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 // workModel times a launch from its family's Work: the working blocks spread over the SMs,
 // BlocksPerSM of them at once; each wave of resident blocks waits through one block's chain
 // together, and the busiest SM computes its blocks' instructions at its issue rate (or their
-// L1/shared cycles, if more) besides.
+// L1/shared cycles, if more) besides; the blocks that return having found their work done
+// (Work.Returning) add their own waves and instructions the same way.
 func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 	clock := c.ClockGHz * 1e3
-	perSM := (w.Blocks + int64(c.SMs) - 1) / int64(c.SMs)
-	res := min(int64(p.BlocksPerSM), perSM)
-	waves := (perSM + res - 1) / res
-	chain := float64(w.DRAMWaits*c.DRAMLatency + w.L2Waits*c.L2Latency + w.Syncs*c.SyncLatency)
-	compute := max(float64(perSM)*w.Instrs/float64(c.Schedulers), float64(perSM)*w.LSUCycles)
-	p.LatencyUS = (float64(waves)*chain + compute) / clock
-	p.IssueUS = float64(perSM) * w.Instrs / float64(c.Schedulers) / clock
-	p.LSUUS = float64(perSM) * w.LSUCycles / clock
-	// per warp of the launch, on average (PartUS): the working blocks' share
-	frac := float64(w.Blocks) / float64(blocks)
-	p.WarpInstrs = frac * w.Instrs / float64(wpb)
-	p.WarpLSUCycles = frac * w.LSUCycles / float64(wpb)
-	p.WarpCycles = frac * (chain + w.Instrs/float64(wpb))
+	var cycles, instrs, lsu float64 // the busiest SM's
+	p.WarpInstrs, p.WarpLSUCycles, p.WarpCycles = 0, 0, 0
+	for _, k := range []*Work{w, w.Returning} {
+		if k == nil || k.Blocks <= 0 {
+			continue
+		}
+		perSM := (k.Blocks + int64(c.SMs) - 1) / int64(c.SMs)
+		res := min(int64(p.BlocksPerSM), perSM)
+		waves := (perSM + res - 1) / res
+		chain := float64(k.DRAMWaits*c.DRAMLatency + k.L2Waits*c.L2Latency + k.Syncs*c.SyncLatency)
+		cycles += float64(waves) * chain
+		instrs += float64(perSM) * k.Instrs
+		lsu += float64(perSM) * k.LSUCycles
+		// per warp of the launch, on average (PartUS): each kind of block's share
+		frac := float64(k.Blocks) / float64(blocks)
+		p.WarpInstrs += frac * k.Instrs / float64(wpb)
+		p.WarpLSUCycles += frac * k.LSUCycles / float64(wpb)
+		p.WarpCycles += frac * (chain + k.Instrs/float64(wpb))
+	}
+	p.LatencyUS = (cycles + max(instrs/float64(c.Schedulers), lsu)) / clock
+	p.IssueUS = instrs / float64(c.Schedulers) / clock
+	p.LSUUS = lsu / clock
 	p.Chain = w.DRAMWaits + w.L2Waits
 	p.Hot = "counted by its family"
 }

@@ -31,12 +31,17 @@ type Traffic struct {
 // warp instructions and LSUCycles of the L1/shared data path; the blocks resident on an SM at
 // once wait together and compute together.
 type Work struct {
-	// Blocks is the number of blocks that do the work; the others return at once.
+	// Blocks is the number of blocks that do the work; the others return at once, or after
+	// what Returning counts.
 	Blocks int64
 	// Instrs and LSUCycles are one working block's warp instructions and L1/shared cycles.
 	Instrs, LSUCycles float64
 	// DRAMWaits, L2Waits and Syncs are one working block's dependent waits.
 	DRAMWaits, L2Waits, Syncs int
+	// Returning, if set, counts the blocks that return having found their work done by
+	// another (Blocks of them), with what they do before they return (attention's rows whose
+	// chunk an earlier row computes first read the group's key lists to find that out).
+	Returning *Work
 }
 
 // Stream is one buffer's traffic in a launch.

@@ -32,7 +32,9 @@
 // a row whose chunk holds exactly the same slots as an earlier row of the group (a tree's nodes
 // over their shared history, a prefill chunk's rows over the prompt before it) is computed by
 // that earlier row's block: its keys and values are read once for every row and query head that
-// shares them, the other rows' blocks return at once. Keys and values are staged in shared
+// shares them, the other rows' blocks return at once. A block first compares its row's chunk
+// with the group's first row's alone and returns if they are the same (the common case: that
+// row computes it), before it loads the whole group's slots. Keys and values are staged in shared
 // memory a slice (64 keys × 64 dims) at a time, converted to float32, with the next two slices'
 // loads (16-byte vectors where the head's size allows) in flight in registers meanwhile.
 // A row whose key list is empty or has more than Chunks chunks is left alone; a chunk naming a
@@ -199,6 +201,7 @@ static __device__ __forceinline__ void att_keys(const int32_t *key_off, int32_t 
 
 // AttShared is attention_f32's shared memory (grid_shared).
 struct AttShared {
+	int32_t differ[ATT_THREADS / 32]; // per warp: a slot of this row's chunk differs from the group's first row's
 	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
 	float qs[ATT_PMAX * ATT_DS];      // the pairs' query slice; the merge's sums
 	float ps[ATT_PMAX * ATT_CHUNK];   // e_j per pair; the merge's weights
@@ -228,12 +231,29 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	const int64_t stride = (int64_t)n_kv * hd, base = (int64_t)kvh * hd; // elements per slot; the head's offset
 	const int32_t pw = hd + 2;
 
-	// rows of the group: their chunk c's slots (−1 past its end), length and validity
+	// this row's chunk; and, for a row after the group's first, whether its chunk holds
+	// exactly the first row's slots, which the first row's block then computes (lead below:
+	// the first row of the group with the same slots is the first row itself) — so that the
+	// blocks of a tree's nodes over their shared history return after one comparison
 	{
-		int32_t o, n;
+		int32_t o, n, o0 = 0, n0 = 0;
 		att_keys(key_off, r, window, &o, &n);
+		if (r != g0) att_keys(key_off, g0, window, &o0, &n0);
 		if (n <= 0 || (n + ATT_CHUNK - 1) / ATT_CHUNK > chunks || c0 >= n) return;
+		if (r != g0) {
+			const int32_t len = min(ATT_CHUNK, n - c0);
+			const bool ok0 = n0 > 0 && (n0 + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 < n0;
+			bool same = ok0 && min(ATT_CHUNK, n0 - c0) == len;
+			if (same && tid < len) same = keys[o0 + c0 + tid] == keys[o + c0 + tid];
+			bool differ = __any_sync(NUM_FULL_MASK, !same); // each warp's vote, then the block's
+			if (tid % 32 == 0) sh.differ[tid / 32] = differ;
+			grid_sync(gr);
+			differ = false;
+			for (int w = 0; w < ATT_THREADS / 32; w++) differ |= sh.differ[w] != 0;
+			if (!differ) return;
+		}
 	}
+	// rows of the group: their chunk c's slots (−1 past its end), length and validity
 	for (int32_t i = tid; i < gn * ATT_CHUNK; i += ATT_THREADS) {
 		int32_t x = g0 + i / ATT_CHUNK, jj = i % ATT_CHUNK;
 		int32_t o, n;
