@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ed8250e96914883f8aa90b9a62c3c8b203d1de9e305657935471a2e166e68991",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "31c40b5b883a847de6b41444aee0d5a893468b1428f79df852c632ef4cca99b7",
+	"src/attention.cu":         "ad66005e918f67ea05418ad3be7682e9b3989a53a7669a842a5158e81f229b81",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -39,7 +39,7 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "bd3d04cfedd3e47c2dd08dc6214c11cfaa2ea1fcc8e59e043d679eb6c749825c",
-	"src/megakernel_table.cuh": "fc97e1fe04d993e89798fe096d354ad3cf391d738bb1d39070badfc905dcb030",
+	"src/megakernel_table.cuh": "4cbd9eb6d5d122e417fc6cf9905958d86e234c01d8b193ada43510b4eeac0ffd",
 	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
 	"src/packed.cuh":           "06a95033beda6d5aba818c53625ecfff9ac135c105b16032560c05ead7e76b0f",
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "52b81e0d065e16d010ebb5c06d5e630ed55ccf3b05d28d4348f05f5fe972f740",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "e0fd794eef417a5433e10fad90f7f3049cbb65855b0f32e4e6c61e0a888c803e",
+	"attention.ptx":   "9d39b763b527808f7d29e80bb6c166dd53579fb0eccb379276a43989c8d4f91d",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "c66d1d51537a1399579cf9eaccfb40944d7c4fc1306480f1df485034aab13b18",
-	"megakernel.ptx":  "ddb71435a54650a10ed00ace2c0287ae2159034441d0e38381079eb6572454d5",
+	"megakernel.ptx":  "a148ba84ebb210ac6f6bdd0bb7957a66f67c4c9f51fa90f2ac4b35976fc1b668",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "b9c5f94f9219e0fb4794ec8a07b5aed64ca4e6b44a32e39eef1ec3c964a42acf",
+		sha256:  "bb1487080b0f847860470fb75d99c332937e535685e9cd5bf5ca470e42a90d09",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "37918bb32099eb81467cf2392492b2adb2720ef3e69f033c4097c00a7a416845",
+		sha256:  "6faff5862f5e0b7d23390dc0f0e017926c45cd87d5aabfaf26eee5022107aff4",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "179f05859e3aeb68662e65a179444dfabbffa6ce2632686f1a0ec56c3b5cd132",
+		sha256:  "a3a6de33924f6b7da2d11e8fe2f5653e56a96a796824e62d88b82c0e24b7b486",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "0a909bd0f39ece974ff5a62793c0cb9dab10cad7075b71c9ed77be94f909376b",
+		sha256:  "851dab51345abda94312b53afbb31864e6e3e78b42118adaea9b10b2db25ebc3",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "24af00932f651dc0538700fa66a5ab1f343f5b8c5a859b3317fb97571da3a413",
+		sha256:  "e1887518ff947f0e8122125ce845ac1a4dd8784c48c41686fe92e42982bb6d82",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

@@ -316,9 +316,10 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	work.Instrs, work.LSUCycles = instrs/float64(work.Blocks), lsu/float64(work.Blocks)
 	// the blocks of a row's chunks that the group's first row computes (the shared history's):
 	// each reads its row's and the first row's key offsets (one L2 round trip), their chunk's
-	// keys (another), compares them a slot a thread, each warp votes, and it returns after a
-	// barrier; the blocks past a row's last chunk return at once
-	work.Returning = &Work{Blocks: (blocks - work.Blocks/nkv) * nkv, L2Waits: 2, Syncs: 1,
+	// keys (another), each warp compares the whole chunk and votes, and it returns (no
+	// barrier: every warp reaches the same answer); the blocks past a row's last chunk return
+	// at once
+	work.Returning = &Work{Blocks: (blocks - work.Blocks/nkv) * nkv, L2Waits: 2,
 		Instrs: attnReturningInstrs, LSUCycles: 8 * 4}
 	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
 		float64(kv*(kes+ves))/1e6), Streams: []Stream{
@@ -339,8 +340,8 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 // slots (L2), each pair of staged slices (DRAM: two are in flight ahead), each slice's queries
 // (L2), the partial results' fence and counter (L2) and, for the last block, the merge's three
 // passes over the partial results (L2). A block of a later row than its group's first
-// (later) compares its chunk with the first row's before anything else (an L2 round trip and
-// a barrier more).
+// (later) compares its chunk with the first row's before anything else (an L2 round trip
+// more).
 func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 	const ds, pmax, warps = 64, 32, 8
 	ns := (hd + ds - 1) / ds
@@ -390,15 +391,14 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 		w.Instrs += attnReturningInstrs
 		w.LSUCycles += 8 * 4
 		w.L2Waits++
-		w.Syncs++
 	}
 	return w
 }
 
 // attnReturningInstrs is the warp instructions of an attention block that returns after
 // comparing its chunk with the group's first row's, as attention.cu writes it: 8 warps, each
-// ~30 for the two rows' key offsets and ~15 for a slot's comparison and the votes.
-const attnReturningInstrs = 8 * (30 + 15)
+// ~30 for the two rows' key offsets and ~20 for two slots' comparison and the vote.
+const attnReturningInstrs = 8 * (30 + 20)
 
 // attnGroup is the number of rows attention compares for shared chunks (ATT_GROUP in
 // ptx/src/attention.cu).

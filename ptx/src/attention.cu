@@ -201,7 +201,6 @@ static __device__ __forceinline__ void att_keys(const int32_t *key_off, int32_t 
 
 // AttShared is attention_f32's shared memory (grid_shared).
 struct AttShared {
-	int32_t differ[ATT_THREADS / 32]; // per warp: a slot of this row's chunk differs from the group's first row's
 	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
 	float qs[ATT_PMAX * ATT_DS];      // the pairs' query slice; the merge's sums
 	float ps[ATT_PMAX * ATT_CHUNK];   // e_j per pair; the merge's weights
@@ -243,14 +242,13 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		if (r != g0) {
 			const int32_t len = min(ATT_CHUNK, n - c0);
 			const bool ok0 = n0 > 0 && (n0 + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 < n0;
-			bool same = ok0 && min(ATT_CHUNK, n0 - c0) == len;
-			if (same && tid < len) same = keys[o0 + c0 + tid] == keys[o + c0 + tid];
-			bool differ = __any_sync(NUM_FULL_MASK, !same); // each warp's vote, then the block's
-			if (tid % 32 == 0) sh.differ[tid / 32] = differ;
-			grid_sync(gr);
-			differ = false;
-			for (int w = 0; w < ATT_THREADS / 32; w++) differ |= sh.differ[w] != 0;
-			if (!differ) return;
+			bool same = ok0 && min(ATT_CHUNK, n0 - c0) == len; // the same for every thread
+			if (same) { // every warp compares the whole chunk and votes: all reach one answer
+				bool eq = true;
+				for (int32_t j = tid % 32; j < len; j += 32) eq = eq && keys[o0 + c0 + j] == keys[o + c0 + j];
+				same = __all_sync(NUM_FULL_MASK, eq);
+			}
+			if (same) return;
 		}
 	}
 	// rows of the group: their chunk c's slots (−1 past its end), length and validity
