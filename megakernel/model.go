@@ -24,8 +24,10 @@ type Machine struct {
 	SMs          int
 	ClockGHz     float64
 	BandwidthGBs float64 // the floor's: DRAM bytes read or written per second, in GB
-	// L2GBs is the rate lines already in the L2 are read at, in GB/s (0: not known).
-	L2GBs float64
+	// L2GBs is the rate lines already in the L2 are read at, in GB/s (0: not known), and
+	// L2Bytes the L2's size (0: not known).
+	L2GBs   float64
+	L2Bytes int64
 	// L2Latency and DRAMLatency are a load's latency under load, in cycles.
 	L2Latency, DRAMLatency int
 	// ItemCycles is the start of an item when nothing waits: the loop reads the item, its

@@ -11,7 +11,7 @@ import (
 // clock, bandwidth and latencies are the card's (device/perf/cards.go, where they are sourced);
 // the loop's own costs are read off the megakernel's sm_90 SASS (model.go).
 func MachineFor(c perf.Card) Machine {
-	return Machine{Name: c.Name, SMs: c.SMs, ClockGHz: c.ClockGHz, BandwidthGBs: c.BandwidthGBs, L2GBs: c.L2GBs, L2Latency: c.L2Latency,
+	return Machine{Name: c.Name, SMs: c.SMs, ClockGHz: c.ClockGHz, BandwidthGBs: c.BandwidthGBs, L2GBs: c.L2GBs, L2Bytes: c.L2Bytes, L2Latency: c.L2Latency,
 		DRAMLatency: c.DRAMLatency, ItemCycles: loopItemCycles, WakeCycles: loopWakeCycles, LaunchUS: loopLaunchUS}
 }
 

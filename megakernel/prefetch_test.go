@@ -71,3 +71,29 @@ func TestPrefetchPlanIsTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// The default window is 256 KiB, or less where the queues' windows would take more than two
+// thirds of the machine's L2; a machine that does not say its L2 keeps 256 KiB.
+func TestPrefetchWindowDefault(t *testing.T) {
+	c := newChain(t, 3, 4, 10)
+	h200 := megakernel.H200
+	unknown := h200
+	unknown.L2Bytes = 0
+	for _, tc := range []struct {
+		m    *megakernel.Machine
+		sms  int
+		want int64
+	}{
+		{&h200, 132, 256 << 10},
+		{&h200, 264, (h200.L2Bytes * 2 / 3 / 264) &^ 127},
+		{&unknown, 1024, 256 << 10},
+	} {
+		s, err := megakernel.Build(c.ops, megakernel.Config{SMs: tc.sms, Machine: tc.m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.PrefetchBytes != tc.want || int64(tc.sms)*s.PrefetchBytes > max(tc.m.L2Bytes*2/3, int64(tc.sms)<<18) {
+			t.Errorf("%d queues, L2 of %d bytes: a window of %d bytes, want %d", tc.sms, tc.m.L2Bytes, s.PrefetchBytes, tc.want)
+		}
+	}
+}

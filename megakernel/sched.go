@@ -60,10 +60,11 @@ type Config struct {
 	// PartBytes, if set, chooses parts by bytes instead: one per PartBytes moved.
 	PartBytes int64
 	// PrefetchBytes is each queue's prefetch window (prefetch.go): how far into its coming
-	// streams (Op.Stream) a block asks the L2 for before it waits (default 256 KiB: an
-	// H200's 132 queues' windows take 33 MiB of its 50 MiB L2; negative: none). All queues'
-	// windows must fit the L2 at once, with room for what the parts read besides: a line
-	// evicted before its part reads it comes from DRAM twice, which the cost model does not see.
+	// streams (Op.Stream) a block asks the L2 for before it waits (negative: none). All
+	// queues' windows must fit the L2 at once, with room for what the parts read besides: a
+	// line evicted before its part reads it comes from DRAM twice, which the cost model does
+	// not see. The default is 256 KiB, or less where the queues' windows would take more than
+	// two thirds of the machine's L2 (an H200's 132 queues take 33 MiB of its 50 MiB).
 	PrefetchBytes int64
 }
 
@@ -87,6 +88,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.PrefetchBytes == 0:
 		c.PrefetchBytes = 256 << 10
+		if l2 := c.Machine.L2Bytes; l2 > 0 {
+			c.PrefetchBytes = min(c.PrefetchBytes, l2*2/3/int64(c.SMs)&^127)
+		}
 	case c.PrefetchBytes < 0:
 		c.PrefetchBytes = 0
 	}
