@@ -217,11 +217,7 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	// [streams[q][k], streams[q][k+1]); arrived[q] is how far the bytes asked for have come
 	streams := make([][]int64, queues)
 	for q, items := range s.Queues {
-		streams[q] = make([]int64, len(items)+1)
-		for k, it := range items {
-			from, to := itemStream(&s.Instrs[it.Instr], int(it.Part))
-			streams[q][k+1] = streams[q][k] + to - from
-		}
+		streams[q] = s.queueStreams(items)
 	}
 	arrived := make([]int64, queues)
 	var res replayResult

@@ -1,5 +1,7 @@
 package megakernel
 
+import "encoding/binary"
+
 // Prefetching: the bytes a matvec streams (its weights, Op.Stream) are written by nothing in
 // the step, so a block may ask the L2 for them long before their part is ready to run. Each
 // queue keeps a window of its coming streams asked for: before it waits for item k's
@@ -31,6 +33,39 @@ func itemStream(in *Instr, p int) (from, to int64) {
 	return from, max(from, to)
 }
 
+// queueStreams lays the streams of a queue's items end to end: item k's bytes are
+// [start[k], start[k+1]).
+func (s *Schedule) queueStreams(items []Item) (start []int64) {
+	start = make([]int64, len(items)+1)
+	for k, it := range items {
+		from, to := itemStream(&s.Instrs[it.Instr], int(it.Part))
+		start[k+1] = start[k] + to - from
+	}
+	return start
+}
+
+// putRanges writes plan's ranges into w, RangeWords each: the parameter word holding the
+// stream's address (its instruction's first word, Encode's layout, plus its prefetch
+// parameter), then the bytes [from, to).
+func (s *Schedule) putRanges(w []byte, plan [][][]PrefetchRange) {
+	pword := make([]uint32, len(s.Instrs))
+	n := 0
+	for i := range s.Instrs {
+		pword[i] = uint32(n + s.Instrs[i].Prefetch.Param)
+		n += len(s.Instrs[i].Params)
+	}
+	for _, q := range plan {
+		for _, rs := range q {
+			for _, r := range rs {
+				binary.LittleEndian.PutUint32(w, pword[r.Instr])
+				binary.LittleEndian.PutUint32(w[4:], r.From)
+				binary.LittleEndian.PutUint32(w[8:], r.To)
+				w = w[4*RangeWords:]
+			}
+		}
+	}
+}
+
 // PrefetchPlan returns, for each queue and each of its items, the ranges that item's block
 // asks the L2 for (the window described above), in the order it asks.
 func (s *Schedule) PrefetchPlan() [][][]PrefetchRange {
@@ -40,12 +75,7 @@ func (s *Schedule) PrefetchPlan() [][][]PrefetchRange {
 		if s.PrefetchBytes <= 0 {
 			continue
 		}
-		// the queue's streams laid end to end: item k's are [start[k], start[k+1])
-		start := make([]int64, len(items)+1)
-		for k, it := range items {
-			from, to := itemStream(&s.Instrs[it.Instr], int(it.Part))
-			start[k+1] = start[k] + to - from
-		}
+		start := s.queueStreams(items)
 		asked, j := int64(0), 0 // bytes of the queue's streams asked for; the item holding byte asked
 		for k := range items {
 			asked = max(asked, start[k])

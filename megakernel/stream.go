@@ -100,10 +100,8 @@ func (s *Schedule) Encode() []byte {
 		put(uint32(v))
 	}
 	po, do := 0, 0
-	pword := make([]uint32, len(s.Instrs)) // each instruction's prefetch parameter's word
-	for i, in := range s.Instrs {
+	for _, in := range s.Instrs {
 		pf := in.Prefetch
-		pword[i] = uint32(po + pf.Param)
 		for _, v := range []int64{int64(in.Kernel), int64(po), int64(len(in.Params)), int64(in.GridX), int64(in.GridY), int64(in.Threads), int64(in.Parts),
 			int64(do), int64(len(in.Deps)), int64(pf.Param + 1), pf.PerBlock, pf.Total} {
 			put(uint32(v))
@@ -154,15 +152,7 @@ func (s *Schedule) Encode() []byte {
 			w = w[24:]
 		}
 	}
-	for _, q := range plan {
-		for _, rs := range q {
-			for _, r := range rs {
-				put(pword[r.Instr])
-				put(r.From)
-				put(r.To)
-			}
-		}
-	}
+	s.putRanges(w, plan)
 	p := buf[4*words:]
 	for _, in := range s.Instrs {
 		for _, v := range in.Params {
@@ -446,13 +436,14 @@ func (s *Schedule) Reencode(prev []byte, from *Schedule) (stream []byte, ok bool
 }
 
 // EncodeOver rewrites stream, the encoding of schedule from, into s's in place, when s differs
-// from from only in the grids and parameters of some instructions (a schedule patched with a
-// step's new arguments, Rebind: the same kernels, threads, parts, dependencies, prefetches
-// and queues, the queues the very same slices, so the same prefetch ranges). Only those
-// instructions' words change: their records' grids, their parameters and their items' blocks
-// — the items found through the placement Build indexed, not by walking the queues. It
-// reports false, leaving stream as it was, when
-// s is not such a copy of from or stream is not the size of its encoding (then Encode s).
+// from from only in the grids, parameters and prefetches per block of some instructions (a
+// schedule patched with a step's new arguments, Rebind: the same kernels, threads, parts,
+// dependencies, prefetched bytes and queues, the queues the very same slices). Only those
+// instructions' words change: their records' grids and prefetches, their parameters and their
+// items' blocks — the items found through the placement Build indexed, not by walking the
+// queues — and, when a prefetching instruction's blocks changed, the prefetch ranges. It
+// reports false, leaving stream as it was, when s is not such a copy of from, stream is not
+// the size of its encoding, or an item would prefetch another number of ranges (then Encode s).
 func (s *Schedule) EncodeOver(stream []byte, from *Schedule) bool {
 	if !s.patchOf(stream, from) {
 		return false
@@ -532,29 +523,13 @@ func (s *Schedule) EncodeOver(stream []byte, from *Schedule) bool {
 		}
 	}
 	if plan != nil {
-		pword := make([]uint32, len(s.Instrs)) // each instruction's prefetch parameter's word
-		n := 0
-		for i := range s.Instrs {
-			pword[i] = uint32(n + s.Instrs[i].Prefetch.Param)
-			n += len(s.Instrs[i].Params)
-		}
-		w := stream[4*(items+itemWords*s.Items()):]
-		for _, q := range plan {
-			for _, rs := range q {
-				for _, r := range rs {
-					binary.LittleEndian.PutUint32(w, pword[r.Instr])
-					binary.LittleEndian.PutUint32(w[4:], r.From)
-					binary.LittleEndian.PutUint32(w[8:], r.To)
-					w = w[4*RangeWords:]
-				}
-			}
-		}
+		s.putRanges(stream[4*(items+itemWords*s.Items()):], plan)
 	}
 	return true
 }
 
-// patchOf reports whether s differs from from only in its instructions' grids and parameters,
-// and stream is the size of their encodings, with from's header.
+// patchOf reports whether s differs from from only in its instructions' grids, parameters and
+// prefetches per block, and stream is the size of their encodings, with from's header.
 func (s *Schedule) patchOf(stream []byte, from *Schedule) bool {
 	if len(s.Instrs) != len(from.Instrs) || len(s.Queues) != len(from.Queues) || s.PrefetchBytes != from.PrefetchBytes ||
 		len(stream) < 4*headerWords {

@@ -320,7 +320,7 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	// barrier: every warp reaches the same answer); the blocks past a row's last chunk return
 	// at once
 	work.Returning = &Work{Blocks: (blocks - work.Blocks/nkv) * nkv, L2Waits: 2,
-		Instrs: attnReturningInstrs, LSUCycles: 8 * 4}
+		Instrs: attnReturningInstrs, LSUCycles: attnReturningLSU}
 	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
 		float64(kv*(kes+ves))/1e6), Streams: []Stream{
 		{Param: "Q", Bytes: q, Requested: pairs * nkv * hd * f32},
@@ -389,7 +389,7 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 		L2Waits: int(2 + ns*passes + 2 + 3), Syncs: int(3 + 2*total + 3*passes)}
 	if later {
 		w.Instrs += attnReturningInstrs
-		w.LSUCycles += 8 * 4
+		w.LSUCycles += attnReturningLSU
 		w.L2Waits++
 	}
 	return w
@@ -398,7 +398,11 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 // attnReturningInstrs is the warp instructions of an attention block that returns after
 // comparing its chunk with the group's first row's, as attention.cu writes it: 8 warps, each
 // ~30 for the two rows' key offsets and ~20 for two slots' comparison and the vote.
-const attnReturningInstrs = 8 * (30 + 20)
+// attnReturningLSU is its L1 cycles: each warp's four key loads.
+const (
+	attnReturningInstrs = 8 * (30 + 20)
+	attnReturningLSU    = 8 * 4
+)
 
 // attnGroup is the number of rows attention compares for shared chunks (ATT_GROUP in
 // ptx/src/attention.cu).
