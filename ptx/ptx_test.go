@@ -697,3 +697,24 @@ func TestMatVec8Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionConstants checks that src/attention.cu's constants are the Go side's.
+func TestAttentionConstants(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("src", "attention.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want int
+	}{{"ATT_CHUNK", kernels.AttnChunk}, {"ATT_THREADS", kernels.AttnBlockThreads}, {"ATT_GROUP", kernels.AttnGroup}} {
+		m := regexp.MustCompile(`(?m)^#define ` + c.name + ` (\d+)\b`).FindStringSubmatch(string(src))
+		if m == nil {
+			t.Errorf("src/attention.cu defines no %s", c.name)
+			continue
+		}
+		if got, _ := strconv.Atoi(m[1]); got != c.want {
+			t.Errorf("%s is %d in src/attention.cu, %d in package kernels", c.name, got, c.want)
+		}
+	}
+}

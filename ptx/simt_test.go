@@ -297,6 +297,7 @@ func TestSIMTAttention(t *testing.T) {
 			rows := int32(len(c.keys))
 			off := []int32{0}
 			var keys []int32
+			var lists [][]int32
 			chunks := 1
 			for r, n := range c.keys {
 				for j := range n {
@@ -306,6 +307,7 @@ func TestSIMTAttention(t *testing.T) {
 					}
 					keys = append(keys, s)
 				}
+				lists = append(lists, keys[off[r]:])
 				off = append(off, int32(len(keys)))
 				chunks = max(chunks, kernels.AttnChunks(n))
 			}
@@ -320,7 +322,7 @@ func TestSIMTAttention(t *testing.T) {
 				Rows:  rows, NHead: c.nHead, NKV: c.nKV, HeadDim: c.hd, NSlots: nSlots, Chunks: int32(chunks),
 				KType: int32(c.kt), VType: int32(c.vt),
 				Scale:  float32(1 / math.Sqrt(float64(c.hd))),
-				Window: c.window, SoftCap: c.softCap,
+				Window: c.window, SoftCap: c.softCap, Shared: int32(kernels.AttnShared(lists, int(c.window))),
 			}, a)
 		})
 	}

@@ -459,6 +459,7 @@ func attentionCaseWith(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dty
 	rows := len(keys)
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	pw := kernels.AttnPartWords(hd)
+	shared := int32(kernels.AttnShared(keys, int(window))) // every chunk the lists share, promised
 	return Case{
 		Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/slots=%d/cache=%s,%s%s", name, rows, nh, nkv, hd, ns, kt, vt,
 			windowName(window, softCap)),
@@ -469,9 +470,22 @@ func attentionCaseWith(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dty
 		Args: func(p []device.Ptr) any {
 			return kernels.AttentionArgs{Q: p[0], KCache: p[1], VCache: p[2], Keys: p[3], KeyOff: p[4], Out: p[5], Part: p[6], Count: p[7],
 				Rows: int32(rows), NHead: int32(nh), NKV: int32(nkv), HeadDim: int32(hd), NSlots: int32(ns), Chunks: int32(chunks),
-				KType: int32(kt), VType: int32(vt), Scale: scale, Window: window, SoftCap: softCap}
+				KType: int32(kt), VType: int32(vt), Scale: scale, Window: window, SoftCap: softCap, Shared: shared}
 		},
 	}
+}
+
+// unpromised is attention case c with no shared chunks promised (Shared 0): the kernel finds
+// the rows that share a chunk itself.
+func unpromised(c Case) Case {
+	args := c.Args
+	c.Name += "/unpromised"
+	c.Args = func(p []device.Ptr) any {
+		a := args(p).(kernels.AttentionArgs)
+		a.Shared = 0
+		return a
+	}
+	return c
 }
 
 func windowName(window int32, softCap float32) string {
@@ -532,6 +546,9 @@ func attentionCases() []Case {
 		hist := 130 - 62*(i%2)
 		tp := cacheTypePairs[(i+1)%len(cacheTypePairs)]
 		out = append(out, attentionCase("tree", uint64(900+i), c.nh, c.nkv, c.hd, hist+len(parents), tp[0], tp[1], treeKeys(hist, parents)))
+		if i < 2 {
+			out = append(out, unpromised(out[len(out)-1]))
+		}
 	}
 	// Sliding windows (Gemma): of fewer keys than a chunk, of one chunk and a bit, longer than
 	// some rows' lists; a tree over a history longer than the window (the nodes' windows start

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"verity/device"
@@ -202,6 +203,43 @@ func AttnPartWords(hd int) int { return hd + 2 }
 // AttnChunks is the number of chunks of a key list of n keys.
 func AttnChunks(n int) int { return (n + AttnChunk - 1) / AttnChunk }
 
+// AttnGroup is the number of rows whose chunks the attention kernel compares for sharing:
+// rows AttnGroup·g … AttnGroup·g+AttnGroup−1 form group g (AttentionArgs.Shared).
+const AttnGroup = 8
+
+// AttnShared is the largest valid AttentionArgs.Shared for rows with key lists lists under
+// window (0: none): the number of leading chunks that every row of each group holds whole and
+// with the same slots as its group's first row (the history of a tree's nodes, its whole
+// chunks). It compares the lists chunk by chunk and stops at the first difference.
+func AttnShared(lists [][]int32, window int) int {
+	s := math.MaxInt
+	for g := 0; g < len(lists) && s > 0; g += AttnGroup {
+		group := lists[g:min(g+AttnGroup, len(lists))]
+		first := windowedList(group[0], window)
+		n := len(first) / AttnChunk
+		for _, l := range group[1:] {
+			l = windowedList(l, window)
+			n = min(n, len(l)/AttnChunk)
+			for c := 0; c < n; c++ {
+				if !slices.Equal(l[c*AttnChunk:(c+1)*AttnChunk], first[c*AttnChunk:(c+1)*AttnChunk]) {
+					n = c
+				}
+			}
+		}
+		s = min(s, n)
+	}
+	if s == math.MaxInt {
+		return 0
+	}
+	return s
+}
+
+// windowedList is the part of key list l a row attends to with window w (windowed).
+func windowedList(l []int32, w int) []int32 {
+	lo, n := windowed(0, len(l), w)
+	return l[lo : lo+n]
+}
+
 // AttentionArgs: scaled dot-product attention of each row's query heads over that row's own
 // key list — the cache slots Keys[KeyOff[r] : KeyOff[r+1]], in logical order (a session's
 // history, then for a tree node its ancestors root first and itself last). Query head h reads
@@ -233,6 +271,14 @@ func AttnChunks(n int) int { return (n + AttnChunk - 1) / AttnChunk }
 // chunk count (it is the launch's grid height). Count is scratch for the device kernel (one
 // counter per row and KV head, zero before a launch and again after it); the twin does not
 // touch it. KType and VType are the caches' element types (dtype F32, F16 or BF16).
+//
+// Shared is the caller's promise, checked: chunks 0 … Shared−1 of every row are whole and hold
+// the same slots as its group's first row's (AttnShared: the largest that holds; 0 promises
+// nothing). It changes no result. The device kernel computes each of those chunks once for
+// its group and KV head, reading its keys and values once for all the group's rows, and
+// launches no block for the group's other rows there: its one-dimensional grid is
+// Rows·NKV·(Chunks−Shared) blocks, one per (row, KV head, chunk) of the chunks from Shared
+// on, then ⌈Rows/AttnGroup⌉·NKV·Shared, one per (group, KV head, chunk) of the shared ones.
 type AttentionArgs struct {
 	Q       device.Ptr // float32 [Rows][NHead][HeadDim]
 	KCache  device.Ptr // KType [NSlots][NKV][HeadDim]
@@ -253,6 +299,15 @@ type AttentionArgs struct {
 	Scale   float32
 	Window  int32   // keys per row, the last of its list; 0: all of them
 	SoftCap float32 // scores soft-capped at ±SoftCap; 0: not
+	Shared  int32   // leading chunks every group's rows share (see above); 0: none promised
+}
+
+// attnBlocks is the attention launch's grid size: the blocks of the unshared chunks, then the
+// shared chunks' (AttentionArgs.Shared).
+func attnBlocks(a AttentionArgs) int64 {
+	rows, nkv := int64(a.Rows), int64(a.NKV)
+	groups := (rows + AttnGroup - 1) / AttnGroup
+	return rows*nkv*int64(a.Chunks-a.Shared) + groups*nkv*int64(a.Shared)
 }
 
 // windowed returns the part of a key list of n keys starting at off that a row attends to with
@@ -264,16 +319,18 @@ func windowed(off, n, w int) (int, int) {
 	return off, n
 }
 
-// AttnBlockThreads is the attention kernel's block size: one block per (row, KV head, chunk).
+// AttnBlockThreads is the attention kernel's block size: one block per (row or group of rows,
+// KV head, chunk).
 const AttnBlockThreads = 256
 
 var Attention = device.Register(&device.Kernel[AttentionArgs]{
 	EntryName: "attention_f32", ModuleName: "attention",
 	Shape: func(a AttentionArgs) (device.Geometry, error) {
 		if a.Rows <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.HeadDim <= 0 || a.NSlots <= 0 || a.NHead%a.NKV != 0 ||
-			a.Chunks <= 0 || a.Chunks > 65535 || int64(a.Rows)*int64(a.NKV) > math.MaxInt32 || a.Window < 0 {
-			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d chunks=%d window=%d",
-				a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots, a.Chunks, a.Window)
+			a.Chunks <= 0 || a.Chunks > 65535 || a.Shared < 0 || a.Shared > a.Chunks || a.Window < 0 ||
+			int64(a.Rows)*int64(a.NKV)*int64(a.Chunks) > math.MaxInt32 {
+			return device.Geometry{}, fmt.Errorf("bad shape rows=%d heads=%d/%d head_dim=%d slots=%d chunks=%d shared=%d window=%d",
+				a.Rows, a.NHead, a.NKV, a.HeadDim, a.NSlots, a.Chunks, a.Shared, a.Window)
 		}
 		if !(a.SoftCap >= 0) || math.IsInf(float64(a.SoftCap), 0) {
 			return device.Geometry{}, fmt.Errorf("bad soft cap %v", a.SoftCap)
@@ -281,7 +338,7 @@ var Attention = device.Register(&device.Kernel[AttentionArgs]{
 		if err := checkCacheTypes(a.KType, a.VType); err != nil {
 			return device.Geometry{}, err
 		}
-		return device.Geometry{Grid: device.Dim3{X: uint32(a.Rows * a.NKV), Y: uint32(a.Chunks), Z: 1},
+		return device.Geometry{Grid: device.Dim3{X: uint32(attnBlocks(a)), Y: 1, Z: 1},
 			Block: device.Dim3{X: AttnBlockThreads, Y: 1, Z: 1}}, nil
 	},
 	Twin: attentionTwin,
@@ -325,6 +382,15 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 	for i, s := range keys {
 		if s < 0 || int(s) >= ns {
 			return fmt.Errorf("key %d: slot %d outside cache of %d", i, s, ns)
+		}
+	}
+	if a.Shared > 0 {
+		lists := make([][]int32, rows)
+		for r := range lists {
+			lists[r] = keys[off[r]:off[r+1]]
+		}
+		if n := AttnShared(lists, int(a.Window)); int(a.Shared) > n {
+			return fmt.Errorf("%d shared chunks promised: the rows' key lists share %d", a.Shared, n)
 		}
 	}
 	out, err := x.F32(a.Out, rows*nh*hd)

@@ -99,3 +99,46 @@ func TestMergeChunksVector(t *testing.T) {
 		}
 	}
 }
+
+// AttnShared counts the leading whole chunks every group's rows hold with their first row's
+// slots, and stops at the first difference (lists built from a history of h slots, then a
+// row's own).
+func TestAttnShared(t *testing.T) {
+	c := kernels.AttnChunk
+	hist := func(n int, tail ...int32) []int32 {
+		l := make([]int32, n, n+len(tail))
+		for j := range l {
+			l[j] = int32(j)
+		}
+		return append(l, tail...)
+	}
+	differ := func(l []int32, j int) []int32 { l = append([]int32(nil), l...); l[j] = 9999; return l }
+	many := make([][]int32, 10) // two groups: the second's rows share less
+	for r := range many {
+		many[r] = hist(3*c, int32(5000+r))
+	}
+	many[9] = differ(many[9], c+1)
+	for _, tc := range []struct {
+		name   string
+		lists  [][]int32
+		window int
+		want   int
+	}{
+		{"one row", [][]int32{hist(2*c + 5)}, 0, 2},
+		{"one row, one short chunk", [][]int32{hist(c - 1)}, 0, 0},
+		{"a tree over a history of 2 chunks and 5", [][]int32{hist(2*c+5, 900), hist(2*c+5, 900, 901), hist(2*c+5, 900, 902)}, 0, 2},
+		{"a history of exactly 2 chunks", [][]int32{hist(2*c, 900), hist(2*c, 900, 901)}, 0, 2},
+		{"a row shorter than the others", [][]int32{hist(3 * c), hist(c + 3)}, 0, 1},
+		{"a difference in chunk 1", [][]int32{hist(3 * c), differ(hist(3*c), c+7)}, 0, 1},
+		{"a difference in chunk 0", [][]int32{hist(3 * c), differ(hist(3*c), 0)}, 0, 0},
+		{"the second group shares less", many, 0, 1},
+		{"prefill: rows of growing prefixes", [][]int32{hist(1), hist(2), hist(3)}, 0, 0},
+		{"windows that start at different slots", [][]int32{hist(3*c, 900), hist(3*c, 900, 901)}, 2 * c, 0},
+		{"windows longer than the lists", [][]int32{hist(2*c, 900), hist(2*c, 900, 901)}, 4 * c, 2},
+		{"no rows", nil, 0, 0},
+	} {
+		if got := kernels.AttnShared(tc.lists, tc.window); got != tc.want {
+			t.Errorf("%s: %d shared chunks, want %d", tc.name, got, tc.want)
+		}
+	}
+}

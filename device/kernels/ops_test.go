@@ -165,6 +165,14 @@ func TestAttention(t *testing.T) {
 			t.Errorf("%s cache: relative error %.3g", ct, e)
 		}
 
+		// a promise of shared chunks the lists do not keep is an error: rows 0 and 1 differ
+		// in chunk 0
+		args.Shared = 1
+		if err := device.Launch(b, kernels.Attention, args); err == nil {
+			t.Error("a false promise of one shared chunk accepted")
+		}
+		args.Shared = 0
+
 		// a slot outside the cache is an error, not a read of someone else's memory
 		bad := append([]int32(nil), flat...)
 		bad[0] = int32(ns)

@@ -258,13 +258,14 @@ func kvStoreTraffic(_ string, a kernels.KVStoreArgs) (Traffic, error) {
 // attention: the key lists are data; taken as a tree step's (devicetest's real cases): the
 // first NSlots − Rows slots are a history every row attends to, and row r also attends to r+1
 // slots of its own (its path; a decode row, Rows = 1, to one). ptx/src/attention.cu runs a
-// block per (row, KV head, chunk of kernels.AttnChunk keys); of the rows of a group of
-// attnGroup, the first computes a chunk that holds the same slots for all of them (the
-// history's whole chunks) for every row and query head, the others' blocks return at once. So
-// each history slot's K and V rows come from DRAM once, and a computed chunk stages its keys'
-// K and V rows (the last, partial chunk again from the L2 per row) and reads the queries of
-// its pairs; each pair's partial result goes to Part, which the chunks' last block reads back
-// to merge.
+// block per (group of kernels.AttnGroup rows, KV head, chunk) for the Shared chunks the host
+// promised (the history's whole chunks), and a block per (row, KV head, chunk) for the others:
+// of those, the first row of a group computes a chunk that holds the same slots for all its
+// rows (a history's whole chunk not promised), the others' blocks return after comparing it,
+// and a block past its row's last chunk returns at once. So each history slot's K and V rows
+// come from DRAM once, and a computed chunk stages its keys' K and V rows (the last, partial
+// chunk again from the L2 per row) and reads the queries of its pairs; each pair's partial
+// result goes to Part, which the chunks' last block reads back to merge.
 func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	kes, err := cacheBytes(a.KType)
 	if err != nil {
@@ -277,57 +278,64 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	rows, nkv, hd, chunk := int64(a.Rows), int64(a.NKV), int64(a.HeadDim), int64(kernels.AttnChunk)
 	g := int64(a.NHead / a.NKV) // query heads per KV head
 	hist := max(0, int64(a.NSlots)-rows)
-	whole := hist / chunk // the history's whole chunks, shared by a group's rows
-	var keys, blocks, staged, pairs, parts int64
-	for r := range rows {
-		n := hist + r + 1
-		keys += n
-		nc := (n + chunk - 1) / chunk
-		parts += nc
-		blocks += nc
-		// this row's own chunks past the shared ones: computed by its block alone
-		staged += n - whole*chunk
-		pairs += nc - whole
-	}
-	groups := (rows + attnGroup - 1) / attnGroup
-	staged += groups * whole * chunk     // keys staged per KV head
-	pairs = pairs*g + whole*g*rows       // (row, query head) pairs computed per KV head, by chunk
-	gn := min(rows, attnGroup)           // rows whose slots a block loads
-	kv := int64(a.NSlots) * nkv * hd     // cache elements of each of K and V
-	part := pairs * nkv * (hd + 2) * f32 // partial results written
-	q := rows * int64(a.NHead) * hd * f32
-	// the working blocks: a group's shared history chunks, and every row's own chunks
+	whole := hist / chunk // the history's whole chunks, the same for every row
+	shared := min(int64(a.Shared), whole)
+	// per KV head: the keys of all lists, the keys staged, the (row, query head) pairs computed
+	// by chunk, every row's chunks (the merge's reads), and the slots and offsets read
+	var keys, staged, pairs, parts, slotReads, offReads int64
 	var work Work
 	var instrs, lsu float64
-	add := func(n, p, keys int64, later bool) { // n blocks of p pairs over chunks of keys keys
-		b := attnBlock(p, keys, hd, kes, ves, later)
+	returning := int64(0)
+	add := func(n, rowsIn, keys int64, later bool) { // n blocks computing rowsIn rows over chunks of keys keys
+		b := attnBlock(rowsIn*g, keys, hd, kes, ves, later)
 		work.Blocks += n * nkv
 		instrs += float64(n*nkv) * b.Instrs
 		lsu += float64(n*nkv) * b.LSUCycles
 		work.DRAMWaits, work.L2Waits, work.Syncs = b.DRAMWaits, b.L2Waits, b.Syncs
+		staged += n * keys
+		pairs += n * rowsIn * g
+		gn := min(rows, int64(kernels.AttnGroup))
+		slotReads += n * gn * chunk
+		offReads += n * (2*gn*chunk + 2*gn + 2)
 	}
-	add(groups*whole, gn*g, chunk, false)
+	for g0 := int64(0); g0 < rows; g0 += int64(kernels.AttnGroup) { // the shared chunks
+		add(shared, min(int64(kernels.AttnGroup), rows-g0), chunk, false)
+	}
 	for r := range rows {
 		n := hist + r + 1
-		for c := whole; c*chunk < n; c++ {
-			add(1, g, min(chunk, n-c*chunk), r%attnGroup != 0)
+		keys += n
+		parts += (n + chunk - 1) / chunk
+		for c := shared; c < int64(a.Chunks); c++ {
+			switch first := r%int64(kernels.AttnGroup) == 0; {
+			case c*chunk >= n || c < whole && !first: // past the row's end, or its group's first row's chunk
+				returning++
+				slotReads += 2 * chunk
+				offReads += 4
+			case c < whole:
+				add(1, min(int64(kernels.AttnGroup), rows-r), chunk, false)
+			default: // the row's own chunk
+				add(1, 1, min(chunk, n-c*chunk), !first)
+			}
 		}
 	}
-	work.Instrs, work.LSUCycles = instrs/float64(work.Blocks), lsu/float64(work.Blocks)
-	// the blocks of a row's chunks that the group's first row computes (the shared history's):
-	// each reads its row's and the first row's key offsets (one L2 round trip), their chunk's
-	// keys (another), each warp compares the whole chunk and votes, and it returns (no
-	// barrier: every warp reaches the same answer); the blocks past a row's last chunk return
-	// at once
-	work.Returning = &Work{Blocks: (blocks - work.Blocks/nkv) * nkv, L2Waits: 2,
-		Instrs: attnReturningInstrs, LSUCycles: attnReturningLSU}
+	kv := int64(a.NSlots) * nkv * hd     // cache elements of each of K and V
+	part := pairs * nkv * (hd + 2) * f32 // partial results written
+	q := rows * int64(a.NHead) * hd * f32
+	if work.Blocks > 0 {
+		work.Instrs, work.LSUCycles = instrs/float64(work.Blocks), lsu/float64(work.Blocks)
+	}
+	// the blocks of an unpromised row's chunks that its group's first row computes: each
+	// reads its row's and the first row's key offsets (one L2 round trip), their chunk's keys
+	// (another), each warp compares the whole chunk and votes, and it returns (no barrier:
+	// every warp reaches the same answer); the blocks past a row's last chunk return at once
+	work.Returning = &Work{Blocks: returning * nkv, L2Waits: 2, Instrs: attnReturningInstrs, LSUCycles: attnReturningLSU}
 	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
 		float64(kv*(kes+ves))/1e6), Streams: []Stream{
 		{Param: "Q", Bytes: q, Requested: pairs * nkv * hd * f32},
 		{Param: "KCache", Bytes: kv * kes, Requested: staged * nkv * hd * kes},
 		{Param: "VCache", Bytes: kv * ves, Requested: staged * nkv * hd * ves},
-		{Param: "Keys", Bytes: keys * 4, Requested: blocks * nkv * gn * chunk * 4},
-		{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: blocks * nkv * (2*gn*chunk + 2*gn + 2) * 4},
+		{Param: "Keys", Bytes: keys * 4, Requested: slotReads * nkv * 4},
+		{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: offReads * nkv * 4},
 		{Param: "Part", Bytes: part, Write: true},
 		{Param: "Part", Requested: parts * int64(a.NHead) * (hd + 2) * f32}, // the merge's reads, from the L2
 		{Param: "Out", Bytes: q, Write: true},
@@ -403,10 +411,6 @@ const (
 	attnReturningInstrs = 8 * (30 + 20)
 	attnReturningLSU    = 8 * 4
 )
-
-// attnGroup is the number of rows attention compares for shared chunks (ATT_GROUP in
-// ptx/src/attention.cu).
-const attnGroup = 8
 
 // cacheBytes is the size of a K/V cache element of type t (a dtype value: f32, f16, bf16).
 func cacheBytes(t int32) (int64, error) {

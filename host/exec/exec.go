@@ -71,19 +71,20 @@ type Executor struct {
 	launcher Launcher
 	stepKeys int // keys of all rows of the current step
 	// stepDistinct is about how many cache slots the step's attention reads from memory:
-	// rows of one group of attnGroup whose key lists start at the same slot (a tree's
+	// rows of one group of kernels.AttnGroup whose key lists start at the same slot (a tree's
 	// nodes, a prefill chunk's rows) share their history, read once (distinctKeys).
 	stepDistinct int
 	partRow      int64 // attnPartRow of the program
 	// lowered keeps each step shape's launches (Lower): they depend only on the shape and on
 	// the executor's allocations, which change only when the key lists grow (cleared then).
-	lowered map[[3]int][]Launch // by (rows, output rows, attention chunks)
+	lowered map[[4]int][]Launch // by (rows, output rows, attention chunks, shared chunks)
 	scratch []int32             // the step's key lists and offsets, as written
 	// Attention's scratch: each chunk's partial results (grown to the step's need) and the
 	// per-row counters its kernel leaves at zero (kernels.AttentionArgs Part and Count).
 	attnPart, attnCount device.Ptr
 	partCap             int64 // bytes of attnPart
 	stepChunks          int   // the most chunks of any row's key list in the current step
+	stepShared          int   // the leading chunks every group of rows shares (kernels.AttnShared)
 	// Trace, when set, is called after each op with the op and its output buffer's bytes for
 	// the step's rows (for op-by-op comparison between executors).
 	Trace func(op *model.Op, out []byte) error
@@ -333,21 +334,17 @@ func attnCounters(p *model.Program, opt Options) int {
 	return opt.MaxRows * n
 }
 
-// attnGroup is the attention kernel's group of rows whose chunks it compares for sharing
-// (ATT_GROUP in attention.cu).
-const attnGroup = 8
-
 // distinctKeys is about how many cache slots the attention of rows with key lists keys reads
-// from memory: within each group of attnGroup rows, the rows whose lists start at the same
+// from memory: within each group of kernels.AttnGroup rows, the rows whose lists start at the same
 // slot are taken to share their keys (the longest of them counted once), as the kernel shares
 // a chunk between rows that hold the same slots; other rows count whole.
 func distinctKeys(keys [][]int32) int {
 	n := 0
-	for g := 0; g < len(keys); g += attnGroup {
-		var first [attnGroup]int32
-		var longest [attnGroup]int
+	for g := 0; g < len(keys); g += kernels.AttnGroup {
+		var first [kernels.AttnGroup]int32
+		var longest [kernels.AttnGroup]int
 		m := 0
-		for _, k := range keys[g:min(g+attnGroup, len(keys))] {
+		for _, k := range keys[g:min(g+kernels.AttnGroup, len(keys))] {
 			if len(k) == 0 {
 				continue
 			}
@@ -760,7 +757,7 @@ func (e *Executor) Lower(rows, outs int) ([]Launch, error) {
 }
 
 func (e *Executor) runLauncher(rows, outs int) error {
-	shape := [3]int{rows, outs, e.stepChunks}
+	shape := [4]int{rows, outs, e.stepChunks, e.stepShared}
 	ls, ok := e.lowered[shape]
 	if !ok {
 		var err error
@@ -768,7 +765,7 @@ func (e *Executor) runLauncher(rows, outs int) error {
 			return err
 		}
 		if e.lowered == nil {
-			e.lowered = map[[3]int][]Launch{}
+			e.lowered = map[[4]int][]Launch{}
 		}
 		e.lowered[shape] = ls
 	}
@@ -779,12 +776,12 @@ func (e *Executor) runLauncher(rows, outs int) error {
 }
 
 // lowerShape is the launches of a launcher's step of shape (rows, output rows, attention
-// chunks) for the current step. Only the attention's launches depend on the chunk count, so
-// when a kept shape differs from it in that alone its launches are copied and the
+// chunks, shared chunks) for the current step. Only the attention's launches depend on the
+// chunk counts, so when a kept shape differs from it in those alone its launches are copied and the
 // attention's lowered again — a step's dozens of attention launches in place of its hundreds
 // (a new chunk count comes every AttnChunk positions). The copy shares the other launches'
 // arguments, which a launcher compares with its kept ones.
-func (e *Executor) lowerShape(shape [3]int) ([]Launch, error) {
+func (e *Executor) lowerShape(shape [4]int) ([]Launch, error) {
 	rows, outs := shape[0], shape[1]
 	for k, kept := range e.lowered {
 		if k[0] != rows || k[1] != outs {
@@ -803,6 +800,16 @@ func (e *Executor) lowerShape(shape [3]int) ([]Launch, error) {
 		return ls, nil
 	}
 	return e.Lower(rows, outs)
+}
+
+// sharedFor is the shared chunks of the step's attention op (AttentionArgs.Shared): none for a
+// sliding window, whose rows' windows start at different slots of a tree's history, or at the
+// same slot only where the rows are the same.
+func (e *Executor) sharedFor(op *model.Op) int {
+	if op.Window > 0 {
+		return 0
+	}
+	return e.stepShared
 }
 
 // opRows is the number of rows op computes in a step.
@@ -853,6 +860,7 @@ func (e *Executor) writeInputs(s *Step) error {
 		return err
 	}
 	e.stepKeys, e.stepChunks, e.stepDistinct = total, chunks, distinctKeys(s.Keys)
+	e.stepShared = kernels.AttnShared(s.Keys, 0)
 	if err := e.growKeys(total); err != nil {
 		return err
 	}
@@ -985,7 +993,7 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Part: e.attnPart, Count: e.attnCount,
 			Rows: int32(n), NHead: int32(op.Heads), NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim),
 			NSlots: int32(e.opt.NSlots), Chunks: int32(max(1, e.stepChunks)), KType: int32(p.CacheK), VType: int32(p.CacheV),
-			Scale: op.Scale, Window: int32(op.Window), SoftCap: op.SoftCap}, nil
+			Scale: op.Scale, Window: int32(op.Window), SoftCap: op.SoftCap, Shared: int32(e.sharedFor(op))}, nil
 	case model.OpBias:
 		return kernels.AddBias, kernels.BiasArgs{X: in(0), Bias: e.weights[op.Weight], Y: out, Rows: int32(n), Width: int32(op.Width)}, nil
 	case model.OpAdd:

@@ -81,10 +81,10 @@ func Rebuilt(m *Megakernel) (*megakernel.Schedule, error) {
 // LoweredAfresh reports the first of e's kept step shapes whose launches are not those Lower
 // makes for it now.
 func LoweredAfresh(e *Executor) error {
-	was := e.stepChunks
-	defer func() { e.stepChunks = was }()
+	was, wasShared := e.stepChunks, e.stepShared
+	defer func() { e.stepChunks, e.stepShared = was, wasShared }()
 	for shape, kept := range e.lowered {
-		e.stepChunks = shape[2]
+		e.stepChunks, e.stepShared = shape[2], shape[3]
 		ls, err := e.Lower(shape[0], shape[1])
 		if err != nil {
 			return err

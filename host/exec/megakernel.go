@@ -519,10 +519,11 @@ func (e *Executor) Schedule(rows, outs, keys int, cfg megakernel.Config) (*megak
 	if rows < 1 || rows > e.opt.MaxRows || outs < 0 || outs > rows || keys < rows {
 		return nil, fmt.Errorf("exec: a step of %d rows, %d output rows and %d keys (1 … %d rows)", rows, outs, keys, e.opt.MaxRows)
 	}
-	was := e.stepChunks
+	was, wasShared := e.stepChunks, e.stepShared
 	e.stepChunks = kernels.AttnChunks(keys/rows + rows) // about a tree's longest key list
+	e.stepShared = (keys/rows - 1) / kernels.AttnChunk  // a history of keys/rows − 1 slots, its whole chunks
 	ls, err := e.Lower(rows, outs)
-	e.stepChunks = was
+	e.stepChunks, e.stepShared = was, wasShared
 	if err != nil {
 		return nil, err
 	}

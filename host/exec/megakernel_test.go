@@ -66,8 +66,10 @@ func TestMegakernelRunnerExplainsAStall(t *testing.T) {
 
 // Steps of a shape seen before run the schedule built for it then: the Go VM's logits equal
 // the eager executor's, step after step, and only a new shape builds a schedule; key lists
-// that outgrow their buffer (which moves it) patch a kept schedule with the new addresses,
-// unless the attention's grid has also grown too far from the one placed (step 4).
+// that outgrow their buffer (which moves it, step 4) patch a kept schedule with the new
+// addresses, and so does a new chunk the rows share (the attention's grid grows by a block
+// per KV head); a grid grown too far from the one placed builds anew (step 8: rows whose
+// lists share no chunk, a block per row and chunk).
 func TestMegakernelKeepsSchedules(t *testing.T) {
 	f, err := fixtures.Parse("tiny-llama-q8_0")
 	if err != nil {
@@ -93,7 +95,7 @@ func TestMegakernelKeepsSchedules(t *testing.T) {
 	}
 	m := es[1].UseMegakernel(r)
 	pos := int32(60) // the first step's 250 keys fit the key lists' first buffer of 256, the fifth's 278 do not
-	step := func(rows int) exec.Step {
+	step := func(rows int, rotated bool) exec.Step {
 		var s exec.Step
 		for i := 0; i < rows; i++ {
 			s.Tokens = append(s.Tokens, int32(7*int(pos)%p.Config.NVocab))
@@ -102,6 +104,9 @@ func TestMegakernelKeepsSchedules(t *testing.T) {
 			keys := make([]int32, pos+1)
 			for k := range keys {
 				keys[k] = int32(k)
+				if rotated { // row i's list starts at slot i
+					keys[k] = int32((k + i) % len(keys))
+				}
 			}
 			s.Keys = append(s.Keys, keys)
 			s.OutRows = append(s.OutRows, int32(i))
@@ -109,8 +114,13 @@ func TestMegakernelKeepsSchedules(t *testing.T) {
 		}
 		return s
 	}
-	for i, c := range []struct{ rows, builds, patched int }{{4, 1, 0}, {1, 2, 0}, {1, 2, 0}, {1, 2, 0}, {4, 3, 0}, {4, 3, 0}, {1, 3, 1}, {1, 3, 1}} {
-		s := step(c.rows)
+	for i, c := range []struct {
+		rows            int
+		rotated         bool
+		builds, patched int
+	}{{4, false, 1, 0}, {1, false, 2, 0}, {1, false, 2, 0}, {1, false, 2, 0}, {4, false, 2, 1}, {4, false, 2, 1}, {1, false, 2, 2}, {1, false, 2, 2},
+		{4, true, 3, 2}} {
+		s := step(c.rows, c.rotated)
 		want, err := es[0].Run(s)
 		if err != nil {
 			t.Fatal(err)

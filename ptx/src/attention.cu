@@ -9,10 +9,14 @@
 // [0, NSlots) writes nothing (the twin reports it as an error).
 //
 // attention_f32 (AttentionArgs): a row's key list j = 0 … n−1 (cache slots Keys[KeyOff[r] + j],
-// in logical order; with Window > 0 only the last Window of them, att_keys) is cut into chunks of ATT_CHUNK = kernels.AttnChunk positions. One 256-thread
-// block per (row r, KV head, chunk c) — grid x = r + Rows·kvh, grid y = Chunks−1−c (the last,
-// shortest chunks first) — computes the chunk's partial result for the query heads of that KV
-// head, in the order the twin's doc comment (AttentionArgs) states:
+// in logical order; with Window > 0 only the last Window of them, att_keys) is cut into chunks
+// of ATT_CHUNK = kernels.AttnChunk positions. A 256-thread block computes a chunk's partial
+// result for the query heads of one KV head, in the order the twin's doc comment
+// (AttentionArgs) states. The grid is one-dimensional: first a block per (row r, KV head, chunk
+// c ≥ Shared) — block r + Rows·kvh + Rows·NKV·(Chunks−1−c), the last, shortest chunks first —
+// then a block per (group of ATT_GROUP rows, KV head, chunk c < Shared), which computes the
+// chunk for every row of the group (the chunks the host promised are the same for all of them,
+// kernels.AttentionArgs.Shared; a row whose chunk is not is counted as bad, below):
 //   - s_j = float32(dot·Scale), dot = fma(q[d], k_j[d], dot) for d = 0 … HeadDim−1 from +0: one
 //     thread per (head, key), sequentially over d, the keys and queries staged in shared memory
 //     in slices of 64 dims (the dot's chain continues across slices); with SoftCap > 0,
@@ -32,14 +36,15 @@
 // a row whose chunk holds exactly the same slots as an earlier row of the group (a tree's nodes
 // over their shared history, a prefill chunk's rows over the prompt before it) is computed by
 // that earlier row's block: its keys and values are read once for every row and query head that
-// shares them, the other rows' blocks return at once. A block first compares its row's chunk
-// with the group's first row's alone and returns if they are the same (the common case: that
-// row computes it), before it loads the whole group's slots. Keys and values are staged in shared
-// memory a slice (64 keys × 64 dims) at a time, converted to float32, with the next two slices'
-// loads (16-byte vectors where the head's size allows) in flight in registers meanwhile.
+// shares them. Of an unshared chunk the other rows' blocks return: each first compares its
+// row's chunk with the group's first row's alone and returns if they are the same (that row
+// computes it), before it loads the whole group's slots. A shared chunk has no such blocks.
+// Keys and values are staged in shared memory a slice (64 keys × 64 dims) at a time, converted
+// to float32, with the next two slices' loads (16-byte vectors where the head's size allows) in
+// flight in registers meanwhile.
 // A row whose key list is empty or has more than Chunks chunks is left alone; a chunk naming a
-// slot outside [0, NSlots) marks its row, whose output is then not written (the twin reports an
-// error for both).
+// slot outside [0, NSlots), or a shared chunk that is not its group's first row's, marks its
+// row, whose output is then not written (the twin reports an error for all three).
 #include "num.cuh"
 #include "grid.cuh"
 #include "cache.cuh"
@@ -206,7 +211,7 @@ struct AttShared {
 	float ps[ATT_PMAX * ATT_CHUNK];   // e_j per pair; the merge's weights
 	int32_t sl[ATT_GROUP * ATT_CHUNK]; // the group's chunk slots
 	int32_t slen[ATT_GROUP], lead[ATT_GROUP], sbad[ATT_GROUP];
-	int32_t mem[ATT_GROUP], nmem, last;
+	int32_t mem[ATT_GROUP], nmem, last, orph;
 	float red[ATT_PMAX * 2], mm[ATT_PMAX], msum[ATT_PMAX];
 	int32_t lrow[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows and pairs
 };
@@ -217,24 +222,33 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
                                                    const int32_t *RESTRICT key_off, float *out, float *part, uint32_t *count,
                                                    int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
                                                    int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
-                                                   float soft_cap) {
+                                                   float soft_cap, int32_t n_shared) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
 	int32_t *sl = sh.sl, *slen = sh.slen, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
 	int32_t &nmem = sh.nmem, &last = sh.last;
 
 	const int tid = gr.tid;
-	const int32_t r = gr.bx % rows, kvh = gr.bx / rows, c = chunks - 1 - (int32_t)gr.by;
+	// the block's row (its group's first, for a shared chunk), KV head and chunk: the unshared
+	// chunks' blocks first, (row, KV head) along and the last chunks first, then the shared
+	// chunks', (group, KV head) along
+	const int32_t rk = rows * n_kv, gk = (rows + ATT_GROUP - 1) / ATT_GROUP * n_kv;
+	const int32_t unshared = rk * (chunks - n_shared), b = gr.bx;
+	const bool sblk = b >= unshared; // a shared chunk: computed for every row of the group here
+	const int32_t x0 = sblk ? (b - unshared) % gk : b % rk, gs = gk / n_kv;
+	const int32_t r = sblk ? (x0 % gs) * ATT_GROUP : x0 % rows, kvh = sblk ? x0 / gs : x0 / rows;
+	const int32_t c = sblk ? n_shared - 1 - (b - unshared) / gk : chunks - 1 - b / rk;
 	const int32_t hd = head_dim, G = n_head / n_kv, c0 = c * ATT_CHUNK;
 	const int32_t g0 = r - r % ATT_GROUP, gn = min(ATT_GROUP, rows - g0);
 	const int64_t stride = (int64_t)n_kv * hd, base = (int64_t)kvh * hd; // elements per slot; the head's offset
 	const int32_t pw = hd + 2;
 
-	// this row's chunk; and, for a row after the group's first, whether its chunk holds
+	// an unshared chunk's row; and, for a row after the group's first, whether its chunk holds
 	// exactly the first row's slots, which the first row's block then computes (lead below:
 	// the first row of the group with the same slots is the first row itself) — so that the
-	// blocks of a tree's nodes over their shared history return after one comparison
-	{
+	// blocks of rows over a history the host did not promise as shared (Shared) return after
+	// one comparison
+	if (!sblk) {
 		int32_t o, n, o0 = 0, n0 = 0;
 		att_keys(key_off, r, window, &o, &n);
 		if (r != g0) att_keys(key_off, g0, window, &o0, &n0);
@@ -289,19 +303,25 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	}
 	grid_sync(gr);
 	const int32_t me = r - g0;
-	if (lead[me] != me) return; // an earlier row's block computes this one
+	if (!sblk && lead[me] != me) return; // an earlier row's block computes this one
+	// the rows computed here; and, of a shared chunk, the rows whose chunk broke the promise
+	// (not the first row's slots): no block computes them, so each is counted as a bad chunk
 	if (tid == 0) {
-		int32_t k = 0;
+		int32_t k = 0, o = 0;
 		for (int32_t x = 0; x < gn; x++)
-			if (lead[x] == me) mem[k++] = x;
+			if (lead[x] == me)
+				mem[k++] = x;
+			else if (sblk && slen[x] > 0)
+				o |= 1 << x;
 		nmem = k;
+		sh.orph = o;
 	}
 	grid_sync(gr);
 	const int32_t len = slen[me], nm = nmem, P = nm * G;
 	const int32_t *ksl = sl + me * ATT_CHUNK;
 	const bool bad = sbad[me] != 0;
 
-	if (!bad) {
+	if (!bad && nm > 0) {
 		const int32_t kes = cache_bytes(k_type), ves = cache_bytes(v_type);
 		const bool kvec = (hd * kes) % 16 == 0, vvec = (hd * ves) % 16 == 0;
 		const int32_t ns = (hd + ATT_DS - 1) / ATT_DS, nu = 2 * ns;
@@ -421,21 +441,27 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		}
 	}
 
-	// count the chunk for each row computed here; the row's last chunk merges it
+	// count the chunk for each row computed here (and as bad for each row of a broken
+	// promise); the row's last chunk merges it
 	if (tid == 0) {
 		__threadfence();
-		int32_t l = 0;
-		for (int32_t i = 0; i < nm; i++) {
-			int32_t x = g0 + mem[i], o, n;
+		// att_count counts row x's chunk, a bad one if xbad, and says whether it was the row's
+		// last and no chunk of the row was bad
+		auto att_count = [&](int32_t x, bool xbad) {
+			int32_t o, n;
 			att_keys(key_off, x, window, &o, &n);
-			uint32_t nc = (uint32_t)((n + ATT_CHUNK - 1) / ATT_CHUNK);
+			uint32_t nc = (uint32_t)((n + ATT_CHUNK - 1) / ATT_CHUNK), add = xbad ? ATT_BAD + 1u : 1u;
 			uint32_t *cn = count + (int64_t)x * n_kv + kvh;
-			uint32_t now = atomicAdd(cn, bad ? ATT_BAD + 1u : 1u) + (bad ? ATT_BAD + 1u : 1u);
-			if ((now & (ATT_BAD - 1)) == nc) {
-				atomicExch(cn, 0u);
-				if (now < ATT_BAD) l |= 1 << i; // no chunk of the row named a bad slot
-			}
-		}
+			uint32_t now = atomicAdd(cn, add) + add;
+			if ((now & (ATT_BAD - 1)) != nc) return false;
+			atomicExch(cn, 0u);
+			return now < ATT_BAD;
+		};
+		int32_t l = 0;
+		for (int32_t i = 0; i < nm; i++)
+			if (att_count(g0 + mem[i], bad)) l |= 1 << i;
+		for (int32_t x = 0; x < gn; x++)
+			if ((sh.orph >> x) & 1) att_count(g0 + x, true);
 		if (l != 0) __threadfence();
 		last = l;
 	}
@@ -519,9 +545,10 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
 	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, float *out,
 	              float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap) {
+	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared) {
 	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
 	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, q, k_cache, v_cache, keys,
-	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap);
+	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap,
+	                   n_shared);
 }
 #endif
