@@ -3,7 +3,6 @@ package kernels
 import (
 	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 
 	"verity/device"
@@ -210,18 +209,22 @@ const AttnGroup = 8
 // AttnShared is the largest valid AttentionArgs.Shared for rows with key lists lists under
 // window (0: none): the number of leading chunks that every row of each group holds whole and
 // with the same slots as its group's first row (the history of a tree's nodes, its whole
-// chunks). It compares the lists chunk by chunk and stops at the first difference.
+// chunks). A row's candidate chunks are compared with its group's first row's in one memory
+// comparison (the common case: they are the same), chunk by chunk only when they differ.
 func AttnShared(lists [][]int32, window int) int {
 	s := math.MaxInt
 	for g := 0; g < len(lists) && s > 0; g += AttnGroup {
 		group := lists[g:min(g+AttnGroup, len(lists))]
 		first := windowedList(group[0], window)
-		n := len(first) / AttnChunk
+		n := min(s, len(first)/AttnChunk)
 		for _, l := range group[1:] {
 			l = windowedList(l, window)
 			n = min(n, len(l)/AttnChunk)
+			if sameSlots(l[:n*AttnChunk], first[:n*AttnChunk]) {
+				continue
+			}
 			for c := 0; c < n; c++ {
-				if !slices.Equal(l[c*AttnChunk:(c+1)*AttnChunk], first[c*AttnChunk:(c+1)*AttnChunk]) {
+				if !sameSlots(l[c*AttnChunk:(c+1)*AttnChunk], first[c*AttnChunk:(c+1)*AttnChunk]) {
 					n = c
 				}
 			}
@@ -232,6 +235,15 @@ func AttnShared(lists [][]int32, window int) int {
 		return 0
 	}
 	return s
+}
+
+// sameSlots reports whether slot lists a and b, of the same length, are equal (as bytes: the
+// runtime's vector comparison).
+func sameSlots(a, b []int32) bool {
+	if len(a) == 0 {
+		return true
+	}
+	return string(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 4*len(a))) == string(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), 4*len(b)))
 }
 
 // windowedList is the part of key list l a row attends to with window w (windowed).
