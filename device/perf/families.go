@@ -345,9 +345,10 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 // attnBlock counts one working block of attention_f32 (ptx/src/attention.cu) computing p
 // (row, query head) pairs over a chunk of keys keys: warp instructions and L1/shared cycles
 // of its loops as the source writes them, and its waits in order — the row's key offsets and
-// slots (L2), each pair of staged slices (DRAM: two are in flight ahead), each slice's queries
-// (L2), the partial results' fence and counter (L2) and, for the last block, the merge's three
-// passes over the partial results (L2). A block of a later row than its group's first
+// slots (L2), each pair of staged slices (DRAM: two are in flight ahead; each slice's queries
+// are asked of the L1 before that wait, so they add none), the rows' counters (one
+// acquire-release atomic a row, the first warp's lanes side by side: L2) and, for the last
+// block, the merge's three passes over the partial results (L2). A block of a later row than its group's first
 // (later) compares its chunk with the first row's before anything else (an L2 round trip
 // more).
 func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
@@ -394,7 +395,7 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 	lsu += 50
 	total := passes * 2 * ns
 	w := Work{Instrs: in, LSUCycles: lsu, DRAMWaits: int((total + 1) / 2),
-		L2Waits: int(2 + ns*passes + 2 + 3), Syncs: int(3 + 2*total + 3*passes)}
+		L2Waits: 2 + 1 + 3, Syncs: int(3 + 2*total + 3*passes)}
 	if later {
 		w.Instrs += attnReturningInstrs
 		w.LSUCycles += attnReturningLSU

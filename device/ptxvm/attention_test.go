@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"testing"
 
 	"verity/device"
+	"verity/device/devicetest"
 	"verity/device/kernels"
 	"verity/device/ptxvm"
+	"verity/ptx"
 )
 
 // A promise of shared chunks that the key lists break (kernels.AttentionArgs.Shared): no block
@@ -90,5 +93,33 @@ func TestAttentionBrokenPromise(t *testing.T) {
 	}
 	if bytes.Equal(kept[2*row:], unwritten[2*row:]) {
 		t.Error("row 2 is not written under the kept promise")
+	}
+}
+
+// The chunk counter's acquire-release atomic orders each block's partial results before its
+// count and the merging block's reads after it: made relaxed, the weak mode catches it — a
+// stale read reported, or a result that differs from the twin's — on the attention cases.
+func TestAttentionWeakCatchesRelaxedCounter(t *testing.T) {
+	src := plant(t, "attention", "attention_f32", regexp.MustCompile(`atom\.acq_rel\.gpu\.global\.add\.u32`), "atom.relaxed.gpu.global.add.u32")
+	for _, seed := range []uint64{1, 2} {
+		b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 4, NoRaceCheck: true, Weak: &ptxvm.Weak{Seed: seed}},
+			Source: func(s string) (string, error) {
+				if s == "attention" {
+					return src, nil
+				}
+				return ptx.Module(s)
+			}})
+		var err error
+		for _, c := range devicetest.Cases("attention_f32") {
+			if err = devicetest.Check(b, kernels.Attention, c); err != nil {
+				break
+			}
+		}
+		b.Close()
+		if err == nil {
+			t.Errorf("seed %d: the relaxed counter passes every attention case in the weak mode", seed)
+			continue
+		}
+		t.Logf("seed %d: %v", seed, err)
 	}
 }

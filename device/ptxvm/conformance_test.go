@@ -19,8 +19,9 @@ func TestConformance(t *testing.T) {
 		s.Kernels, s.Launches, s.Bytes, s.Skipped, s.Failed)
 }
 
-// The same in the weak-memory mode: the kernels' blocks share nothing during a launch, so
-// no load is stale however they interleave.
+// The same in the weak-memory mode: no load is stale however the blocks interleave (the
+// kernels' blocks share nothing during a launch but attention's, whose partial results are
+// ordered by its counters' acquire-release atomics).
 func TestConformanceWeak(t *testing.T) {
 	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 4, Weak: &ptxvm.Weak{Seed: 1}}})
 	defer b.Close()

@@ -27,7 +27,8 @@
 //   - o_c[d] = fma(e_j, v_j[d], o_c[d]) over the chunk's keys in order from +0, one thread per
 //     (head, dim);
 //   - (m_c, l_c, o_c) are written to Part; every block then adds one to its row's counter in
-//     Count (an integer atomic, after a fence), and the block that brings it to the row's chunk
+//     Count (an acquire-release atomic at GPU scope, a lane of the first warp a row), and the
+//     block that brings it to the row's chunk
 //     count merges the chunks in chunk order: M = max32 of the m_c, w_c = exp32(m_c − M),
 //     L = fma(l_c, w_c, L), O[d] = fma(o_c[d], w_c, O[d]) for c = 0, 1, … from +0, and
 //     out[d] = O[d] / L. It resets the counter to zero, so Count is zero again after the
@@ -204,13 +205,36 @@ static __device__ __forceinline__ void att_keys(const int32_t *key_off, int32_t 
 	*n = m;
 }
 
+// att_count_add adds v to a chunk counter and returns what it held: an acquire-release atomic
+// at GPU scope, which publishes the block's partial results (ordered before it by the
+// barrier) and, for the block that brings the count to its end, sees every other block's.
+static __device__ __forceinline__ uint32_t att_count_add(uint32_t *p, uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+	uint32_t old;
+	asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+	return old;
+#else
+	__threadfence();
+	uint32_t old = atomicAdd(p, v);
+	__threadfence();
+	return old;
+#endif
+}
+
+// att_prefetch_l1 asks the L1 for the line holding p (a hint; host builds have none).
+static __device__ __forceinline__ void att_prefetch_l1(const float *p) {
+#ifdef __CUDA_ARCH__
+	asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
+
 // AttShared is attention_f32's shared memory (grid_shared).
 struct AttShared {
 	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
 	float qs[ATT_PMAX * ATT_DS];      // the pairs' query slice; the merge's sums
 	float ps[ATT_PMAX * ATT_CHUNK];   // e_j per pair; the merge's weights
 	int32_t sl[ATT_GROUP * ATT_CHUNK]; // the group's chunk slots
-	int32_t slen[ATT_GROUP], lead[ATT_GROUP], sbad[ATT_GROUP];
+	int32_t slen[ATT_GROUP], snc[ATT_GROUP], lead[ATT_GROUP], sbad[ATT_GROUP]; // chunk c's length, the chunk count
 	int32_t mem[ATT_GROUP], nmem, last, orph;
 	float red[ATT_PMAX * 2], mm[ATT_PMAX], msum[ATT_PMAX];
 	int32_t lrow[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows and pairs
@@ -225,7 +249,7 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
                                                    float soft_cap, int32_t n_shared) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
-	int32_t *sl = sh.sl, *slen = sh.slen, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
+	int32_t *sl = sh.sl, *slen = sh.slen, *snc = sh.snc, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
 	int32_t &nmem = sh.nmem, &last = sh.last;
 
 	const int tid = gr.tid;
@@ -278,6 +302,7 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		att_keys(key_off, g0 + tid, window, &o, &n);
 		bool ok = n > 0 && (n + ATT_CHUNK - 1) / ATT_CHUNK <= chunks && c0 < n;
 		slen[tid] = ok ? min(ATT_CHUNK, n - c0) : 0;
+		snc[tid] = (n + ATT_CHUNK - 1) / ATT_CHUNK;
 	}
 	grid_sync(gr);
 	// lead[x]: the first row of the group whose chunk holds the same slots as row x's (warp x)
@@ -348,13 +373,18 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 			const int32_t p0 = (k / nu) * ATT_PMAX, np = min(ATT_PMAX, P - p0), u = k % nu;
 			const AttSlice s = att_slice(u, ns, hd);
 			const int32_t ni = (np - pg + 3) / 4; // this thread's pairs: p0 + pg + 4i, i < ni
+			// the pairs' query slice: its lines asked of the L1 before the slice's widening
+			// waits for its loads, so that the two round trips overlap, and read after it
+			auto query = [&](int32_t i) {
+				int32_t pp = p0 + i / s.w;
+				int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+				return q + ((int64_t)x * n_head + h) * hd + s.d0 + i % s.w;
+			};
+			if (!s.val)
+				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) att_prefetch_l1(query(i));
 			put(st, k);
-			if (!s.val) // the pairs' query slice
-				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) {
-					int32_t pp = p0 + i / s.w;
-					int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
-					qs[(i / s.w) * ATT_DS + i % s.w] = q[((int64_t)x * n_head + h) * hd + s.d0 + i % s.w];
-				}
+			if (!s.val)
+				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) qs[(i / s.w) * ATT_DS + i % s.w] = *query(i);
 			if (k + 2 < total) fetch(st, k + 2);
 			grid_sync(gr);
 			if (!s.val) {
@@ -441,29 +471,28 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		}
 	}
 
-	// count the chunk for each row computed here (and as bad for each row of a broken
-	// promise); the row's last chunk merges it
-	if (tid == 0) {
-		__threadfence();
-		// att_count counts row x's chunk, a bad one if xbad, and says whether it was the row's
-		// last and no chunk of the row was bad
-		auto att_count = [&](int32_t x, bool xbad) {
-			int32_t o, n;
-			att_keys(key_off, x, window, &o, &n);
-			uint32_t nc = (uint32_t)((n + ATT_CHUNK - 1) / ATT_CHUNK), add = xbad ? ATT_BAD + 1u : 1u;
-			uint32_t *cn = count + (int64_t)x * n_kv + kvh;
-			uint32_t now = atomicAdd(cn, add) + add;
-			if ((now & (ATT_BAD - 1)) != nc) return false;
-			atomicExch(cn, 0u);
-			return now < ATT_BAD;
-		};
-		int32_t l = 0;
-		for (int32_t i = 0; i < nm; i++)
-			if (att_count(g0 + mem[i], bad)) l |= 1 << i;
-		for (int32_t x = 0; x < gn; x++)
-			if ((sh.orph >> x) & 1) att_count(g0 + x, true);
-		if (l != 0) __threadfence();
-		last = l;
+	// count the chunk for each row computed here (and, as a bad one, for each row of a broken
+	// promise), a lane of the first warp a row, side by side: one round trip to the L2 for all
+	// of them; the row's last chunk merges it
+	if (tid < 32) {
+		const int lane = tid;
+		int32_t x = -1;
+		bool xbad = bad;
+		if (lane < nm)
+			x = mem[lane];
+		else if (lane >= ATT_GROUP && lane < ATT_GROUP + gn && ((sh.orph >> (lane - ATT_GROUP)) & 1))
+			x = lane - ATT_GROUP, xbad = true;
+		bool merge = false;
+		if (x >= 0) {
+			uint32_t add = xbad ? ATT_BAD + 1u : 1u, *cn = count + (int64_t)(g0 + x) * n_kv + kvh;
+			uint32_t now = att_count_add(cn, add) + add;
+			if ((now & (ATT_BAD - 1)) == (uint32_t)snc[x]) {
+				atomicExch(cn, 0u);
+				merge = now < ATT_BAD && lane < nm; // no chunk of the row named a bad slot
+			}
+		}
+		uint32_t l = __ballot_sync(NUM_FULL_MASK, merge);
+		if (lane == 0) last = (int32_t)l;
 	}
 	grid_sync(gr);
 	const int32_t lastm = last;
@@ -483,11 +512,10 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	for (int32_t b0 = 0; b0 < npm; b0 += hb) {
 		const int32_t nb = min(hb, npm - b0);
 		if (tid < nb) {
-			int32_t x = sh.lrow[(b0 + tid) / G], o, n;
-			att_keys(key_off, x, window, &o, &n);
+			int32_t x = sh.lrow[(b0 + tid) / G];
 			sh.mx[tid] = x;
 			sh.mh[tid] = kvh * G + (b0 + tid) % G;
-			sh.mnc[tid] = (n + ATT_CHUNK - 1) / ATT_CHUNK;
+			sh.mnc[tid] = snc[x - g0];
 		}
 		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) qs[o] = 0.0f;
 		if (tid < nb) msum[tid] = 0.0f;

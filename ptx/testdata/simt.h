@@ -82,6 +82,15 @@ static inline bool __all_sync(unsigned, bool v) {
 	return all;
 }
 static inline bool __any_sync(unsigned m, bool v) { return !__all_sync(m, !v); }
+static inline unsigned __ballot_sync(unsigned, bool v) {
+	uint64_t *slot = &simt_slots[32 * simt_cur->warp];
+	slot[simt_cur->lane] = v;
+	simt_wait(simt_warp_bars[simt_cur->warp]);
+	unsigned bits = 0;
+	for (int l = 0; l < simt_warp_bars[simt_cur->warp].expected; l++) bits |= (slot[l] != 0 ? 1u : 0u) << l;
+	simt_wait(simt_warp_bars[simt_cur->warp]);
+	return bits;
+}
 static inline void __syncthreads() { simt_wait(simt_block_bar); }
 // Blocks run one after another on one host thread: atomics are plain updates, fences nothing.
 static inline uint32_t atomicAdd(uint32_t *p, uint32_t v) {
