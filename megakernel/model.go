@@ -30,9 +30,9 @@ type Machine struct {
 	L2Bytes int64
 	// L2Latency and DRAMLatency are a load's latency under load, in cycles.
 	L2Latency, DRAMLatency int
-	// ItemCycles is the start of an item when nothing waits: the loop reads the item, its
-	// instruction and its dependencies (three dependent loads, from L2 or the read-only cache),
-	// polls each counter once (an acquire load), and meets at two barriers.
+	// ItemCycles is the start of an item when nothing waits: the loop reads the item and then
+	// its dependencies (two dependent loads, from L2 or the read-only cache; the instruction's
+	// words beside them), polls each counter once (an acquire load), and meets at two barriers.
 	ItemCycles int
 	// WakeCycles is the time from a dependency's last part ending to a waiting block running:
 	// the release reduction reaching L2 behind the part's writes, and half a poll period (the
@@ -48,14 +48,15 @@ type Machine struct {
 // megakernel loop's own costs (MachineFor).
 var H200 = MachineFor(perf.Cards["H200"])
 
-// The megakernel loop's costs on sm_90, from its SASS: an item's start is three dependent
-// loads (its record, its instruction, its dependencies; L2 or read-only-cache hits, counted
-// at L2 latency), one poll (an acquire load), two barriers (~40 cycles each) and ~100 issue
-// cycles: ≈ 1 220 cycles; a hand-off is two L2 trips (the release behind the part's writes,
+// The megakernel loop's costs on sm_90, from its SASS: an item's start is two dependent loads
+// (its record, then its instruction's dependencies, which the record locates; the
+// instruction's words are read beside them; L2 or read-only-cache hits, counted at L2
+// latency), one poll (an acquire load), two barriers (~40 cycles each) and ~100 issue cycles:
+// ≈ 960 cycles; a hand-off is two L2 trips (the release behind the part's writes,
 // the poll that sees it) and half a backed-off poll period (256 ns and an L2 trip): ≈ 900
 // cycles; a launch ≈ 4 µs (the driver's call and the blocks' start; to calibrate).
 const (
-	loopItemCycles = 1220
+	loopItemCycles = 960
 	loopWakeCycles = 900
 	loopLaunchUS   = 4
 )

@@ -20,10 +20,12 @@ import (
 //	deps     2 u32 each: an instruction index and its parts, each instruction's indices
 //	         increasing and below its own index
 //	queues   SMs+1 u32: queue k's items are items[queues[k] : queues[k+1]]
-//	items    6 u32 each: instruction, part, the part's blocks [first, end) of the
-//	         instruction's grid of B blocks in P parts: ⌊part·B/P⌋ and ⌊(part+1)·B/P⌋, and
-//	         its prefetch ranges: the first's index and how many (each item's follow the
-//	         previous item's)
+//	items    8 u32 each: instruction, part, the part's blocks [first, end) of the
+//	         instruction's grid of B blocks in P parts: ⌊part·B/P⌋ and ⌊(part+1)·B/P⌋, its
+//	         prefetch ranges: the first's index and how many (each item's follow the
+//	         previous item's), and its instruction's first dependency and dependencies (the
+//	         instruction's own words, repeated so that the wait needs only the item's record:
+//	         the instruction's words are read beside it)
 //	ranges   3 u32 each: the parameter word holding a stream's address, and bytes
 //	         [from, to) from it
 //	(padding to 8 bytes)
@@ -60,10 +62,10 @@ var ptrType = reflect.TypeFor[device.Ptr]()
 // kernel table): its version, the second header word, and the words of a header, an
 // instruction and an item.
 const (
-	StreamVersion = 5
+	StreamVersion = 6
 	HeaderWords   = 10
 	InstrWords    = 12
-	ItemWords     = 6
+	ItemWords     = 8
 	RangeWords    = 3
 )
 
@@ -141,15 +143,21 @@ func (s *Schedule) Encode() []byte {
 			}
 		}
 	}
+	depAt := make([]uint32, len(s.Instrs)) // each instruction's first dependency
+	for i, d := 1, uint32(0); i < len(s.Instrs); i++ {
+		d += uint32(len(s.Instrs[i-1].Deps))
+		depAt[i] = d
+	}
 	nr := uint32(0)
 	for k, q := range s.Queues {
-		for j, it := range q { // an item's six words, as three little-endian pairs
+		for j, it := range q { // an item's eight words, as four little-endian pairs
 			f := first[at[it.Instr]+it.Part:]
 			binary.LittleEndian.PutUint64(w, uint64(uint32(it.Instr))|uint64(uint32(it.Part))<<32)
 			binary.LittleEndian.PutUint64(w[8:], uint64(uint32(f[0]))|uint64(uint32(f[1]))<<32)
 			binary.LittleEndian.PutUint64(w[16:], uint64(nr)|uint64(uint32(len(plan[k][j])))<<32)
+			binary.LittleEndian.PutUint64(w[24:], uint64(depAt[it.Instr])|uint64(uint32(len(s.Instrs[it.Instr].Deps)))<<32)
 			nr += uint32(len(plan[k][j]))
-			w = w[24:]
+			w = w[32:]
 		}
 	}
 	s.putRanges(w, plan)
@@ -292,7 +300,7 @@ func Decode(b []byte) (*Schedule, error) {
 	for k := range s.Queues {
 		q := make([]Item, qoff[k+1]-qoff[k])
 		for j := range q {
-			in, p, lo, hi, rf, rn := r.u32(), r.u32(), r.u32(), r.u32(), r.u32(), r.u32()
+			in, p, lo, hi, rf, rn, df, dn := r.u32(), r.u32(), r.u32(), r.u32(), r.u32(), r.u32(), r.u32(), r.u32()
 			if uint64(rf) != nextRange || nextRange+uint64(rn) > nRanges {
 				return nil, fmt.Errorf("megakernel: queue %d item %d: prefetch ranges [%d, +%d), want them at %d of %d", k, j, rf, rn, nextRange, nRanges)
 			}
@@ -300,6 +308,9 @@ func Decode(b []byte) (*Schedule, error) {
 			pfCount = append(pfCount, rn)
 			if uint64(in) >= nInstr || int(p) >= s.Instrs[in].Parts {
 				return nil, fmt.Errorf("megakernel: queue %d item %d: part %d of instruction %d does not exist", k, j, p, in)
+			}
+			if uint64(df) != deps[in].off || uint64(dn) != deps[in].n {
+				return nil, fmt.Errorf("megakernel: queue %d item %d: dependencies [%d, +%d), its instruction %d's are [%d, +%d)", k, j, df, dn, in, deps[in].off, deps[in].n)
 			}
 			ranges = append(ranges, [2]uint32{lo, hi})
 			if j > 0 && int32(in) < q[j-1].Instr {

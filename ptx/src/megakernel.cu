@@ -8,7 +8,8 @@
 //     writes), so that memory works while the block waits;
 //   - the first warp waits until every dependency d of i has finished its parts in this launch
 //     (done[d] ≥ epoch · parts(d): the counters are zeroed once, each launch adds to them), lane
-//     l polling dependencies l, l+32, … (each recorded with its part count) with acquire loads
+//     l polling dependencies l, l+32, … (each recorded with its part count; the item's record
+//     says where i's are, so the wait needs no word of i's own) with acquire loads
 //     (ld.acquire.gpu), and the block meets
 //     at a barrier: the acquire half of the hand-off, which orders the block's later reads
 //     after the writes the counter publishes;
@@ -153,8 +154,10 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 	for (uint32_t it = queues[blockIdx.x]; it < queues[blockIdx.x + 1]; it++) {
 		const uint32_t *item = items + (uint64_t)MK_ITEM * it;
 		uint32_t i = __ldg(item), part = __ldg(item + 1), lo = __ldg(item + 2), hi = __ldg(item + 3);
+		// the instruction's words, asked for now and used after the wait (the item repeats its
+		// dependencies, so the wait does not wait for these)
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
-		uint32_t k = __ldg(in), gx = __ldg(in + 3), gy = __ldg(in + 4), threads = __ldg(in + 5);
+		uint32_t k = __ldg(in), gx = __ldg(in + 3), gy = __ldg(in + 4), threads = __ldg(in + 5), pw = __ldg(in + 1);
 		// the item's prefetch ranges (weights: nothing of this step writes them), asked of the
 		// L2 before the wait: every line the range touches, a line a thread at a time — by
 		// the warps after the first, so that its poll does not wait behind their loads
@@ -167,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 					mk_prefetch(a);
 			}
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
-			for (uint32_t j = __ldg(in + 7) + threadIdx.x, end = __ldg(in + 7) + __ldg(in + 8); j < end; j += 32) {
+			for (uint32_t j = __ldg(item + 6) + threadIdx.x, end = __ldg(item + 6) + __ldg(item + 7); j < end; j += 32) {
 				uint32_t d = __ldg(deps + 2 * j), need = epoch * __ldg(deps + 2 * j + 1);
 				uint32_t sleep = MK_SLEEP_MIN;
 				for (uint32_t n = 0;; n++) {
@@ -191,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 			uint32_t v = v0 + grp;
 			if (grp < groups && v < hi && t < threads) {
 				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u, mk_shared};
-				mk_run(k, gr, params + __ldg(in + 1));
+				mk_run(k, gr, params + pw);
 			}
 			// a body that has the block to itself may read its shared memory after its last
 			// barrier: the next virtual block must not overwrite it before then

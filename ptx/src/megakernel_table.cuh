@@ -8,10 +8,10 @@
 
 // The stream's layout (megakernel/stream.go): version, words per header, instruction, item,
 // prefetch range.
-#define MK_VERSION 5u
+#define MK_VERSION 6u
 #define MK_HEADER 10
 #define MK_INSTR 12
-#define MK_ITEM 6
+#define MK_ITEM 8
 #define MK_RANGE 3
 
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
