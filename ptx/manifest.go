@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ed8250e96914883f8aa90b9a62c3c8b203d1de9e305657935471a2e166e68991",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "d4e21bdeb7a0e5601b9f4f599b96c991cecd0dc29cb60812ccbd920215485b08",
+	"src/attention.cu":         "856fe04bad844e1e52976a961e4c0db1644440f10a884630e4dcf637dfd1f381",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -39,7 +39,7 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "bd3d04cfedd3e47c2dd08dc6214c11cfaa2ea1fcc8e59e043d679eb6c749825c",
-	"src/megakernel_table.cuh": "6bf25ef0d38b4885a825e6d43eb300f15689d9b5c388d00e96b9750734873099",
+	"src/megakernel_table.cuh": "13f5b0f457cc6c5be5d42dfc38b3bff1dc4a1044d0af40fd7bbc3cdafe97e189",
 	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
 	"src/packed.cuh":           "06a95033beda6d5aba818c53625ecfff9ac135c105b16032560c05ead7e76b0f",
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "52b81e0d065e16d010ebb5c06d5e630ed55ccf3b05d28d4348f05f5fe972f740",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "030d11958b23864eed52a88544eaf50b42030403d0789916f9ed51670b6d8d12",
+	"attention.ptx":   "14e8f4fb3e296a946ad337e52f87dd3f18cfcb1e418944d8508475a5361a6a18",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "c66d1d51537a1399579cf9eaccfb40944d7c4fc1306480f1df485034aab13b18",
-	"megakernel.ptx":  "4c9a32910515e4fcefadb04087884e60aa2dcde8f55d70993cc00e07d5f81648",
+	"megakernel.ptx":  "4173bf0574bf4d85dbb6fccbe2e8c82933fc91908afa86495ee43b1baaef8add",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "0241746d5a90167b55391a8eb48b0d45847894628d0ae0afbafed375d71ee3d6",
+		sha256:  "bee70ee6d42eeab1ccd7602cb7d210ef46d3294bea0ded2ee086968ec8904e7b",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "2e52b2060dc69c6216ee624b85b8240b045f47206cf7bd6e6f841add6229edf0",
+		sha256:  "ddd283bcc1bb46a4946e5fb703f9489cc1e3e854fb2a19825712afd9f331dcda",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "2291f855f5da8122de8560956245af88419723c68f9b03b17eb46b6acd92bd17",
+		sha256:  "56a084bdb508d78f09950c1dedbf7c2798223e1f9a12b87f230717352c8ef504",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "95876fd2afd809e7e742db8c73125d3466d82a51923a2cd624e4f7012946e1dd",
+		sha256:  "2676c19ef32e3fea0e7660043ae309c42d2d4c253f5c9befff1f9be8db8efb1a",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "d0478bf67422b7fcebe0840145df3f4b9dfeadda433683dffcc257351d3ffb93",
+		sha256:  "c801f4255bf73bb21b39f245a902f16d16e89281fce8a2e3ce283f8cae464803",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -246,7 +246,7 @@ var entries = []Entry{
 	{Module: "act", Name: "swiglu_act_q8_1", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "act", Name: "swiglu_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "argmax", Name: "argmax_f32", Params: []string{"u64", "u64", "u32", "u32"}},
-	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32", "u32", "f32", "u32"}},
+	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32", "u32", "f32", "u32", "u32"}},
 	{Module: "attention", Name: "kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_bias_f32", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_f32", Params: []string{"u64", "u64", "u64", "u32"}},

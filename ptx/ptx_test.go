@@ -707,7 +707,8 @@ func TestAttentionConstants(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		want int
-	}{{"ATT_CHUNK", kernels.AttnChunk}, {"ATT_THREADS", kernels.AttnBlockThreads}, {"ATT_GROUP", kernels.AttnGroup}} {
+	}{{"ATT_CHUNK", kernels.AttnChunk}, {"ATT_THREADS", kernels.AttnBlockThreads}, {"ATT_GROUP", kernels.AttnGroup},
+		{"ATT_OUT_F16", int(kernels.ActF16)}, {"ATT_OUT_BF16", int(kernels.ActBF16)}} {
 		m := regexp.MustCompile(`(?m)^#define ` + c.name + ` (\d+)\b`).FindStringSubmatch(string(src))
 		if m == nil {
 			t.Errorf("src/attention.cu defines no %s", c.name)

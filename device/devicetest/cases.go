@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"verity/device"
 	"verity/device/dtype"
@@ -475,6 +476,20 @@ func attentionCaseWith(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dty
 	}
 }
 
+// attentionOut is attention case c writing its output as act (AttentionArgs.OutAct).
+func attentionOut(c Case, act kernels.Act) Case {
+	args := c.Args
+	c.Name += "/out=" + act.String()
+	c.Buffers = slices.Clone(c.Buffers)
+	c.Buffers[5].Data = make([]byte, len(c.Buffers[5].Data)/4*act.RowBytes(1)) // Out
+	c.Args = func(p []device.Ptr) any {
+		a := args(p).(kernels.AttentionArgs)
+		a.OutAct = int32(act)
+		return a
+	}
+	return c
+}
+
 // unpromised is attention case c with no shared chunks promised (Shared 0): the kernel finds
 // the rows that share a chunk itself.
 func unpromised(c Case) Case {
@@ -547,7 +562,7 @@ func attentionCases() []Case {
 		tp := cacheTypePairs[(i+1)%len(cacheTypePairs)]
 		out = append(out, attentionCase("tree", uint64(900+i), c.nh, c.nkv, c.hd, hist+len(parents), tp[0], tp[1], treeKeys(hist, parents)))
 		if i < 2 {
-			out = append(out, unpromised(out[len(out)-1]))
+			out = append(out, unpromised(out[len(out)-1]), attentionOut(out[len(out)-1], kernels.Act(1+i))) // f16, bf16
 		}
 	}
 	// Sliding windows (Gemma): of fewer keys than a chunk, of one chunk and a bit, longer than

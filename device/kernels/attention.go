@@ -297,7 +297,7 @@ type AttentionArgs struct {
 	VCache  device.Ptr // VType [NSlots][NKV][HeadDim]
 	Keys    device.Ptr // int32 slot lists of all rows, concatenated
 	KeyOff  device.Ptr // int32 [Rows+1]: row r's keys are Keys[KeyOff[r]:KeyOff[r+1]]
-	Out     device.Ptr // float32 [Rows][NHead][HeadDim]
+	Out     device.Ptr // OutAct [Rows][NHead][HeadDim]
 	Part    device.Ptr // float32 [Rows][NHead][Chunks][HeadDim+2]
 	Count   device.Ptr // uint32 [Rows][NKV], zero
 	Rows    int32
@@ -312,7 +312,22 @@ type AttentionArgs struct {
 	Window  int32   // keys per row, the last of its list; 0: all of them
 	SoftCap float32 // scores soft-capped at ±SoftCap; 0: not
 	Shared  int32   // leading chunks every group's rows share (see above); 0: none promised
+	OutAct  int32   // Out's element type: an Act of ActF32 (the zero value), ActF16 or ActBF16 — out[d] rounded as ConvertRow rounds it
 }
+
+// attnOutBytes is the bytes of one element of an attention output of type a (AttentionArgs.OutAct).
+func attnOutBytes(a int32) (int, error) {
+	switch Act(a) {
+	case ActF32:
+		return 4, nil
+	case ActF16, ActBF16:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("attention output type %d is not f32, f16 or bf16", a)
+}
+
+// AttnOutActs are the element types an attention launch may write (AttentionArgs.OutAct).
+var AttnOutActs = []Act{ActF32, ActF16, ActBF16}
 
 // attnBlocks is the attention launch's grid size: the blocks of the unshared chunks, then the
 // shared chunks' (AttentionArgs.Shared).
@@ -348,6 +363,9 @@ var Attention = device.Register(&device.Kernel[AttentionArgs]{
 			return device.Geometry{}, fmt.Errorf("bad soft cap %v", a.SoftCap)
 		}
 		if err := checkCacheTypes(a.KType, a.VType); err != nil {
+			return device.Geometry{}, err
+		}
+		if _, err := attnOutBytes(a.OutAct); err != nil {
 			return device.Geometry{}, err
 		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(attnBlocks(a)), Y: 1, Z: 1},
@@ -405,7 +423,8 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 			return fmt.Errorf("%d shared chunks promised: the rows' key lists share %d", a.Shared, n)
 		}
 	}
-	out, err := x.F32(a.Out, rows*nh*hd)
+	ob, _ := attnOutBytes(a.OutAct)
+	outBytes, err := x.U8(a.Out, int64(rows*nh*hd*ob))
 	if err != nil {
 		return err
 	}
@@ -417,6 +436,7 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 	group := nh / nkv
 	x.For(rows*nkv, func(lo, hi int) {
 		var s attnScratch
+		o := make([]float32, group*hd) // a KV head's query heads' results, before Out's rounding
 		for i := lo; i < hi; i++ {
 			r, kvh := i/nkv, i%nkv
 			lo, n := windowed(int(off[r]), int(off[r+1]-off[r]), int(a.Window))
@@ -435,9 +455,11 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, a.SoftCap, true)
 				}
 			}
-			for h := kvh * group; h < (kvh+1)*group; h++ {
-				mergeChunks(out[(r*nh+h)*hd:][:hd], part[(r*nh+h)*nc*pw:][:AttnChunks(len(ks))*pw], true)
+			for j, h := 0, kvh*group; h < (kvh+1)*group; j, h = j+1, h+1 {
+				mergeChunks(o[j*hd:][:hd], part[(r*nh+h)*nc*pw:][:AttnChunks(len(ks))*pw], true)
 			}
+			at := (r*nh + kvh*group) * hd * ob
+			ConvertRow(Act(a.OutAct), outBytes[at:at+group*hd*ob], o)
 		}
 	})
 	return nil

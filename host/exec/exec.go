@@ -802,6 +802,15 @@ func (e *Executor) lowerShape(shape [4]int) ([]Launch, error) {
 	return e.Lower(rows, outs)
 }
 
+// attnOutAct is the element type attention writes into buffer b: its activations' format if
+// the attention was fused with their conversion (model's fuseAttentionConvert), else float32.
+func attnOutAct(b model.BufSpec) kernels.Act {
+	if b.Kind == model.ActBuf {
+		return b.Act
+	}
+	return kernels.ActF32
+}
+
 // sharedFor is the shared chunks of the step's attention op (AttentionArgs.Shared): none for a
 // sliding window, whose rows' windows start at different slots of a tree's history, or at the
 // same slot only where the rows are the same.
@@ -993,7 +1002,8 @@ func (e *Executor) lower(op *model.Op, rows, outs int) (device.Spec, any, error)
 			Keys: e.bufs[p.Keys], KeyOff: e.bufs[p.KeyOff], Out: out, Part: e.attnPart, Count: e.attnCount,
 			Rows: int32(n), NHead: int32(op.Heads), NKV: int32(op.KVHeads), HeadDim: int32(op.HeadDim),
 			NSlots: int32(e.opt.NSlots), Chunks: int32(max(1, e.stepChunks)), KType: int32(p.CacheK), VType: int32(p.CacheV),
-			Scale: op.Scale, Window: int32(op.Window), SoftCap: op.SoftCap, Shared: int32(e.sharedFor(op))}, nil
+			Scale: op.Scale, Window: int32(op.Window), SoftCap: op.SoftCap, Shared: int32(e.sharedFor(op)),
+			OutAct: int32(attnOutAct(p.Buffers[op.Out]))}, nil
 	case model.OpBias:
 		return kernels.AddBias, kernels.BiasArgs{X: in(0), Bias: e.weights[op.Weight], Y: out, Rows: int32(n), Width: int32(op.Width)}, nil
 	case model.OpAdd:

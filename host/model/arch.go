@@ -48,6 +48,7 @@ func Build(f *gguf.File) (*Program, error) {
 	fuseResiduals(p)
 	fuseNormConvert(p)
 	fuseBinaryConvert(p)
+	fuseAttentionConvert(p)
 	fuseRopeStore(p)
 	return p, nil
 }

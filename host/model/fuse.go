@@ -66,6 +66,30 @@ func fuseBinaryConvert(p *Program) {
 	p.Ops = without(p.Ops, drop)
 }
 
+// fuseAttentionConvert folds each attention whose output only a conversion to f16 or bf16
+// reads into that conversion (kernels.AttentionArgs.OutAct): the attention's merge writes the
+// converted activations, each value rounded as the conversion rounds it — a launch, a float32
+// row written and read back, and a dependency level fewer. The quantised formats, whose blocks
+// span heads, keep their conversion.
+func fuseAttentionConvert(p *Program) {
+	drop := map[int]bool{}
+	for i := 0; i+1 < len(p.Ops); i++ {
+		att, conv := &p.Ops[i], &p.Ops[i+1]
+		if att.Kind != OpAttention || conv.Kind != OpConvert || conv.In[0] != att.Out || laterReaders(p.Ops[i+2:], att.Out) {
+			continue
+		}
+		if act := p.Buffers[conv.Out].Act; act != kernels.ActF16 && act != kernels.ActBF16 {
+			continue
+		}
+		att.Out = conv.Out
+		att.BytesPerRow += conv.BytesPerRow - 8*int64(att.Heads*att.HeadDim) // no float32 row written and read back
+		att.FlopsPerRow += conv.FlopsPerRow
+		drop[i+1] = true
+		i++
+	}
+	p.Ops = without(p.Ops, drop)
+}
+
 // binaryActKernels are the fused element-wise-and-convert kernels of the binary ops that have
 // them.
 var binaryActKernels = map[OpKind]func(kernels.Act) (*device.Kernel[kernels.BinaryActArgs], error){

@@ -55,7 +55,7 @@ const (
 	OpMatVec                  // Out = Weight · In[0] (In[0] an F32Buf for F32 weights, else an ActBuf); with Acc, Out += Weight · In[0]
 	OpRope                    // In[0] rotated in place; In[1] is the rope table buffer
 	OpKVStore                 // cache[Layer][slots] = (In[0], In[1]); with In[2] a RoPE table, In[0] rotated first (Heads, HeadDim, NRot, RopeMode)
-	OpAttention               // Out = attention(In[0]) over the Layer's cache
+	OpAttention               // Out = attention(In[0]) over the Layer's cache (an ActBuf Out: converted, f16 or bf16)
 	OpAdd                     // Out = In[0] + In[1]
 	OpSwiGLU                  // Out = silu(In[0]) · In[1] (an ActBuf Out: converted, rows of Width)
 	OpGather                  // Out = the rows of In[0] listed in the out.rows input

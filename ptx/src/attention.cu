@@ -31,8 +31,9 @@
 //     block that brings it to the row's chunk
 //     count merges the chunks in chunk order: M = max32 of the m_c, w_c = exp32(m_c − M),
 //     L = fma(l_c, w_c, L), O[d] = fma(o_c[d], w_c, O[d]) for c = 0, 1, … from +0, and
-//     out[d] = O[d] / L. It resets the counter to zero, so Count is zero again after the
-//     launch. Which block merges depends on timing; what it computes does not.
+//     out[d] = O[d] / L, rounded to Out's type (OutAct). It resets the counter to zero, so
+//     Count is zero again after the launch. Which block merges depends on timing; what it
+//     computes does not.
 // Memory: the block loads the chunk's slots for the rows of its group of 8 (r − r mod 8 …), and
 // a row whose chunk holds exactly the same slots as an earlier row of the group (a tree's nodes
 // over their shared history, a prefill chunk's rows over the prompt before it) is computed by
@@ -75,6 +76,8 @@ ENTRY(kv_store_f32, (const float *k, const float *v, const int32_t *slots, void 
 #define ATT_GROUP 8             // rows whose chunks are compared for sharing
 #define ATT_VEC 4               // 16-byte vectors per thread and slice, at most
 #define ATT_BAD 0x10000u        // Count: added for a chunk with a bad slot (chunk counts < 2^16)
+#define ATT_OUT_F16 1           // OutAct: kernels.ActF16
+#define ATT_OUT_BF16 2          // OutAct: kernels.ActBF16
 
 // AttStage is one thread's share of a slice being loaded: up to ATT_VEC 16-byte vectors.
 struct AttStage {
@@ -228,6 +231,17 @@ static __device__ __forceinline__ void att_prefetch_l1(const float *p) {
 #endif
 }
 
+// att_out writes element i of the output, of type act (kernels.AttentionArgs.OutAct: float32,
+// or rounded to nearest even as the act kernels round it).
+static __device__ __forceinline__ void att_out(void *out, int32_t act, int64_t i, float v) {
+	if (act == ATT_OUT_F16)
+		((uint16_t *)out)[i] = f32_to_f16(v);
+	else if (act == ATT_OUT_BF16)
+		((uint16_t *)out)[i] = f32_to_bf16(v);
+	else
+		((float *)out)[i] = v;
+}
+
 // AttShared is attention_f32's shared memory (grid_shared).
 struct AttShared {
 	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
@@ -243,10 +257,10 @@ struct AttShared {
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendChunk, mergeChunks).
 __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
                                                    const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
-                                                   const int32_t *RESTRICT key_off, float *out, float *part, uint32_t *count,
+                                                   const int32_t *RESTRICT key_off, void *out, float *part, uint32_t *count,
                                                    int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
                                                    int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
-                                                   float soft_cap, int32_t n_shared) {
+                                                   float soft_cap, int32_t n_shared, int32_t out_act) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
 	int32_t *sl = sh.sl, *slen = sh.slen, *snc = sh.snc, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
@@ -561,7 +575,7 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		}
 		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
 			int32_t pi = o / hd, d = o % hd;
-			out[((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * hd + d] = __fdiv_rn(qs[o], msum[pi]);
+			att_out(out, out_act, ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * hd + d, __fdiv_rn(qs[o], msum[pi]));
 		}
 		grid_sync(gr);
 	}
@@ -571,12 +585,13 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 // on a 132-SM GPU.
 #ifndef MEGAKERNEL
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
-	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, float *out,
+	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, void *out,
 	              float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared) {
+	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared,
+	              int32_t out_act) {
 	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
 	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, q, k_cache, v_cache, keys,
 	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap,
-	                   n_shared);
+	                   n_shared, out_act);
 }
 #endif
