@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ed8250e96914883f8aa90b9a62c3c8b203d1de9e305657935471a2e166e68991",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "856fe04bad844e1e52976a961e4c0db1644440f10a884630e4dcf637dfd1f381",
+	"src/attention.cu":         "f7af160e15a9a697b70b59aa54ab1f3008069ba91107d44635b0e4a8c22edb97",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -55,7 +55,7 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "c66d1d51537a1399579cf9eaccfb40944d7c4fc1306480f1df485034aab13b18",
-	"megakernel.ptx":  "4173bf0574bf4d85dbb6fccbe2e8c82933fc91908afa86495ee43b1baaef8add",
+	"megakernel.ptx":  "bc2b35e7bacab73d7d413d9679105a920f3d6139692cbd502ac7b3d94ced2f10",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",

@@ -232,14 +232,9 @@ static __device__ __forceinline__ void att_prefetch_l1(const float *p) {
 }
 
 // att_out writes element i of the output, of type act (kernels.AttentionArgs.OutAct: float32,
-// or rounded to nearest even as the act kernels round it).
+// or rounded to nearest even as the act kernels round it — as the cache's store rounds it).
 static __device__ __forceinline__ void att_out(void *out, int32_t act, int64_t i, float v) {
-	if (act == ATT_OUT_F16)
-		((uint16_t *)out)[i] = f32_to_f16(v);
-	else if (act == ATT_OUT_BF16)
-		((uint16_t *)out)[i] = f32_to_bf16(v);
-	else
-		((float *)out)[i] = v;
+	cache_store(out, act == ATT_OUT_F16 ? CACHE_F16 : act == ATT_OUT_BF16 ? CACHE_BF16 : 0, i, v);
 }
 
 // AttShared is attention_f32's shared memory (grid_shared).
