@@ -23,7 +23,7 @@ var PtxasFlags = []string{"-O3"}
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "ed8250e96914883f8aa90b9a62c3c8b203d1de9e305657935471a2e166e68991",
+	"src/act.cu":               "852b27a92beab0177a2f7019eb989f64b7373b096f426082cf239249847fcc51",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
 	"src/attention.cu":         "f7af160e15a9a697b70b59aa54ab1f3008069ba91107d44635b0e4a8c22edb97",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
@@ -47,7 +47,7 @@ var sources = map[string]string{
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "52b81e0d065e16d010ebb5c06d5e630ed55ccf3b05d28d4348f05f5fe972f740",
+	"act.ptx":         "68412d35479dfe912df7c85a84d5a9bcb32268b95236b806dc628ea8467ef4b7",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
 	"attention.ptx":   "14e8f4fb3e296a946ad337e52f87dd3f18cfcb1e418944d8508475a5361a6a18",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
@@ -55,7 +55,7 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "c66d1d51537a1399579cf9eaccfb40944d7c4fc1306480f1df485034aab13b18",
-	"megakernel.ptx":  "bc2b35e7bacab73d7d413d9679105a920f3d6139692cbd502ac7b3d94ced2f10",
+	"megakernel.ptx":  "f3950d07dd0a7dd93280bcb9dc5ec273ad68de8402632220d88323c1abeed27c",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
@@ -65,15 +65,15 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "117a2d631f2c3b6e70a916a76543894884c3efc12762db488f710321d4d97113",
+		sha256:  "5ccd9b7cb79156d252f32b879d4c22e45af6a2fde674dfe4907e072eb524b78a",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_80.cubin": {
-		sha256:  "42afc9abf3d83e3a5556ca383be911ef2fbb6d1b9b2827fcf5b6ff4a359596dd",
+		sha256:  "de2b0bba8337301a7711eade7de5d457bf3bf69a3881ce436330afa3b76cf851",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_90.cubin": {
-		sha256:  "fed5dcd1eb7ef903783fe96d74861f4ccbe5ffac55b934cd3990c80612985a35",
+		sha256:  "e04291976aebabb21b4181390f86bd45d0928677294d25950ec071b30139a7fb",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "2676c19ef32e3fea0e7660043ae309c42d2d4c253f5c9befff1f9be8db8efb1a",
+		sha256:  "ba450beede89a5c64d72f784719ed7a861707487b46ed43273b7fe0d77bbcf66",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "c801f4255bf73bb21b39f245a902f16d16e89281fce8a2e3ce283f8cae464803",
+		sha256:  "1ec2987c24501ab666a21a4b03aea6c811477b208c68a2b522eda0b97bba8ba3",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

@@ -266,10 +266,12 @@ __device__ __forceinline__ void binary_act(const Grid &gr, int op, int fmt, cons
 	int32_t r, at0, n;
 	if (!row_piece(gr, rows, width, r, at0, n)) return;
 	const float *ar = a + (int64_t)r * width + at0, *br = b + (int64_t)r * width + at0;
-	for (int32_t i = gr.tid; i < n; i += gr.ntid)
-		ys[i] = op == BA_SWIGLU   ? __fmul_rn(silu32(ar[i]), br[i])
-		        : op == BA_GEGLU ? __fmul_rn(gelu32(ar[i]), br[i])
-		                         : __fmul_rn(ar[i], sigmoid32(br[i]));
+	for (int32_t i = gr.tid; i < n; i += gr.ntid) {
+		const float av = ar[i], bv = br[i]; // both loads in flight before either is used
+		ys[i] = op == BA_SWIGLU   ? __fmul_rn(silu32(av), bv)
+		        : op == BA_GEGLU ? __fmul_rn(gelu32(av), bv)
+		                         : __fmul_rn(av, sigmoid32(bv));
+	}
 	grid_sync(gr);
 	convert_staged(gr, fmt, sh, out, r, width, at0, n);
 }
