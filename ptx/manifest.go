@@ -34,7 +34,7 @@ var sources = map[string]string{
 	"src/megakernel.cu":        "792efdd101d852109783af607a777902add3c65d8e972812d3e144d8f3cb57e3",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
-	"src/rope.cu":              "977d65db5319f5f94209ea6f463d7d83af3f05fe4314963ad210901f0f825e7e",
+	"src/rope.cu":              "7e9c7dfc1fa29abcbfd4c900016fad926e0755036a4700de8f23fb086dc08cab",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
@@ -55,10 +55,10 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "c66d1d51537a1399579cf9eaccfb40944d7c4fc1306480f1df485034aab13b18",
-	"megakernel.ptx":  "f3950d07dd0a7dd93280bcb9dc5ec273ad68de8402632220d88323c1abeed27c",
+	"megakernel.ptx":  "7616e3ce20997428a1e3b5f522f040479d0e07b0f73bfb4ca37b8886358bc4b4",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
-	"rope.ptx":        "cc9008eab789b659ccbd29a83f096283070895e34dfb496ad2f1679de86ce026",
+	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
 	"routing.ptx":     "322de3232e0695e7cc2c667e5aa4b7039e08f2faa89f8486a5526954f70401ab",
 }
 
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "ba450beede89a5c64d72f784719ed7a861707487b46ed43273b7fe0d77bbcf66",
+		sha256:  "41d4db6dc7dc5d41f88a6c6374970e3a31b3bcc8caee4040df8425dfa1cb8e39",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "1ec2987c24501ab666a21a4b03aea6c811477b208c68a2b522eda0b97bba8ba3",
+		sha256:  "8b9a8a9d2e8146cc0ccc4ece6db3bf548aca528ac8fdb74ea664648ef83f4eda",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -193,15 +193,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rmsnorm_f32"},
 	},
 	"rope.sm_37.cubin": {
-		sha256:  "530b251284f5f83f4cd26dcdb24cccd9bc1325c412ea0f4d6d985f60983e2d3d",
+		sha256:  "7e5e0cc7104cd7df2c8773542fcdda29dfc2abedeb26c960796150cf1726ad31",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_80.cubin": {
-		sha256:  "ed0860ecd433ed2d0418d704abe4ebdb1e1de86b361a37b64aec2ee859232470",
+		sha256:  "7405851c3d9c98985c745fd7544a648db78c7cc2813726aabac0529e540e1100",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_90.cubin": {
-		sha256:  "c0948f652094c0ca65a5b58b0d139f190630c30ab052740316308e54d621c92f",
+		sha256:  "2619172907e90fd903366311dc1caf932ef79b7de132f3c0df9455612b70eb05",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {

@@ -11,6 +11,7 @@
 #include "cache.cuh"
 
 #define ROPE_NEOX 2
+#define ROPE_AHEAD 2 // columns a thread of rope_kv_store_f32 reads before it stores any
 
 // rope_f32 mirrors kernels.Rope (ropeHead).
 __device__ __forceinline__ void rope_f32_body(const Grid &gr, float *x, const float *cos_sin, int32_t rows, int32_t heads, int32_t head_dim,
@@ -53,19 +54,38 @@ __device__ __forceinline__ void rope_kv_store_f32_body(const Grid &gr, const flo
 	const float *kr = k + (int64_t)r * kv_dim;
 	const float *tab = cos_sin + (int64_t)r * half * 2;
 	int64_t at = (int64_t)s * kv_dim;
-	for (int32_t c = gr.tid; c < kv_dim; c += gr.ntid) {
-		cache_store(v_cache, v_type, at + c, v[(int64_t)r * kv_dim + c]);
-		int32_t d = c % head_dim;
-		if (d >= n_rot) {
-			cache_store(k_cache, k_type, at + c, kr[c]);
-			continue;
+	// ROPE_AHEAD columns a thread at a time: every input of them read before any store (the
+	// compiler may not move a load above a store to the caches, which it cannot tell apart
+	// from the inputs), so their loads are in flight together
+	for (int32_t c0 = gr.tid; c0 < kv_dim; c0 += ROPE_AHEAD * gr.ntid) {
+		float vv[ROPE_AHEAD], a[ROPE_AHEAD], b[ROPE_AHEAD], cs[ROPE_AHEAD], sn[ROPE_AHEAD];
+#pragma unroll
+		for (int u = 0; u < ROPE_AHEAD; u++) {
+			int32_t c = c0 + u * gr.ntid, d = c % head_dim;
+			if (c >= kv_dim) break;
+			vv[u] = v[(int64_t)r * kv_dim + c];
+			if (d >= n_rot) {
+				a[u] = kr[c];
+				continue;
+			}
+			int32_t i = mode == ROPE_NEOX ? d % half : d / 2; // the pair
+			int32_t j = c - d + (mode == ROPE_NEOX ? i : 2 * i), kk = j + (mode == ROPE_NEOX ? half : 1);
+			a[u] = kr[j], b[u] = kr[kk], cs[u] = tab[2 * i], sn[u] = tab[2 * i + 1];
 		}
-		int32_t i = mode == ROPE_NEOX ? d % half : d / 2;          // the pair
-		bool first = mode == ROPE_NEOX ? d < half : (d & 1) == 0; // j of (j, k)
-		int32_t j = c - d + (mode == ROPE_NEOX ? i : 2 * i), kk = j + (mode == ROPE_NEOX ? half : 1);
-		float a = kr[j], b = kr[kk], cs = tab[2 * i], sn = tab[2 * i + 1];
-		cache_store(k_cache, k_type, at + c,
-		            first ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs)));
+#pragma unroll
+		for (int u = 0; u < ROPE_AHEAD; u++) {
+			int32_t c = c0 + u * gr.ntid, d = c % head_dim;
+			if (c >= kv_dim) break;
+			cache_store(v_cache, v_type, at + c, vv[u]);
+			if (d >= n_rot) {
+				cache_store(k_cache, k_type, at + c, a[u]);
+				continue;
+			}
+			bool first = mode == ROPE_NEOX ? d < half : (d & 1) == 0; // j of (j, k)
+			cache_store(k_cache, k_type, at + c,
+			            first ? __fsub_rn(__fmul_rn(a[u], cs[u]), __fmul_rn(b[u], sn[u]))
+			                  : __fadd_rn(__fmul_rn(a[u], sn[u]), __fmul_rn(b[u], cs[u])));
+		}
 	}
 }
 ENTRY(rope_kv_store_f32,
