@@ -739,8 +739,12 @@ func logFields(t *testing.T, format, line string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	if format == "json" {
+		// numbers as written: a float64 would print a duration of a millisecond or more
+		// (1000000 ns) as 1e+06
 		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
+		d := json.NewDecoder(strings.NewReader(line))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
 		for k, v := range m {
