@@ -326,9 +326,6 @@ func attnOutBytes(a int32) (int, error) {
 	return 0, fmt.Errorf("attention output type %d is not f32, f16 or bf16", a)
 }
 
-// AttnOutActs are the element types an attention launch may write (AttentionArgs.OutAct).
-var AttnOutActs = []Act{ActF32, ActF16, ActBF16}
-
 // attnBlocks is the attention launch's grid size: the blocks of the unshared chunks, then the
 // shared chunks' (AttentionArgs.Shared).
 func attnBlocks(a AttentionArgs) int64 {

@@ -337,17 +337,9 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 		{Param: "Keys", Bytes: keys * 4, Requested: slotReads * nkv * 4},
 		{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: offReads * nkv * 4},
 		{Param: "Part", Bytes: part, Write: true},
-		{Param: "Part", Requested: parts * int64(a.NHead) * (hd + 2) * f32}, // the merge's reads, from the L2
-		{Param: "Out", Bytes: q / f32 * outBytes(a.OutAct), Write: true},
+		{Param: "Part", Requested: parts * int64(a.NHead) * (hd + 2) * f32},                    // the merge's reads, from the L2
+		{Param: "Out", Bytes: q / f32 * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true}, // f32, f16 or bf16
 	}}, nil
-}
-
-// outBytes is the bytes of an attention output element of type a (AttentionArgs.OutAct).
-func outBytes(a int32) int64 {
-	if kernels.Act(a) == kernels.ActF32 {
-		return f32
-	}
-	return 2 // f16, bf16
 }
 
 // attnBlock counts one working block of attention_f32 (ptx/src/attention.cu) computing p
