@@ -21,7 +21,35 @@ type Args struct {
 	SMs    int32  // the stream's queues, one thread block each
 	Epoch  uint32 // this launch's number since the counters were zeroed, from 1
 	Spins  uint32 // polls of one counter before a block gives up (DefaultSpins)
+	// Shared is the dynamic shared memory each block is launched with, a multiple of 16 of at
+	// least MinShared. The bodies share its start; what lies beyond a matvec's
+	// needs (StageBytes) holds weights staged while the block waits (megakernel.cu).
+	Shared uint32
 }
+
+// BookBytes is the staging's book at the end of a block's dynamic shared memory: the wait's end
+// and each copying warp's rounds (megakernel.cu).
+const BookBytes = 32
+
+// MinShared is the least dynamic shared memory a block is launched with: the bodies' buffer
+// and the book.
+const MinShared = (SharedBytes+15)&^15 + BookBytes
+
+// StageBytes is the weights a block launched with shared bytes of dynamic shared memory can
+// stage while it waits (shared less the book).
+func StageBytes(shared int64) int64 { return max(0, shared-BookBytes) }
+
+// LaunchShared is the dynamic shared memory to launch with on a device whose blocks may opt in
+// to optin bytes (0: not known): as much as the device allows, up to MaxShared, and never less
+// than MinShared.
+func LaunchShared(optin int64) uint32 {
+	return uint32(max(MinShared, min(optin, MaxShared)&^15))
+}
+
+// MaxShared bounds the dynamic shared memory a launch asks for: 200 KiB, of the 227 KiB an
+// H100's or H200's block may opt in to, leaving room for the L1 (the same SRAM) to cache the
+// bodies' reads.
+const MaxShared = 200 << 10
 
 // DefaultSpins bounds one dependency wait: the first polls come back to back, the rest sleep
 // 256 ns between polls, so 2^22 polls take a few seconds on a GPU (each poll is also a round
@@ -103,8 +131,12 @@ var Kernel = device.Register(&device.Kernel[Args]{
 		if a.SMs < 1 || a.SMs > MaxSMs {
 			return device.Geometry{}, fmt.Errorf("%d SMs (1…%d allowed)", a.SMs, MaxSMs)
 		}
+		sh := a.Shared
+		if sh < MinShared || sh%16 != 0 {
+			return device.Geometry{}, fmt.Errorf("%d bytes of shared memory (a multiple of 16, at least %d)", a.Shared, MinShared)
+		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(a.SMs), Y: 1, Z: 1}, Block: device.Dim3{X: MaxThreads, Y: 1, Z: 1},
-			Shared: SharedBytes}, nil
+			Shared: sh}, nil
 	},
 	Twin: func(x *device.Exec, a Args) error {
 		h, err := x.U8(a.Stream, 4*headerWords)

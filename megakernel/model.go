@@ -40,6 +40,19 @@ type Machine struct {
 	WakeCycles int
 	// LaunchUS is the launch itself: the driver's call and the blocks' start.
 	LaunchUS float64
+	// StageBytes is the weights a block staged alone on its SM copies to shared memory while
+	// it waits (megakernel.cu): StageBytes of the dynamic shared memory the runner launches
+	// with there, as much as a block may opt in to (LaunchShared). Blocks that share an SM
+	// are launched with MinShared.
+	StageBytes int64
+}
+
+// stageBytes is what each queue stages when qps queues share an SM.
+func (m Machine) stageBytes(qps int) int64 {
+	if qps > 1 {
+		return StageBytes(MinShared)
+	}
+	return m.StageBytes
 }
 
 // H200 is the design's card: the kernels' static model's H200 (device/perf/cards.go: 132 SMs
@@ -109,9 +122,13 @@ type Prediction struct {
 	ItemsUS  float64      `json:"item_starts_us"`
 	WakesUS  float64      `json:"wakes_us"`
 	Handoffs int          `json:"handoffs"`
-	// Prefetched is the stream bytes the replay found in L2 when their parts began (fetched
-	// through their queue's window while it waited or ran parts that left bandwidth unused).
+	// Prefetched is the stream bytes the replay found in L2 (or staged) when their parts began
+	// (fetched through their queue's window while it waited or ran parts that left bandwidth
+	// unused).
 	Prefetched int64 `json:"prefetched_bytes"`
+	// StageBytes is what a waiting block stages in shared memory (Machine.StageBytes for its
+	// queues per SM).
+	StageBytes int64 `json:"stage_bytes"`
 }
 
 // KernelTime is a kernel's share of the critical path.
@@ -134,7 +151,7 @@ func Predict(s *Schedule, m Machine, queuesPerSM int, pm PartModel) (Prediction,
 	}
 	r := replay(s, m, queuesPerSM, pm)
 	p := Prediction{Machine: m.Name, Queues: queues, QueuesPerSM: queuesPerSM, LaunchUS: m.LaunchUS, Items: s.Items(),
-		Levels: s.Stats().Levels, Prefetched: r.prefetched}
+		Levels: s.Stats().Levels, Prefetched: r.prefetched, StageBytes: m.stageBytes(queuesPerSM)}
 	for _, in := range s.Instrs {
 		p.Bytes += in.Bytes
 	}
@@ -202,7 +219,7 @@ type replayResult struct {
 // its items in program order, so every item's dependencies have been replayed before it.
 func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	queues := len(s.Queues)
-	item, wake, share := m.us(m.ItemCycles), m.us(m.WakeCycles), m.queueShare(qps)
+	item, wake, share, stage := m.us(m.ItemCycles), m.us(m.WakeCycles), m.queueShare(qps), m.stageBytes(qps)
 	l2 := float64(m.L2Latency) / float64(m.DRAMLatency)
 	clock := make([]float64, queues)
 	prev := make([]*replayed, queues)
@@ -245,10 +262,17 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			t, lim := pm.PartUS(in, lo, hi, qps, queues)
 			// the queue's window of its streams, fetched into L2 while the block waited (from
 			// its item's start on): what of this part's stream has come, read at the latency's
-			// ratio but no faster than a queue's share of the L2's rate
+			// ratio but no faster than a queue's share of the L2's rate. A part that waits for
+			// dependencies stages its stream's head in shared memory meanwhile, and the window
+			// moves on by what it copies: it reaches up to that much further (the copy keeps
+			// pace with what arrives, the head coming first).
 			if s.PrefetchBytes > 0 {
 				st := streams[q]
-				asked := min(st[k]+s.PrefetchBytes, st[len(st)-1])
+				var staged int64
+				if in.Prefetch.Param >= 0 && len(in.Deps) > 0 {
+					staged = min(stage, st[k+1]-st[k])
+				}
+				asked := min(st[k]+s.PrefetchBytes+staged, st[len(st)-1])
 				a := min(asked, max(arrived[q], st[k])+int64((start-clock[q])*share))
 				got := min(a, st[k+1]) - st[k]
 				partBytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())

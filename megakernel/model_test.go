@@ -151,3 +151,37 @@ func TestPredictWindowAcrossItems(t *testing.T) {
 		t.Errorf("prefetched %d bytes, the step %.4f µs; want %.0f bytes, %.4f µs", p.Prefetched, p.ScheduleUS, got, want)
 	}
 }
+
+// Staging, by hand: b's only part waits on a, which runs for run µs on another queue; in the
+// meantime b's block fetches its window and copies its part's head to shared memory, so the
+// window reaches past the copy: W + min(StageBytes, b's bytes) arrive before b runs.
+func TestPredictStagingExtendsWindow(t *testing.T) {
+	c := newChain(t, 1, 2, 0)
+	mv, _ := kernels.MatVec(dtype.F32)
+	const bytes, window, run = 1 << 20, 64 << 10, 1000.0
+	args := kernels.MatVecArgs{W: c.bufs[0], X: c.bufs[1], Y: c.bufs[0], Rows: chainCols, Cols: chainCols, N: 1}
+	ops := []megakernel.Op{
+		{Name: "a", Kernel: mv, Args: args, Reads: []megakernel.Resource{1}, Writes: []megakernel.Resource{2}, Bytes: 1 << 10},
+		{Name: "b", Kernel: mv, Args: args, Reads: []megakernel.Resource{2}, Writes: []megakernel.Resource{3}, Bytes: bytes,
+			Stream: &megakernel.Stream{Param: 0, Bytes: bytes}},
+	}
+	for _, stage := range []int64{0, 128 << 10, 4 << 20} {
+		m := megakernel.H200
+		m.StageBytes = stage
+		pm := fixedModel{run, megakernel.BytesModel{Machine: m}}
+		s, err := megakernel.Build(ops, megakernel.Config{SMs: 2, Machine: &m, PartBytes: 1 << 30, PrefetchBytes: window, Model: pm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Queues[0]) != 1 || len(s.Queues[1]) != 1 {
+			t.Fatalf("queues %v: want a and b on queues of their own", s.Queues)
+		}
+		p, err := megakernel.Predict(s, m, 1, pm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(window+stage, bytes); p.Prefetched != want { // the stream ends at b's bytes
+			t.Errorf("staging %d bytes: %d bytes of b's stream arrived before it ran, want %d", stage, p.Prefetched, want)
+		}
+	}
+}

@@ -12,7 +12,8 @@ import (
 // the loop's own costs are read off the megakernel's sm_90 SASS (model.go).
 func MachineFor(c perf.Card) Machine {
 	return Machine{Name: c.Name, SMs: c.SMs, ClockGHz: c.ClockGHz, BandwidthGBs: c.BandwidthGBs, L2GBs: c.L2GBs, L2Bytes: c.L2Bytes, L2Latency: c.L2Latency,
-		DRAMLatency: c.DRAMLatency, ItemCycles: loopItemCycles, WakeCycles: loopWakeCycles, LaunchUS: loopLaunchUS}
+		DRAMLatency: c.DRAMLatency, ItemCycles: loopItemCycles, WakeCycles: loopWakeCycles, LaunchUS: loopLaunchUS,
+		StageBytes: StageBytes(int64(LaunchShared(int64(c.SharedPerSM - c.SharedReserved))))}
 }
 
 // KernelModel is the PartModel of the kernels' static model (device/perf): each instruction

@@ -12,8 +12,11 @@ import "encoding/binary"
 // (attention, a norm) leaves unused: during one layer's attention, the queues fetch its output
 // projection and the first bytes of the layer's FFN. The window bounds what a queue has asked
 // for and not yet read, so the L2 holds every queue's window at once (132 × 256 KiB is 33 MiB
-// of an H200's 50 MiB) and a line asked for is still there when its part reads it. The cost
-// model (model.go) replays the same window.
+// of an H200's 50 MiB) and a line asked for is still there when its part reads it. A block that
+// waits for a matvec's dependencies also stages the part's own bytes in shared memory, and for
+// each round it copies asks for as many bytes of the ranges after its item's (megakernel.cu):
+// what it has copied has left the window, so the window moves on past it without growing. The
+// cost model (model.go) replays the same window.
 
 // PrefetchRange is bytes [From, To) of instruction Instr's stream (its Prefetch parameter's
 // bytes), asked of the L2 by an item.

@@ -563,6 +563,9 @@ func (b *Backend) Info() (Info, error) {
 	return in, err
 }
 
+// SharedOptin is the shared memory a block may opt in to, in bytes.
+func (b *Backend) SharedOptin() (int, error) { return b.sharedOptin() }
+
 // Multiprocessors is the device's SM count: the megakernel runs one thread block on each.
 func (b *Backend) Multiprocessors() (int, error) {
 	in, err := b.Info()
@@ -585,6 +588,11 @@ func (b *Backend) ResidentBlocks(k device.Spec, args any) (int, error) {
 	sms, err := b.Multiprocessors()
 	if err != nil {
 		return 0, err
+	}
+	if g.Shared > maxStaticShared { // the occupancy of a launch that opts in counts only once it has
+		if err := b.allowShared(fn, g.Shared); err != nil {
+			return 0, err
+		}
 	}
 	var per int
 	err = b.do("occupancy", k.Entry(), func() error {

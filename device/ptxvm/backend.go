@@ -60,6 +60,10 @@ func (b *Backend) Name() string {
 	return "ptxvm (PTX interpreter)"
 }
 
+// SharedOptin is the shared memory a block may have: 48 KiB, a GPU's without opting in (the
+// megakernel stages less weights than on a Hopper, as many as a test's parts need).
+func (b *Backend) SharedOptin() (int, error) { return 48 << 10, nil }
+
 // Multiprocessors is the number of blocks the interpreter runs at once (its workers): a
 // megakernel may have no more, since its blocks wait for each other.
 func (b *Backend) Multiprocessors() (int, error) {
@@ -194,6 +198,7 @@ func (b *Backend) Launch(k device.Spec, args any) error {
 	b.stats.WarpInstructions += st.WarpInstructions
 	b.stats.ThreadInstructions += st.ThreadInstructions
 	b.stats.StaleReads += st.StaleReads
+	b.stats.GenericShared += st.GenericShared
 	b.mu.Unlock()
 	return err
 }

@@ -46,6 +46,9 @@ type Stats struct {
 	// StaleReads counts the racy loads that returned a stale value (weak mode with
 	// Weak.AllowStale).
 	StaleReads int64
+	// GenericShared counts the lanes' accesses through generic addresses that reached shared
+	// memory (the megakernel's bodies reading staged weights do so).
+	GenericShared int64
 }
 
 // ExecError is a fault raised by one thread of a running kernel.
@@ -192,6 +195,7 @@ func (k *Kernel) Launch(g device.Geometry, ps []device.Param, mem Memory, cfg Co
 		st.Blocks += r.Blocks
 		st.WarpInstructions += r.WarpInstructions
 		st.ThreadInstructions += r.ThreadInstructions
+		st.GenericShared += r.GenericShared
 	}
 	return st, firstErr
 }

@@ -45,9 +45,13 @@ func TestMegakernelGoldens(t *testing.T) {
 			}
 			// one launch of sms blocks per step (19 steps: two prefill chunks, the tree, 16 decodes), where op-by-op launches run thousands
 			st := b.Stats()
-			t.Logf("%d blocks, %d warp instructions", st.Blocks, st.WarpInstructions)
+			t.Logf("%d blocks, %d warp instructions, %d lanes' loads of staged weights", st.Blocks, st.WarpInstructions, st.GenericShared)
 			if st.Blocks != int64(19*c.sms) {
 				t.Errorf("%d blocks ran, want 19 steps × %d SMs", st.Blocks, c.sms)
+			}
+			// blocks that wait stage their matvecs' weights, and the bodies read them there
+			if st.GenericShared == 0 {
+				t.Errorf("no body read staged weights")
 			}
 		})
 	}
@@ -102,7 +106,7 @@ func TestMegakernelGivesUp(t *testing.T) {
 		if err := b.Write(status, make([]byte, len(words))); err != nil {
 			t.Fatal(err)
 		}
-		err := b.Launch(megakernel.Kernel, megakernel.Args{Stream: stream, Counters: counters, Status: status, SMs: 1, Epoch: c.epoch, Spins: 50})
+		err := b.Launch(megakernel.Kernel, megakernel.Args{Stream: stream, Counters: counters, Status: status, SMs: 1, Epoch: c.epoch, Spins: 50, Shared: megakernel.MinShared})
 		if err == nil {
 			t.Fatalf("epoch %d: the launch did not fail", c.epoch)
 		}

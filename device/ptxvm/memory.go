@@ -109,6 +109,7 @@ func (w *warp) access(sp space, a uint64, n int, write bool, l int) []byte {
 	case spGeneric:
 		switch {
 		case a-sharedBase < windowSize:
+			w.b.stats.GenericShared++
 			return w.shared(a-sharedBase, n, write, l, true)
 		case a-localBase < windowSize:
 			return w.localMem(a-localBase, n, l, true)

@@ -81,6 +81,7 @@ func (l *launch) runWeak(nb int64, resident int) (Stats, error) {
 		st.Blocks += b.stats.Blocks
 		st.WarpInstructions += b.stats.WarpInstructions
 		st.ThreadInstructions += b.stats.ThreadInstructions
+		st.GenericShared += b.stats.GenericShared
 	}
 	st.StaleReads = wk.staleReads
 	return st, err

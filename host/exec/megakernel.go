@@ -76,6 +76,11 @@ type residentBlocks interface {
 	ResidentBlocks(k device.Spec, args any) (int, error)
 }
 
+// sharedOptin is a backend that can say how much shared memory a block may opt in to.
+type sharedOptin interface {
+	SharedOptin() (int, error)
+}
+
 // NewMegakernelRunner returns the megakernel interpreter for backend b with sms queues (0: on
 // a GPU as many as it holds at once, up to two per SM; the PTX interpreter's workers; one per
 // CPU for the Go VM). The CPU backend runs the Go VM;
@@ -104,8 +109,9 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	if sms == 0 {
 		sms = min(n, megakernel.MaxSMs)
 	}
+	shared := uint32(megakernel.MinShared)
 	if r, ok := b.(residentBlocks); ok { // a GPU: can every block be resident at once?
-		got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms)})
+		got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms), Shared: shared})
 		if err != nil {
 			return nil, fmt.Errorf("exec: megakernel on %s: %w", b.Name(), err)
 		}
@@ -117,10 +123,24 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 		if got < sms {
 			return nil, fmt.Errorf("exec: a megakernel of %d blocks on %s, which holds only %d of them at once", sms, b.Name(), got)
 		}
+		// one queue an SM: as much shared memory for staging weights as the device lets a
+		// block have, where every block is still resident with it (else the least)
+		if o, ok := b.(sharedOptin); ok && sms <= n {
+			if optin, err := o.SharedOptin(); err == nil {
+				more := megakernel.LaunchShared(int64(optin))
+				if got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms), Shared: more}); err == nil && got >= sms {
+					shared = more
+				}
+			}
+		}
 	} else if sms > n {
 		return nil, fmt.Errorf("exec: a megakernel of %d SMs on %s, which runs %d blocks at once", sms, b.Name(), n)
+	} else if o, ok := b.(sharedOptin); ok {
+		if optin, err := o.SharedOptin(); err == nil {
+			shared = megakernel.LaunchShared(int64(optin))
+		}
 	}
-	return &deviceRunner{b: b, sms: sms, qps: (sms + n - 1) / n, machineSMs: n}, nil
+	return &deviceRunner{b: b, sms: sms, qps: (sms + n - 1) / n, machineSMs: n, shared: shared}, nil
 }
 
 // deviceRunner runs streams with the megakernel entry, one thread block per queue. It keeps
@@ -131,7 +151,8 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 type deviceRunner struct {
 	b                      device.Backend
 	sms                    int
-	qps, machineSMs        int // queues per SM, and the device's SMs
+	qps, machineSMs        int    // queues per SM, and the device's SMs
+	shared                 uint32 // each block's dynamic shared memory (megakernel.Args)
 	spins                  uint32
 	stream, counters       device.Ptr
 	streamCap, countersCap int64
@@ -173,7 +194,7 @@ func (r *deviceRunner) Run(s *megakernel.Schedule) error {
 		spins = megakernel.DefaultSpins
 	}
 	err := r.b.Launch(megakernel.Kernel, megakernel.Args{Stream: r.stream, Counters: r.counters, Status: r.status,
-		SMs: int32(len(s.Queues)), Epoch: r.epoch, Spins: spins})
+		SMs: int32(len(s.Queues)), Epoch: r.epoch, Spins: spins, Shared: r.shared})
 	if err == nil {
 		err = r.b.Sync()
 	}

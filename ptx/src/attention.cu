@@ -585,7 +585,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
 	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared,
 	              int32_t out_act) {
 	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
-	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, q, k_cache, v_cache, keys,
+	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared, 0, 0}, q, k_cache, v_cache, keys,
 	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap,
 	                   n_shared, out_act);
 }

@@ -17,9 +17,26 @@ struct Grid {
 	uint32_t ntid;     // threads per block (blockDim.x)
 	uint32_t bar;      // the block's barrier: 0 is the thread block's own, 1… a named barrier of ntid threads
 	void *shared;      // the block's shared memory (see "Shared memory" below); null for bodies without
+	// The megakernel's staged stream (megakernel.cu): global bytes [stage, stage + staged) of
+	// the part's weights have a copy at the start of shared, which grid_stage reads in their
+	// place. Zero outside the megakernel.
+	uint64_t stage;
+	uint32_t staged;
 };
 
-#define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, nullptr})
+#define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, nullptr, 0, 0})
+
+// grid_stage returns where to read the n bytes at p, weights that no kernel of the step
+// writes: their copy in shared memory when the megakernel staged all of them, else p itself.
+// The copy holds the same bytes, so the loads through the pointer return the same values; the
+// loads are generic, which reach either space.
+static __device__ __forceinline__ const uint8_t *grid_stage(const Grid &g, const uint8_t *p, int64_t n) {
+#ifdef MEGAKERNEL
+	uint64_t o = (uint64_t)p - g.stage; // wraps past the copy's end when p lies before it
+	if (o < g.staged && (uint64_t)n <= g.staged - o) return (const uint8_t *)g.shared + o;
+#endif
+	return p;
+}
 
 // Shared memory. A body declares no __shared__ variable of its own. What its block shares is one
 // struct of the body's (a plain struct of arrays and scalars, its size a constant of the source,
@@ -87,7 +104,7 @@ static __device__ __forceinline__ void grid_sync(const Grid &g) {
 #define ENTRY_SHARED_BOUNDS(name, T, bounds, params, ...)                                           \
 	extern "C" __global__ void bounds name params {                                                 \
 		__shared__ __align__(16) unsigned char shared[sizeof(T)];                                   \
-		name##_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared}, \
+		name##_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared, 0, 0}, \
 		            __VA_ARGS__);                                                                   \
 	}
 #endif

@@ -35,7 +35,7 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	PkLayout l = P::layout(cols);
 	int64_t xb = F::act_bytes(cols);
 	int32_t units = cols / F::UNIT;
-	const uint8_t *wr = w + r * l.stride;
+	const uint8_t *wr = grid_stage(gr, w + r * l.stride, l.stride); // the megakernel's staged copy, if it holds the row
 	for (int32_t c = 0; c < n; c++) {
 		const uint8_t *xc = x + c * xb;
 		float v = warp_sum(row_fold<P, MV_AHEAD>(wr, l, xc, units, lane)); // MV_AHEAD units in flight a lane
@@ -249,6 +249,8 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	PkLayout l = P::layout(cols);
 	int64_t xb = F::act_bytes(cols);
 	int32_t units = cols / F::UNIT;
+	// the warp's rows: the megakernel's staged copy of them, if it holds all G
+	const uint8_t *wg = grid_stage(gr, w + w0 * l.stride, G * l.stride);
 	// the warp's G rows, R at a time (one group when R = G)
 #pragma unroll 1
 	for (int32_t g = 0; g < G; g += R) {
@@ -257,7 +259,7 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 		// row r0 + i exists when i < rows − r0 (the same in every lane; compared, not clamped:
 		// the SASS of a clamp to R, VIMNMX with an immediate, is beyond nvdisasm 11.8)
 		const int32_t nr = rows - r0;
-		const uint8_t *wr = w + r0 * l.stride;
+		const uint8_t *wr = wg + g * l.stride;
 		for (int32_t c0 = 0; c0 < n; c0 += C) {
 			int32_t nc = min(n - c0, C); // the same in every lane
 			const uint8_t *xc = x + c0 * xb;

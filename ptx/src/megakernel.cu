@@ -36,8 +36,20 @@
 // same way before any item runs.
 //
 // Shared memory (grid.cuh): every body that uses some gets the start of one dynamic buffer,
-// mk_shared, of MK_SHARED_BYTES (the largest body's struct; the launch asks for
-// megakernel.SharedBytes, the same figure), so bodies' needs do not add up.
+// mk_shared, of at least MK_SHARED_BYTES (the largest body's struct, megakernel.SharedBytes), so
+// bodies' needs do not add up. The launch gives the buffer `shared` bytes (its argument, at
+// least MK_SHARED_BYTES + MK_BOOK; as much as the device lets a block opt in to), the last
+// MK_BOOK of them the staging's book.
+//
+// Weights staged in shared memory. The L2 window bounds what a queue may have asked for and
+// not yet read; a wait longer than the window's fetch leaves the bandwidth idle. So while the
+// first warp waits for a matvec item's dependencies, the other warps also copy the part's own
+// weights (its stream, which nothing of the step writes) into the buffer, a round at a time,
+// and for every round copied ask the L2 for as many bytes more of the queue's coming streams:
+// the window, now measured past what the block holds, keeps moving while the block waits. When
+// the wait ends the first warp says so in the book, the copying warps stop after their round,
+// and the body reads the rows the copy holds from shared memory (grid_stage: Grid.stage and
+// Grid.staged) and the rest from global memory — the same bytes, so the same bits.
 //
 // The kernels' inputs are read with ordinary loads, never through the read-only cache (RESTRICT
 // is empty here): another SM may have written them during this launch. The stream itself is
@@ -75,6 +87,12 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 // the first status word: why the launch gave up (megakernel.Stalled, megakernel.Refused)
 #define MK_STALLED 1u
 #define MK_REFUSED 2u
+// Staging (see "Weights staged in shared memory" above): the book, MK_BOOK bytes at the end of
+// the dynamic buffer (the kernel table's), holds the wait's end (word 0: the item's index + 1)
+// and each copying warp's rounds (word w for warp w); a round copies MK_STAGE_UNROLL 16-byte
+// vectors a thread of those warps.
+#define MK_STAGE_UNROLL 4
+#define MK_STAGE_ROUND (16u * MK_STAGE_UNROLL * (MK_THREADS - 32))
 // MK_HOT_POLLS polls of a counter come back to back; then the wait sleeps between polls,
 // MK_SLEEP_MIN nanoseconds doubling up to MK_SLEEP_MAX.
 #define MK_HOT_POLLS 8u
@@ -132,13 +150,14 @@ static __device__ __forceinline__ void mk_give_up(uint32_t *claim, volatile uint
 // bodies fits two (the runner asks the driver how many fit).
 extern "C" __global__ void __launch_bounds__(MK_THREADS)
     megakernel(const uint32_t *stream, uint32_t *counters, volatile uint32_t *status, int32_t sms, uint32_t epoch,
-               uint32_t spins) {
+               uint32_t spins, uint32_t shared) {
 	uint32_t *claim = counters, *done = counters + 1; // done[i]: instruction i's finished parts, all launches
 	uint32_t ninstr = stream[3], nsm = stream[4], ndeps = stream[6], nitems = stream[7], nranges = stream[9];
 	// A stream for another kernel table or shape is an error (the host checks before launching;
 	// a PTX built from other kernels than the host's would otherwise leave stale results).
 	if (stream[0] != MK_MAGIC || stream[1] != MK_VERSION || stream[2] != MK_TABLE_HASH || nsm != (uint32_t)sms ||
-	    gridDim.x != nsm || blockDim.x != MK_THREADS || mk_dynamic_shared() < MK_SHARED_BYTES || epoch == 0) {
+	    gridDim.x != nsm || blockDim.x != MK_THREADS || mk_dynamic_shared() != shared || shared < MK_SHARED_BYTES + MK_BOOK ||
+	    shared % 16 != 0 || epoch == 0) {
 		if (threadIdx.x == 0) mk_give_up(claim, status, MK_REFUSED, 0, 0, 0, 0, stream[1], MK_VERSION);
 		return;
 	}
@@ -150,6 +169,12 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 	uint64_t words = MK_HEADER + (uint64_t)MK_INSTR * ninstr + 2 * (uint64_t)ndeps + nsm + 1 + MK_ITEM * (uint64_t)nitems +
 	                 MK_RANGE * (uint64_t)nranges;
 	const uint64_t *params = (const uint64_t *)(stream + words + (words & 1));
+	// the staging buffer is the dynamic buffer less the book (both from the argument, which
+	// costs no register across the bodies)
+#define MK_STAGE_CAP (shared - MK_BOOK)
+#define MK_BOOK_WORDS ((volatile uint32_t *)(mk_shared + MK_STAGE_CAP))
+	if (threadIdx.x == 0) MK_BOOK_WORDS[0] = 0;
+	__syncthreads();
 
 	for (uint32_t it = queues[blockIdx.x]; it < queues[blockIdx.x + 1]; it++) {
 		const uint32_t *item = items + (uint64_t)MK_ITEM * it;
@@ -158,6 +183,17 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		// dependencies, so the wait does not wait for these)
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
 		uint32_t k = __ldg(in), gx = __ldg(in + 3), gy = __ldg(in + 4), threads = __ldg(in + 5), pw = __ldg(in + 1);
+		uint32_t pf = __ldg(in + 9);
+		// the part's stream, which the block may stage while it waits: a matvec's weights
+		// (a body that does not use shared memory), 16-byte aligned, as much as the buffer holds
+		uint64_t sfrom = 0;
+		uint32_t sbytes = 0;
+		if (pf != 0 && __ldg(item + 7) != 0 && !mk_exclusive(k)) {
+			uint64_t per = __ldg(in + 10), total = __ldg(in + 11);
+			uint64_t from = min((uint64_t)lo * per, total), to = min((uint64_t)hi * per, total);
+			sfrom = __ldg(params + pw + pf - 1) + from;
+			sbytes = (sfrom & 15) != 0 ? 0u : (uint32_t)min(to - from, (uint64_t)MK_STAGE_CAP) & ~15u;
+		}
 		// the item's prefetch ranges (weights: nothing of this step writes them), asked of the
 		// L2 before the wait: every line the range touches, a line a thread at a time — by
 		// the warps after the first, so that its poll does not wait behind their loads
@@ -169,6 +205,43 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 				     a += MK_LINE * (MK_THREADS - 32))
 					mk_prefetch(a);
 			}
+		// Staging: until the wait ends, the same warps copy the part's stream to shared memory a
+		// round at a time, and for each round ask the L2 for as many bytes more of the queue's
+		// coming streams (the ranges after the item's own): the copied bytes have left the
+		// window, so the window moves on by as many. A warp decides each round on its first
+		// lane's reading of the book, so its lanes copy the same rounds.
+		if (threadIdx.x >= 32 && sbytes != 0) {
+			volatile uint32_t *book = MK_BOOK_WORDS;
+			uint32_t t = threadIdx.x - 32, rounds = 0;
+			uint32_t ri = __ldg(item + 4) + __ldg(item + 5), roff = 0; // the extension's next range and offset
+			// the extension stops at the end of the queue's ranges (its last item's)
+			const uint32_t *last = items + (uint64_t)MK_ITEM * (queues[blockIdx.x + 1] - 1);
+			uint32_t qend = __ldg(last + 4) + __ldg(last + 5);
+			for (uint32_t off = 0; off < sbytes; off += MK_STAGE_ROUND, rounds++) {
+				if (__shfl_sync(0xffffffffu, book[0] == it + 1 ? 1u : 0u, 0) != 0) break; // the wait is over
+				for (uint32_t left = MK_STAGE_ROUND; left != 0 && ri < qend;) {
+					const uint32_t *rg = ranges + (uint64_t)MK_RANGE * ri;
+					uint32_t rlen = __ldg(rg + 2) - __ldg(rg + 1), n = min(left, rlen - roff);
+					uint64_t a0 = __ldg(params + __ldg(rg)) + __ldg(rg + 1) + roff;
+					for (uint64_t a = (a0 & ~(uint64_t)(MK_LINE - 1)) + MK_LINE * t; a < a0 + n; a += MK_LINE * (MK_THREADS - 32))
+						mk_prefetch(a);
+					left -= n, roff += n;
+					if (roff == rlen) ri++, roff = 0;
+				}
+				uint4 v[MK_STAGE_UNROLL];
+#pragma unroll
+				for (int u = 0; u < MK_STAGE_UNROLL; u++) {
+					uint32_t o = off + 16 * (t + (MK_THREADS - 32) * u);
+					if (o < sbytes) v[u] = __ldcg((const uint4 *)(sfrom + o));
+				}
+#pragma unroll
+				for (int u = 0; u < MK_STAGE_UNROLL; u++) {
+					uint32_t o = off + 16 * (t + (MK_THREADS - 32) * u);
+					if (o < sbytes) *(uint4 *)(mk_shared + o) = v[u];
+				}
+			}
+			if ((threadIdx.x & 31) == 0) book[threadIdx.x / 32] = rounds;
+		}
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
 			for (uint32_t j = __ldg(item + 6) + threadIdx.x, end = __ldg(item + 6) + __ldg(item + 7); j < end; j += 32) {
 				uint32_t d = __ldg(deps + 2 * j), need = epoch * __ldg(deps + 2 * j + 1);
@@ -183,8 +256,18 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 					}
 				}
 			}
+			__syncwarp();
+			if (threadIdx.x == 0) MK_BOOK_WORDS[0] = it + 1; // the copying warps stop
 		}
 		__syncthreads();
+		// the staged bytes: the rounds every copying warp finished
+		uint32_t staged = 0;
+		if (sbytes != 0) {
+			uint32_t r = MK_BOOK_WORDS[1];
+#pragma unroll
+			for (int w = 2; w < MK_THREADS / 32; w++) r = min(r, MK_BOOK_WORDS[w]);
+			staged = min(r * MK_STAGE_ROUND, sbytes);
+		}
 
 		bool own = mk_exclusive(k);
 		uint32_t span = (threads + 31) & ~31u; // a virtual block's threads, in whole warps
@@ -193,7 +276,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		for (uint32_t v0 = lo; v0 < hi; v0 += groups) {
 			uint32_t v = v0 + grp;
 			if (grp < groups && v < hi && t < threads) {
-				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u, mk_shared};
+				Grid gr{v % gx, v / gx, gx, gy, t, threads, own ? 1u : 0u, mk_shared, sfrom, staged};
 				mk_run(k, gr, params + pw);
 			}
 			// a body that has the block to itself may read its shared memory after its last

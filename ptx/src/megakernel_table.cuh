@@ -14,6 +14,9 @@
 #define MK_ITEM 8
 #define MK_RANGE 3
 
+// The staging's book: bytes at the end of the dynamic shared buffer (megakernel.BookBytes).
+#define MK_BOOK 32u
+
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
 static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const uint64_t *p) {
 	switch (k) {

@@ -121,10 +121,13 @@ func Generate() ([]byte, int, error) {
 #define MK_ITEM %d
 #define MK_RANGE %d
 
+// The staging's book: bytes at the end of the dynamic shared buffer (megakernel.BookBytes).
+#define MK_BOOK %du
+
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
 static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const uint64_t *p) {
 	switch (k) {
-`, len(ks), len(ks), megakernel.TableHash(), megakernel.StreamVersion, megakernel.HeaderWords, megakernel.InstrWords, megakernel.ItemWords, megakernel.RangeWords)
+`, len(ks), len(ks), megakernel.TableHash(), megakernel.StreamVersion, megakernel.HeaderWords, megakernel.InstrWords, megakernel.ItemWords, megakernel.RangeWords, megakernel.BookBytes)
 	var exclusive []int
 	var sharedUse []string
 	shared := 0

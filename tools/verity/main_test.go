@@ -624,7 +624,7 @@ func TestQuantizeTypeNames(t *testing.T) {
 func TestScheduleArguments(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--bandwidth", "-4300"}, {"--bandwidth", "NaN"}, {"--sms", "-1"}, {"--parts", "guess"}, {"--card", "K80"}, {"--card", "nope"},
-		{"--rows", "0"}, {"--context", "-1"}, {"--queues-per-sm", "0"}, {"--queues-per-sm", "9"},
+		{"--rows", "0"}, {"--context", "-1"}, {"--queues-per-sm", "0"}, {"--queues-per-sm", "9"}, {"--stage", "1000000"},
 	} {
 		if _, err := run(t, append([]string{"schedule", "--model", "no-model-needed"}, bad...)...); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("schedule %v: %v", bad, err)
@@ -640,13 +640,13 @@ func TestSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"on 4 SMs × 2 queues", "modelled, not measured", "levels", "the floor is", "item starts", "hand-offs",
-		"the critical path's parts by kernel: ", "matvec8_bf16_bf16"} {
+		"the critical path's parts by kernel: ", "matvec8_bf16_bf16", "what a waiting block stages"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
 	}
 	js, err := run(t, "schedule", "--model", path, "--sms", "4", "--json")
-	if err != nil || !strings.Contains(js, `"critical_path"`) || !strings.Contains(js, `"levels"`) {
+	if err != nil || !strings.Contains(js, `"critical_path"`) || !strings.Contains(js, `"levels"`) || !strings.Contains(js, `"stage_bytes"`) {
 		t.Errorf("--json: %v\n%s", err, js)
 	}
 }

@@ -23,7 +23,7 @@ func newScheduleCmd() *cobra.Command {
 	var modelName string
 	var sms, qps, rows, context int
 	var bandwidth float64
-	var prefetch int64
+	var prefetch, stage int64
 	var asJSON bool
 	var parts, card string
 	var plotPath string
@@ -39,7 +39,8 @@ each other), and the step's modelled time on an H200 with where it goes: the meg
 cost model (megakernel/model.go) replays the schedule — each queue's items in order, every
 item paying its own start (reading its record, polling, two barriers), every wait for a
 dependency paying the hand-off (the release reaching L2, the poll seeing it), each part timed
-by the part model, the parts' weights prefetched into L2 while their blocks wait — and walks
+by the part model, the parts' weights prefetched into L2 while their blocks wait (and a waiting
+matvec's own weights staged in shared memory, the window moving on past them) — and walks
 the critical path: its parts by kernel, its items' starts, its hand-offs. With --parts kernels
 (the default) each part is timed by the kernels' static model (device/perf, verity kernels):
 its bytes at the queue's share of the bandwidth, its warps' chain of waits over the warps the
@@ -68,6 +69,9 @@ is modelled, not measured: verity bench --megakernel (and --protocol seed001) me
 			}
 			if c.Arch != 90 && c.Arch != 80 {
 				return fmt.Errorf("--card %s: the megakernel does not run there", card)
+			}
+			if optin := int64(c.SharedPerSM - c.SharedReserved); stage > optin {
+				return fmt.Errorf("--stage %d: a block of the %s may have at most %d bytes of shared memory", stage, c.Name, optin)
 			}
 			path, name, err := resolveModel(modelName, cmd)
 			if err != nil {
@@ -107,6 +111,12 @@ is modelled, not measured: verity bench --megakernel (and --protocol seed001) me
 				c.SMs = sms
 			}
 			m := megakernel.MachineFor(c)
+			switch {
+			case stage < 0:
+				m.StageBytes = 0
+			case stage > 0:
+				m.StageBytes = megakernel.StageBytes(stage &^ 15)
+			}
 			var pm megakernel.PartModel = megakernel.BytesModel{Machine: m}
 			if parts == "kernels" {
 				pm = megakernel.NewKernelModel(c)
@@ -151,6 +161,7 @@ is modelled, not measured: verity bench --megakernel (and --protocol seed001) me
 	cmd.Flags().IntVar(&rows, "rows", 8, "rows in the step: a tree's nodes, 1 for decoding")
 	cmd.Flags().IntVar(&context, "context", 2048, "positions of history each row attends to")
 	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 0, "memory bandwidth in GB/s (0: the card's; an H200's measured copy rate is about 4300)")
+	cmd.Flags().Int64Var(&stage, "stage", 0, "the dynamic shared memory of a block alone on its SM, in bytes: what it stages its part's weights in while it waits, its window moving on past them (0: as the runner launches, as much as the card lets a block opt in to, up to 200 KiB; negative: no staging)")
 	cmd.Flags().Int64Var(&prefetch, "prefetch", 0, "each queue's prefetch window: how far into its coming parts' weights a block asks the L2 for before it waits (0: the default, 256 KiB or less, as the queues' windows fit two thirds of the card's L2; negative: none); all queues' windows must fit the card's L2")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the statistics and the prediction as JSON")
 	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": the step's launches on the card's roofline (flops and bytes against its bandwidth and compute)")
@@ -183,8 +194,11 @@ func printSchedule(out io.Writer, s *megakernel.Schedule, st megakernel.Stats, p
 	} else {
 		fmt.Fprintf(out, "\n  parts timed at a queue's share of the bandwidth, %.1f GB/s (blind to bytes in flight and issue limits)", m.BandwidthGBs/float64(m.SMs*qps))
 	}
-	fmt.Fprintf(out, "; %.1f MB of weights in L2 before their parts began, prefetched through a window of %d KiB a queue\n",
-		float64(pr.Prefetched)/1e6, s.PrefetchBytes>>10)
+	fmt.Fprintf(out, "; %.1f MB of weights in L2 or shared memory before their parts began, prefetched through a window of %d KiB a queue", float64(pr.Prefetched)/1e6, s.PrefetchBytes>>10)
+	if pr.StageBytes > 0 {
+		fmt.Fprintf(out, " that moves on past what a waiting block stages (up to %.0f KiB)", float64(pr.StageBytes)/1024)
+	}
+	fmt.Fprintln(out)
 	// where the bytes go, by kernel module
 	by := map[string]int64{}
 	for _, in := range s.Instrs {
