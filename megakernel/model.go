@@ -220,6 +220,7 @@ type replayResult struct {
 func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	queues := len(s.Queues)
 	item, wake, share, stage := m.us(m.ItemCycles), m.us(m.WakeCycles), m.queueShare(qps), m.stageBytes(qps)
+	overrun := m.us(m.L2Latency) / 2
 	l2 := float64(m.L2Latency) / float64(m.DRAMLatency)
 	clock := make([]float64, queues)
 	prev := make([]*replayed, queues)
@@ -256,8 +257,14 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			r := &replayed{instr: i, cause: prev[q], causeEnd: clock[q]}
 			free := clock[q] + item
 			start := free
+			// the block stages while it waits (a part with a stream and dependencies, in a
+			// schedule with a window, which the staging moves on)
+			stages := stage > 0 && s.PrefetchBytes > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
 			if dep != nil && ready+wake > free {
 				start, r.cause, r.causeEnd, r.byDep = ready+wake, dep, ready, true
+				if stages { // the copying warps finish their round: half an L2 trip (the window brought its lines)
+					start += overrun
+				}
 			}
 			t, lim := pm.PartUS(in, lo, hi, qps, queues)
 			// the queue's window of its streams, fetched into L2 while the block waited (from
@@ -269,7 +276,7 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			if s.PrefetchBytes > 0 {
 				st := streams[q]
 				var staged int64
-				if in.Prefetch.Param >= 0 && len(in.Deps) > 0 {
+				if stages {
 					staged = min(stage, st[k+1]-st[k])
 				}
 				asked := min(st[k]+s.PrefetchBytes+staged, st[len(st)-1])

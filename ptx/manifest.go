@@ -31,7 +31,7 @@ var sources = map[string]string{
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
 	"src/matvec.cu":            "9882d6f20598d41ed55b3862ddc9e4b3c7c245a81da02076cfc3515ad6bc8d75",
-	"src/megakernel.cu":        "4a5b64bdff6c4bc6cbbd4bc11234a4f0fdcb3f29653873e03bdf773c1c1ad76d",
+	"src/megakernel.cu":        "52ed6d6b12cf1e1a928c9feecbe1dd7cf9b2741d4a83bdb6092efbb55d9939fd",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
 	"src/rope.cu":              "7e9c7dfc1fa29abcbfd4c900016fad926e0755036a4700de8f23fb086dc08cab",
@@ -55,7 +55,7 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "f791572a8b749544c3d0f445a3bbb5d14890ad49df6ca9b1502798aa8d24ea17",
-	"megakernel.ptx":  "a5fc619ba15f3e4bdbc401643c8edf070eb2082fc82c3dffe3798f157c09546e",
+	"megakernel.ptx":  "649f1c2aca4b2080739097f5004500bbd2bcc2831fde8502694f03052263116e",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
 	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "7665d68dd86ded836470d0eea6e1bfaffcd12156f6b45d01b1b518f160d0a9e6",
+		sha256:  "e9d9636a4eb7bf56c2eb0883365773322a255f39d6db5d9b6d9b6a67e2514dab",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "e4ae882868d4b16236930ef17a66b65f9a550fd070b7aa4709cb35942610e51c",
+		sha256:  "36b565dece1d501e85d30318a04ea2e544eafbe14119f196abdb97808299da7a",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

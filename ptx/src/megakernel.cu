@@ -185,10 +185,11 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		uint32_t k = __ldg(in), gx = __ldg(in + 3), gy = __ldg(in + 4), threads = __ldg(in + 5), pw = __ldg(in + 1);
 		uint32_t pf = __ldg(in + 9);
 		// the part's stream, which the block may stage while it waits: a matvec's weights
-		// (a body that does not use shared memory), 16-byte aligned, as much as the buffer holds
+		// (a body that does not use shared memory), 16-byte aligned, as much as the buffer
+		// holds, in a stream with a prefetch window (which the staging moves on)
 		uint64_t sfrom = 0;
 		uint32_t sbytes = 0;
-		if (pf != 0 && __ldg(item + 7) != 0 && !mk_exclusive(k)) {
+		if (pf != 0 && __ldg(stream + 8) != 0 && __ldg(item + 7) != 0 && !mk_exclusive(k)) {
 			uint64_t per = __ldg(in + 10), total = __ldg(in + 11);
 			uint64_t from = min((uint64_t)lo * per, total), to = min((uint64_t)hi * per, total);
 			sfrom = __ldg(params + pw + pf - 1) + from;
@@ -230,9 +231,9 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 				}
 				uint4 v[MK_STAGE_UNROLL];
 #pragma unroll
-				for (int u = 0; u < MK_STAGE_UNROLL; u++) {
+				for (int u = 0; u < MK_STAGE_UNROLL; u++) { // (every v set each round: none lives across rounds)
 					uint32_t o = off + 16 * (t + (MK_THREADS - 32) * u);
-					if (o < sbytes) v[u] = __ldcg((const uint4 *)(sfrom + o));
+					v[u] = o < sbytes ? __ldcg((const uint4 *)(sfrom + o)) : make_uint4(0, 0, 0, 0);
 				}
 #pragma unroll
 				for (int u = 0; u < MK_STAGE_UNROLL; u++) {
