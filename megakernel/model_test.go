@@ -186,3 +186,26 @@ func TestPredictStagingExtendsWindow(t *testing.T) {
 		}
 	}
 }
+
+// The runner's shared memory: as much as a block may opt in to, up to MaxShared, never less
+// than the bodies' buffer and the book, a multiple of 16; what stages is that less the book.
+func TestLaunchShared(t *testing.T) {
+	for _, c := range []struct {
+		optin int64
+		want  uint32
+	}{{0, megakernel.MinShared}, {48 << 10, 48 << 10}, {227 << 10, megakernel.MaxShared}, {163<<10 + 7, 163 << 10}, {1 << 10, megakernel.MinShared}} {
+		got := megakernel.LaunchShared(c.optin)
+		if got != c.want || got%16 != 0 {
+			t.Errorf("LaunchShared(%d) = %d, want %d", c.optin, got, c.want)
+		}
+	}
+	if megakernel.MinShared%16 != 0 || megakernel.MinShared < megakernel.SharedBytes+megakernel.BookBytes {
+		t.Errorf("MinShared %d", megakernel.MinShared)
+	}
+	if got := megakernel.StageBytes(megakernel.MaxShared); got != megakernel.MaxShared-megakernel.BookBytes {
+		t.Errorf("StageBytes(MaxShared) = %d", got)
+	}
+	if m := megakernel.H200; m.StageBytes != megakernel.MaxShared-megakernel.BookBytes {
+		t.Errorf("the H200 stages %d bytes", m.StageBytes)
+	}
+}

@@ -3,11 +3,13 @@ package exec_test
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"verity/device"
 	"verity/device/cpu"
+	"verity/device/dtype"
 	"verity/device/kernels"
 	"verity/device/ptxvm"
 	"verity/fixtures"
@@ -379,4 +381,77 @@ func TestMegakernelPatchedStreamsAreEncoded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A matvec whose block waits stages as much of its weights as the block's shared memory holds
+// (the interpreter's 48 KiB, less than the part's 128 KiB) and reads the rest from global
+// memory: its result equals the eager launch's bit for bit, and the body read staged rows.
+func TestMegakernelStagesPartOfAPart(t *testing.T) {
+	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 2, NoRaceCheck: true}})
+	defer b.Close()
+	const rows, cols, n = 64, 512, 1 << 17 // 128 KiB of float32 weights; a long add before them
+	r := rand.New(rand.NewPCG(5, 9))
+	alloc := func(vals int, fill bool) device.Ptr {
+		p, err := b.Alloc(int64(4 * vals))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fill {
+			v := make([]float32, vals)
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			if err := b.Write(p, device.F32Bytes(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	a, x, w, y := alloc(n, true), alloc(n, false), alloc(rows*cols, true), alloc(rows, false)
+	mv, err := kernels.MatVec(dtype.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mvArgs := kernels.MatVecArgs{W: w, X: x, Y: y, Rows: rows, Cols: cols, N: 1}
+	ops := []megakernel.Op{
+		{Name: "x", Kernel: kernels.Add, Args: kernels.BinaryArgs{A: a, B: a, Y: x, N: n}, Reads: []megakernel.Resource{1}, Writes: []megakernel.Resource{2}, Bytes: 12 * n},
+		{Name: "y", Kernel: mv, Args: mvArgs, Reads: []megakernel.Resource{2, 3}, Writes: []megakernel.Resource{4}, Bytes: 4 * rows * cols,
+			Stream: &megakernel.Stream{Param: 0, Bytes: 4 * rows * cols}},
+	}
+	s, err := megakernel.Build(ops, megakernel.Config{SMs: 2, PartBytes: 1 << 30, MinPartUS: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Instrs[1].Parts != 1 || s.Instrs[1].Prefetch.Param != 0 || len(s.Instrs[1].Deps) != 1 {
+		t.Fatalf("the matvec: %+v", s.Instrs[1])
+	}
+	runner, err := exec.NewMegakernelRunner(b, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Run(s); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*rows)
+	if err := b.Read(got, y); err != nil {
+		t.Fatal(err)
+	}
+	staged := b.Stats().GenericShared
+	if err := b.Write(y, make([]byte, 4*rows)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Launch(mv, mvArgs); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 4*rows)
+	if err := b.Read(want, y); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("the megakernel's matvec differs from the eager launch")
+	}
+	if staged == 0 || staged >= rows*cols/4 { // lanes' 16-byte loads: some rows staged, not all
+		t.Errorf("%d lanes' loads of staged weights, want some of the part's %d", staged, rows*cols/4)
+	}
+	t.Logf("%d lanes' loads of staged weights", staged)
 }
