@@ -40,16 +40,17 @@ const MinShared = (SharedBytes+15)&^15 + BookBytes
 func StageBytes(shared int64) int64 { return max(0, shared-BookBytes) }
 
 // LaunchShared is the dynamic shared memory to launch with on a device whose blocks may opt in
-// to optin bytes (0: not known): as much as the device allows, up to MaxShared, and never less
-// than MinShared.
+// to optin bytes (0: not known): the opt-in less L1Room, and never less than MinShared.
 func LaunchShared(optin int64) uint32 {
-	return uint32(max(MinShared, min(optin, MaxShared)&^15))
+	return uint32(max(MinShared, (optin-L1Room)&^15))
 }
 
-// MaxShared bounds the dynamic shared memory a launch asks for: 200 KiB, of the 227 KiB an
-// H100's or H200's block may opt in to, leaving room for the L1 (the same SRAM) to cache the
-// bodies' reads.
-const MaxShared = 200 << 10
+// L1Room is the opt-in maximum's part a launch leaves to the L1, which shares the SM's memory
+// with shared memory: the driver carves shared memory in steps (on sm_90 0, 8, … 164, 196 or 228
+// KB an SM; on sm_80 up to 164), so an H200 block's 195 KiB and its 1 KiB reserved take the 196
+// KB step and leave the L1 60 KB, where the bodies' activations (a bf16 matvec8's 8 columns of
+// 2048: 32 KB) stay; 227 KiB would take the 228 KB step and leave it 28.
+const L1Room = 32 << 10
 
 // DefaultSpins bounds one dependency wait: the first polls come back to back, the rest sleep
 // 256 ns between polls, so 2^22 polls take a few seconds on a GPU (each poll is also a round

@@ -42,7 +42,7 @@ type Machine struct {
 	LaunchUS float64
 	// StageBytes is the weights a block staged alone on its SM copies to shared memory while
 	// it waits (megakernel.cu): StageBytes of the dynamic shared memory the runner launches
-	// with there, as much as a block may opt in to (LaunchShared). Blocks that share an SM
+	// with there, what a block may opt in to less room for the L1 (LaunchShared). Blocks that share an SM
 	// are launched with MinShared.
 	StageBytes int64
 }

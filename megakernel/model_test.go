@@ -6,6 +6,7 @@ import (
 
 	"verity/device/dtype"
 	"verity/device/kernels"
+	"verity/device/perf"
 	"verity/megakernel"
 )
 
@@ -187,13 +188,13 @@ func TestPredictStagingExtendsWindow(t *testing.T) {
 	}
 }
 
-// The runner's shared memory: as much as a block may opt in to, up to MaxShared, never less
-// than the bodies' buffer and the book, a multiple of 16; what stages is that less the book.
+// The runner's shared memory: the opt-in less the L1's room, never less than the bodies' buffer
+// and the book, a multiple of 16; what stages is that less the book.
 func TestLaunchShared(t *testing.T) {
 	for _, c := range []struct {
 		optin int64
 		want  uint32
-	}{{0, megakernel.MinShared}, {48 << 10, 48 << 10}, {227 << 10, megakernel.MaxShared}, {163<<10 + 7, 163 << 10}, {1 << 10, megakernel.MinShared}} {
+	}{{0, megakernel.MinShared}, {48 << 10, megakernel.MinShared}, {80 << 10, 48 << 10}, {227 << 10, 195 << 10}, {163<<10 + 7, 131 << 10}, {1 << 10, megakernel.MinShared}} {
 		got := megakernel.LaunchShared(c.optin)
 		if got != c.want || got%16 != 0 {
 			t.Errorf("LaunchShared(%d) = %d, want %d", c.optin, got, c.want)
@@ -202,10 +203,13 @@ func TestLaunchShared(t *testing.T) {
 	if megakernel.MinShared%16 != 0 || megakernel.MinShared < megakernel.SharedBytes+megakernel.BookBytes {
 		t.Errorf("MinShared %d", megakernel.MinShared)
 	}
-	if got := megakernel.StageBytes(megakernel.MaxShared); got != megakernel.MaxShared-megakernel.BookBytes {
-		t.Errorf("StageBytes(MaxShared) = %d", got)
+	if got := megakernel.StageBytes(195 << 10); got != 195<<10-megakernel.BookBytes {
+		t.Errorf("StageBytes(195 KiB) = %d", got)
 	}
-	if m := megakernel.H200; m.StageBytes != megakernel.MaxShared-megakernel.BookBytes {
+	if m := megakernel.H200; m.StageBytes != 195<<10-megakernel.BookBytes { // 227 KiB may opt in
 		t.Errorf("the H200 stages %d bytes", m.StageBytes)
+	}
+	if m := megakernel.MachineFor(perf.Cards["A100"]); m.StageBytes != 131<<10-megakernel.BookBytes { // 163 KiB
+		t.Errorf("the A100 stages %d bytes", m.StageBytes)
 	}
 }

@@ -31,7 +31,7 @@ var sources = map[string]string{
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
 	"src/matvec.cu":            "9882d6f20598d41ed55b3862ddc9e4b3c7c245a81da02076cfc3515ad6bc8d75",
-	"src/megakernel.cu":        "52ed6d6b12cf1e1a928c9feecbe1dd7cf9b2741d4a83bdb6092efbb55d9939fd",
+	"src/megakernel.cu":        "560bd8ebbd09b169830c3575d4abede52c393053be57f4373802a1a63616c188",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
 	"src/rope.cu":              "7e9c7dfc1fa29abcbfd4c900016fad926e0755036a4700de8f23fb086dc08cab",

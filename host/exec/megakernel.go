@@ -123,8 +123,8 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 		if got < sms {
 			return nil, fmt.Errorf("exec: a megakernel of %d blocks on %s, which holds only %d of them at once", sms, b.Name(), got)
 		}
-		// one queue an SM: as much shared memory for staging weights as the device lets a
-		// block have, where every block is still resident with it (else the least)
+		// one queue an SM: shared memory for staging weights (megakernel.LaunchShared), where
+		// every block is still resident with it (else the least)
 		if o, ok := b.(sharedOptin); ok && sms <= n {
 			if optin, err := o.SharedOptin(); err == nil {
 				more := megakernel.LaunchShared(int64(optin))

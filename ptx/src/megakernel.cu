@@ -38,8 +38,8 @@
 // Shared memory (grid.cuh): every body that uses some gets the start of one dynamic buffer,
 // mk_shared, of at least MK_SHARED_BYTES (the largest body's struct, megakernel.SharedBytes), so
 // bodies' needs do not add up. The launch gives the buffer `shared` bytes (its argument, at
-// least MK_SHARED_BYTES + MK_BOOK; as much as the device lets a block opt in to), the last
-// MK_BOOK of them the staging's book.
+// least MK_SHARED_BYTES + MK_BOOK; what the device lets a block opt in to, less room for the
+// L1: megakernel.LaunchShared), the last MK_BOOK of them the staging's book.
 //
 // Weights staged in shared memory. The L2 window bounds what a queue may have asked for and
 // not yet read; a wait longer than the window's fetch leaves the bandwidth idle. So while the

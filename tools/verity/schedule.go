@@ -161,7 +161,7 @@ is modelled, not measured: verity bench --megakernel (and --protocol seed001) me
 	cmd.Flags().IntVar(&rows, "rows", 8, "rows in the step: a tree's nodes, 1 for decoding")
 	cmd.Flags().IntVar(&context, "context", 2048, "positions of history each row attends to")
 	cmd.Flags().Float64Var(&bandwidth, "bandwidth", 0, "memory bandwidth in GB/s (0: the card's; an H200's measured copy rate is about 4300)")
-	cmd.Flags().Int64Var(&stage, "stage", 0, "the dynamic shared memory of a block alone on its SM, in bytes: what it stages its part's weights in while it waits, its window moving on past them (0: as the runner launches, as much as the card lets a block opt in to, up to 200 KiB; negative: no staging)")
+	cmd.Flags().Int64Var(&stage, "stage", 0, "the dynamic shared memory of a block alone on its SM, in bytes: what it stages its part's weights in while it waits, its window moving on past them (0: as the runner launches, what the card lets a block opt in to less 32 KiB left to the L1: 195 KiB on an H200; negative: no staging)")
 	cmd.Flags().Int64Var(&prefetch, "prefetch", 0, "each queue's prefetch window: how far into its coming parts' weights a block asks the L2 for before it waits (0: the default, 256 KiB or less, as the queues' windows fit two thirds of the card's L2; negative: none); all queues' windows must fit the card's L2")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the statistics and the prediction as JSON")
 	cmd.Flags().StringVar(&plotPath, "plot", "", plotHelp+": the step's launches on the card's roofline (flops and bytes against its bandwidth and compute)")
