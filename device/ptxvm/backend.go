@@ -60,8 +60,8 @@ func (b *Backend) Name() string {
 	return "ptxvm (PTX interpreter)"
 }
 
-// SharedOptin is the shared memory a block may have: 48 KiB, a GPU's without opting in (the
-// megakernel stages less weights than on a Hopper, as many as a test's parts need).
+// SharedOptin is the shared memory a block may have: 48 KiB, a GPU's without opting in (so the
+// megakernel launches with its least, megakernel.MinShared, and stages up to 36 KiB).
 func (b *Backend) SharedOptin() (int, error) { return 48 << 10, nil }
 
 // Multiprocessors is the number of blocks the interpreter runs at once (its workers): a

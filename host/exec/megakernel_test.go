@@ -384,7 +384,7 @@ func TestMegakernelPatchedStreamsAreEncoded(t *testing.T) {
 }
 
 // A matvec whose block waits stages as much of its weights as the block's shared memory holds
-// (the interpreter's 48 KiB, less than the part's 128 KiB) and reads the rest from global
+// (the interpreter's 36 KiB, less than the part's 128 KiB) and reads the rest from global
 // memory: its result equals the eager launch's bit for bit, and the body read staged rows.
 func TestMegakernelStagesPartOfAPart(t *testing.T) {
 	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 2, NoRaceCheck: true}})
