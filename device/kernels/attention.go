@@ -315,15 +315,14 @@ type AttentionArgs struct {
 	OutAct  int32   // Out's element type: an Act of ActF32 (the zero value), ActF16 or ActBF16 — out[d] rounded as ConvertRow rounds it
 }
 
-// attnOutBytes is the bytes of one element of an attention output of type a (AttentionArgs.OutAct).
-func attnOutBytes(a int32) (int, error) {
+// checkOutAct refuses an attention output type (AttentionArgs.OutAct) other than f32, f16 and
+// bf16: the element-wise formats, whose rows are Act.RowBytes(1) bytes an element.
+func checkOutAct(a int32) error {
 	switch Act(a) {
-	case ActF32:
-		return 4, nil
-	case ActF16, ActBF16:
-		return 2, nil
+	case ActF32, ActF16, ActBF16:
+		return nil
 	}
-	return 0, fmt.Errorf("attention output type %d is not f32, f16 or bf16", a)
+	return fmt.Errorf("attention output type %d is not f32, f16 or bf16", a)
 }
 
 // attnBlocks is the attention launch's grid size: the blocks of the unshared chunks, then the
@@ -362,7 +361,7 @@ var Attention = device.Register(&device.Kernel[AttentionArgs]{
 		if err := checkCacheTypes(a.KType, a.VType); err != nil {
 			return device.Geometry{}, err
 		}
-		if _, err := attnOutBytes(a.OutAct); err != nil {
+		if err := checkOutAct(a.OutAct); err != nil {
 			return device.Geometry{}, err
 		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(attnBlocks(a)), Y: 1, Z: 1},
@@ -420,7 +419,7 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 			return fmt.Errorf("%d shared chunks promised: the rows' key lists share %d", a.Shared, n)
 		}
 	}
-	ob, _ := attnOutBytes(a.OutAct)
+	ob := Act(a.OutAct).RowBytes(1) // the shape checked the type
 	outBytes, err := x.U8(a.Out, int64(rows*nh*hd*ob))
 	if err != nil {
 		return err

@@ -109,7 +109,14 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 	if sms == 0 {
 		sms = min(n, megakernel.MaxSMs)
 	}
-	shared := uint32(megakernel.MinShared)
+	// the blocks' shared memory: the least, or more for staging weights (LaunchShared) where
+	// the device lets a block opt in to it and one queue an SM still has every block resident
+	shared, more := uint32(megakernel.MinShared), uint32(megakernel.MinShared)
+	if o, ok := b.(sharedOptin); ok {
+		if optin, err := o.SharedOptin(); err == nil {
+			more = megakernel.LaunchShared(int64(optin))
+		}
+	}
 	if r, ok := b.(residentBlocks); ok { // a GPU: can every block be resident at once?
 		got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms), Shared: shared})
 		if err != nil {
@@ -123,22 +130,15 @@ func NewMegakernelRunner(b device.Backend, sms int) (MegakernelRunner, error) {
 		if got < sms {
 			return nil, fmt.Errorf("exec: a megakernel of %d blocks on %s, which holds only %d of them at once", sms, b.Name(), got)
 		}
-		// one queue an SM: shared memory for staging weights (megakernel.LaunchShared), where
-		// every block is still resident with it (else the least)
-		if o, ok := b.(sharedOptin); ok && sms <= n {
-			if optin, err := o.SharedOptin(); err == nil {
-				more := megakernel.LaunchShared(int64(optin))
-				if got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms), Shared: more}); err == nil && got >= sms {
-					shared = more
-				}
+		if more > shared && sms <= n {
+			if got, err := r.ResidentBlocks(megakernel.Kernel, megakernel.Args{SMs: int32(sms), Shared: more}); err == nil && got >= sms {
+				shared = more
 			}
 		}
 	} else if sms > n {
 		return nil, fmt.Errorf("exec: a megakernel of %d SMs on %s, which runs %d blocks at once", sms, b.Name(), n)
-	} else if o, ok := b.(sharedOptin); ok {
-		if optin, err := o.SharedOptin(); err == nil {
-			shared = megakernel.LaunchShared(int64(optin))
-		}
+	} else {
+		shared = more
 	}
 	return &deviceRunner{b: b, sms: sms, qps: (sms + n - 1) / n, machineSMs: n, shared: shared}, nil
 }
