@@ -18,7 +18,7 @@ func TestReadSpeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Method != readMethod || d.Bytes != 3<<20 || d.BytesPerSec <= 0 || d.Device != deviceOf(path) {
+	if d.Method != readMethod || d.Bytes != 3<<20 || d.BytesPerSec <= 0 || d.FaultBytesPerSec <= 0 || d.Device != deviceOf(path) {
 		t.Fatalf("first measurement %+v", d)
 	}
 	m.Disks[0].BytesPerSec = 1 // a kept measurement is returned as it is

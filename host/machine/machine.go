@@ -55,8 +55,12 @@ type Disk struct {
 	Device      uint64  `json:"device"` // st_dev of the file measured
 	Path        string  `json:"path"`
 	Bytes       int64   `json:"bytes"` // how much was read
-	BytesPerSec float64 `json:"bytes_per_s"`
-	Method      string  `json:"method"` // drop-behind (through the page cache, each chunk dropped from it first), or buffered; O_DIRECT in older caches
+	// BytesPerSec is the rate a streaming model's prefetcher reads at (each chunk asked for
+	// whole, then read), FaultBytesPerSec the rate a model without it faults its pages in at
+	// (sequential reads, the kernel's readahead alone).
+	BytesPerSec      float64 `json:"bytes_per_s"`
+	FaultBytesPerSec float64 `json:"fault_bytes_per_s,omitempty"`
+	Method           string  `json:"method"` // read-ahead+drop-behind (through the page cache, dropped from it first), or buffered; drop-behind or O_DIRECT in older caches
 }
 
 // GPU is one device's memory, SMs and copy bandwidth.

@@ -199,9 +199,16 @@ func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Predic
 			}
 		}
 		if err == nil && d.BytesPerSec > 0 {
-			disk := float64(sb) / d.BytesPerSec
+			// the prefetcher reads the next layers in large reads, overlapped with compute;
+			// without it the step faults the pages in (the disk's fault rate), and waits
+			rate, how := d.BytesPerSec, "as the prefetcher reads"
+			off := pl.load.Options.Prefetch == engine.PrefetchOff
+			if off && d.FaultBytesPerSec > 0 {
+				rate, how = d.FaultBytesPerSec, "as page faults read"
+			}
+			disk := float64(sb) / rate
 			add := func(t float64) float64 {
-				if pl.load.Options.Prefetch == engine.PrefetchOff {
+				if off {
 					return t + disk
 				}
 				return max(t, disk)
@@ -215,7 +222,7 @@ func predictTwin(pl *Plan, m *machine.Machine, threads int, w Workload) (*Predic
 				pre2 += disk
 			}
 			pre = max(pre, pre2)
-			pr.How = append(pr.How, fmt.Sprintf("%s of streamed weights a step at the disk's %.0f MB/s (%s)", machine.HumanBytes(sb), d.BytesPerSec/1e6, d.Method))
+			pr.How = append(pr.How, fmt.Sprintf("%s of streamed weights a step at the disk's %.0f MB/s (%s; %s)", machine.HumanBytes(sb), rate/1e6, how, d.Method))
 		}
 	}
 	pr.DecodeTPS = 1 / dec

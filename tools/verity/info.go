@@ -23,7 +23,8 @@ func newInfoCmd() *cobra.Command {
 		Long: `Describe this machine: the CPU (cores, caches and SIMD features by cpuid), the memory (total,
 available, and the limit of this process's cgroup, v1 or v2, which bounds the budget every plan
 uses), the host memory copy bandwidth, on a cuda build each GPU's memory, SMs and device copy
-bandwidth, and with --model the sequential read speed of the model file's disk (unbuffered). The
+bandwidth, and with --model the read speed of the model file's disk, from the file dropped from
+the page cache: as a streaming model's prefetcher reads it and as page faults bring it in. The
 slow measurements are made once and cached under the machine's identity ($VERITY_CACHE/machine or
 the user cache directory); the memory is measured every time. --json prints everything.`,
 		Args: cobra.NoArgs,
@@ -106,7 +107,7 @@ func printInfo(w io.Writer, m machine.Facts) error {
 		fmt.Fprintf(&b, "copy        %.1f GB/s host memory copy, %d threads\n", cp.BytesPerSec/1e9, cp.Threads)
 	}
 	for _, d := range m.Disks {
-		fmt.Fprintf(&b, "disk        %.0f MB/s sequential read (%s, %s of %s)\n", d.BytesPerSec/1e6, d.Method, machine.HumanBytes(d.Bytes), d.Path)
+		fmt.Fprintf(&b, "disk        %.0f MB/s read ahead, %.0f MB/s faulted in (%s, %s of %s)\n", d.BytesPerSec/1e6, d.FaultBytesPerSec/1e6, d.Method, machine.HumanBytes(d.Bytes), d.Path)
 	}
 	for _, g := range m.GPUs {
 		fmt.Fprintf(&b, "gpu         %s: %s, %d SMs, %.0f GB/s device copy\n", g.Backend, machine.HumanBytes(g.MemoryBytes), g.SMs, g.CopyBytesPerSec/1e9)
