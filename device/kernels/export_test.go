@@ -87,6 +87,19 @@ func MultiDots(t dtype.Type, l *repack.Layout, row, xs []byte, xb int, out []flo
 	return true
 }
 
+// MultiDotsTransposed runs t's several-column form over transposed activations (transposeQ8K
+// of xs), and reports whether there is one on this CPU.
+func MultiDotsTransposed(t dtype.Type, l *repack.Layout, row, xs []byte, xb int, out []float32) bool {
+	form := vectorMultiT[t]
+	if form == nil {
+		return false
+	}
+	xt := make([]byte, len(out)*xb)
+	transposeQ8K(xt, xs, xb, len(out), int(l.Blocks))
+	form(l, row, xt, xb, out)
+	return true
+}
+
 // DeltaRule is the Gated DeltaNet state update, with its vector form (where the CPU has it) or
 // in portable Go; it reports whether the vector form ran.
 func DeltaRule(o, s, q, k, v []float32, e, b float32, vector bool) bool {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	"verity/device"
 	"verity/device/dtype"
@@ -79,6 +80,10 @@ type rowDot struct {
 	l   *repack.Layout
 	row []byte // the current packed row
 	buf []byte // its GGUF bytes, for formats without PackedDot
+	// xt, where the format has a several-column form over transposed activations
+	// (vectorMultiT), is the launch's activation rows transposeQ8K laid out, read by that
+	// form in place of dots' own.
+	xt []byte
 }
 
 func newRowDot(f *Format, l *repack.Layout) *rowDot {
@@ -106,6 +111,13 @@ func (d *rowDot) load(row []byte) {
 // c < len(out), with the format's several-column vector form where it has one (the same
 // bits as dot, the weight row read once for up to maxMultiColumns columns).
 func (d *rowDot) dots(xs []byte, xb int, out []float32) {
+	if m := vectorMultiT[d.f.Type]; m != nil && d.xt != nil && len(out) > 1 {
+		for c0 := 0; c0 < len(out); c0 += maxMultiColumns {
+			c1 := min(c0+maxMultiColumns, len(out))
+			m(d.l, d.row, d.xt[c0*xb:c1*xb], xb, out[c0:c1])
+		}
+		return
+	}
 	if m := vectorMulti[d.f.Type]; m != nil && d.buf == nil && len(out) > 1 {
 		for c0 := 0; c0 < len(out); c0 += maxMultiColumns {
 			c1 := min(c0+maxMultiColumns, len(out))
@@ -325,8 +337,19 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 		})
 		return nil
 	}
+	var xt []byte // the activations transposed once for every row, where the format's form wants them so
+	if vectorMultiT[f.Type] != nil && n > 1 {
+		p := transposedPool.Get().(*[]byte)
+		defer transposedPool.Put(p)
+		if cap(*p) < n*xb {
+			*p = make([]byte, n*xb)
+		}
+		xt = (*p)[:n*xb]
+		transposeQ8K(xt, xs, xb, n, int(l.Blocks))
+	}
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
+		rd.xt = xt
 		vals := make([]float32, n)
 		for r := lo; r < hi; r++ {
 			rd.load(w[int64(r)*l.RowStride:])
@@ -341,6 +364,9 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	})
 	return nil
 }
+
+// transposedPool holds buffers for the matvec twin's transposed activations.
+var transposedPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // laneSum folds the 32 lane accumulators with the warp butterfly (num.WarpTotal; its vector
 // form where the dot products have one).

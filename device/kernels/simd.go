@@ -21,6 +21,31 @@ const maxMultiColumns = 8
 // vectorMulti holds the several-column vector forms by weight type.
 var vectorMulti = vectorMultiForms()
 
+// vectorMultiT holds, by weight type, several-column vector forms that read their activation
+// rows transposeQ8K laid out (transposed once a launch, read by every weight row); where a
+// type has one, the matvec twin uses it instead of its vectorMulti form.
+var vectorMultiT = vectorMultiTForms()
+
+// transposeQ8K writes into dst the n q8_K activation rows src[c·xb:] with each super-block's
+// 256 quants laid out as an 8 × 8 matrix of 4-byte groups transposed: the group holding quants
+// 4k … 4k+3 of unit u (the super-block's 32 quants from 32u) moves to bytes 32k + 4u, so that
+// the 32 bytes at 32k hold group k of every unit. The scale and the block sums stay where
+// they are.
+func transposeQ8K(dst, src []byte, xb, n, blocks int) {
+	copy(dst[:n*xb], src[:n*xb])
+	for c := 0; c < n; c++ {
+		for i := 0; i < blocks; i++ {
+			q := c*xb + i*q8KBytes + 4
+			in, out := src[q:q+256], dst[q:q+256]
+			for u := 0; u < 8; u++ {
+				for k := 0; k < 8; k++ {
+					copy(out[32*k+4*u:32*k+4*u+4], in[32*u+4*k:32*u+4*k+4])
+				}
+			}
+		}
+	}
+}
+
 // vectorDots holds, by weight type, a faster form of the format's PackedDot with the same
 // bits (simd_amd64.go provides them where the CPU allows); registerFormat installs it and
 // keeps the portable Go function as Format.portableDot. vectorISA names their instruction

@@ -41,6 +41,9 @@ func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 
 //go:noescape
+func q4KDotNTAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+
+//go:noescape
 func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 
 //go:noescape
@@ -115,6 +118,21 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc {
 	}
 	return m
 }
+
+// vectorMultiTForms: the weight types with a several-column form over transposed
+// activations (transposeQ8K): q4_K without VNNI, whose units then need no horizontal adds.
+// With VNNI the plain form's one dot-product instruction a unit is kept.
+func vectorMultiTForms() map[dtype.Type]multiDotFunc {
+	if !vectorCPU || vectorVNNI {
+		return nil
+	}
+	return map[dtype.Type]multiDotFunc{dtype.Q4_K: multiQ4KT}
+}
+
+// multiQ4KT is q4_K's several-column form over transposed activation rows.
+var multiQ4KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+	q4KDotNTAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
+})
 
 // multiForms builds each type's several-column form with or without VNNI.
 var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q5_K: multiQ5K, dtype.Q6_K: multiQ6K}

@@ -1710,6 +1710,134 @@ q4kndone:
 	VZEROUPPER
 	RET
 
+// q4_K's several-column form over transposed activations (transposeQ8K): the super-block's
+// 8 units unpacked (Y0 … Y7, unit u in value order) and transposed as 8 × 8 dwords, so that
+// Y_k's dword lane L holds unit L's quants 4k … 4k+3 — the activations' layout. A column's
+// unit sums are then Σ_k VPMADDUBSW(Y_k, x_k) in 16 bits (each term at most 2·15·128 = 3 840,
+// their sum at most 30 720: exact) and one VPMADDWD: lane L is unit L's Σ q·a, with no
+// horizontal adds. The rest is q45KDotNAVX2's, so the bits are.
+//
+// func q4KDotNTAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+TEXT ·q4KDotNTAVX2(SB), NOSPLIT, $16-64
+	MOVQ plane+0(FP), SI
+	MOVQ scales+8(FP), BX
+	MOVQ d+16(FP), DX
+	MOVQ blocks+48(FP), CX
+	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ    q4ktdone
+
+q4ktblock:
+	Q4K_UNPACK(0, Y0)
+	Q4K_UNPACK(16, Y1)
+	Q4K_UNPACK(32, Y2)
+	Q4K_UNPACK(48, Y3)
+	Q4K_UNPACK(64, Y4)
+	Q4K_UNPACK(80, Y5)
+	Q4K_UNPACK(96, Y6)
+	Q4K_UNPACK(112, Y7)
+	// units u and u+4 side by side: A_u = [u's quants 0-15 | u+4's], B_u = [16-31 | 16-31]
+	VPERM2I128 $0x20, Y4, Y0, Y8
+	VPERM2I128 $0x31, Y4, Y0, Y9
+	VPERM2I128 $0x20, Y5, Y1, Y10
+	VPERM2I128 $0x31, Y5, Y1, Y11
+	VPERM2I128 $0x20, Y6, Y2, Y12
+	VPERM2I128 $0x31, Y6, Y2, Y13
+	VPERM2I128 $0x20, Y7, Y3, Y14
+	VPERM2I128 $0x31, Y7, Y3, Y15
+	// each half's 4 × 4 dwords transposed: the A's give Y_0 … Y_3, the B's Y_4 … Y_7
+	VPUNPCKLDQ  Y10, Y8, Y0
+	VPUNPCKHDQ  Y10, Y8, Y1
+	VPUNPCKLDQ  Y14, Y12, Y2
+	VPUNPCKHDQ  Y14, Y12, Y3
+	VPUNPCKLQDQ Y2, Y0, Y8
+	VPUNPCKHQDQ Y2, Y0, Y10
+	VPUNPCKLQDQ Y3, Y1, Y12
+	VPUNPCKHQDQ Y3, Y1, Y14
+	VPUNPCKLDQ  Y11, Y9, Y0
+	VPUNPCKHDQ  Y11, Y9, Y1
+	VPUNPCKLDQ  Y15, Y13, Y2
+	VPUNPCKHDQ  Y15, Y13, Y3
+	VPUNPCKLQDQ Y2, Y0, Y4
+	VPUNPCKHQDQ Y2, Y0, Y5
+	VPUNPCKLQDQ Y3, Y1, Y6
+	VPUNPCKHQDQ Y3, Y1, Y7
+	VMOVDQU     Y8, Y0
+	VMOVDQU     Y10, Y1
+	VMOVDQU     Y12, Y2
+	VMOVDQU     Y14, Y3
+
+	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
+	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
+	MOVWLZX   (DX)(R10*2), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 0(SP) // d_w
+	MOVWLZX   (R9)(R10*2), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 4(SP) // dmin_w
+
+	// column loop: DI = x + 292·i + c·xstride, R12 = acc + 128c + 32(i mod 4)
+	IMUL3Q $292, R10, DI
+	ADDQ  x+24(FP), DI
+	MOVQ  R10, R12
+	ANDQ  $3, R12
+	SHLQ  $5, R12
+	ADDQ  acc+56(FP), R12
+	MOVQ  ncols+40(FP), R11
+
+q4ktcol:
+	VPMADDUBSW 4(DI), Y0, Y9
+	VPMADDUBSW 36(DI), Y1, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 68(DI), Y2, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 100(DI), Y3, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 132(DI), Y4, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 164(DI), Y5, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 196(DI), Y6, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 228(DI), Y7, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDWD   NC_ONES, Y9, Y9 // lane L: unit L's Σ q·a
+
+	VPMULLD   Y14, Y9, Y9
+	VCVTDQ2PS Y9, Y9        // float32(sc·Σ q·a)
+	VMOVDQU   NC_ONES, Y11
+	VPMADDWD  260(DI), Y11, Y11
+	VPMULLD   Y15, Y11, Y11
+	VCVTDQ2PS Y11, Y11      // float32(m·B)
+	VMOVSS       0(SP), X12
+	VMULSS       (DI), X12, X12
+	VBROADCASTSS X12, Y12   // D
+	VMOVSS       4(SP), X13
+	VMULSS       (DI), X13, X13
+	VBROADCASTSS X13, Y13   // Dmin
+	VMOVUPS      (R12), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VFNMADD231PS Y11, Y13, Y10
+	VMOVUPS      Y10, (R12)
+
+	ADDQ xstride+32(FP), DI
+	ADDQ $128, R12
+	DECQ R11
+	JNZ  q4ktcol
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q4ktblock
+
+q4ktdone:
+	VZEROUPPER
+	RET
+
 // q6_K's several-column form: the super-block's 8 units unpacked once (Y0 … Y7, quants 0…63
 // in value order), its permuted scales in Y14 and Y15 and its 16 scales as int16 on the stack;
 // each column then as q6KDotAVX2. q6kNC: 0xc0 bytes (Q6K_UNIT's Y13).

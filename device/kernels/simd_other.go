@@ -44,6 +44,9 @@ func vectorSwiGLU(y, a, b []float32) int { return 0 }
 // vectorMultiForms: none here.
 func vectorMultiForms() map[dtype.Type]multiDotFunc { return nil }
 
+// vectorMultiTForms: none here.
+func vectorMultiTForms() map[dtype.Type]multiDotFunc { return nil }
+
 // multiForms: none here.
 var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{}
 

@@ -574,32 +574,47 @@ func BenchmarkRowDots(b *testing.B) {
 	}
 }
 
-// Each several-column vector form, with and without VNNI (where the CPU has it), gives every
-// column PackedDot's bits.
+// Each several-column vector form, with and without VNNI (where the CPU has it), and over
+// transposed activations (where the type has that form), gives every column PackedDot's bits.
 func TestMultiDotsMatchPackedDot(t *testing.T) {
 	for _, wt := range kernels.WeightTypes() {
 		f, _ := kernels.Lookup(wt)
-		for _, vnni := range []bool{false, true} {
+		for _, form := range []string{"plain", "vnni", "transposed"} {
+			vnni := form == "vnni"
 			r := rand.New(rand.NewPCG(uint64(wt), 79))
 			ran := 0
 			for trial := 0; trial < 120; trial++ {
 				mode, n := trial%4, 1+r.IntN(8)
 				c := newDotCase(r, f, mode, n)
+				if trial >= 116 && wt == dtype.Q4_K { // the 16-bit sums' bound: every quant 15, every activation −128 or 127
+					for b := range c.l.Blocks * 128 {
+						c.row[c.l.Planes[0].Off+b] = 0xff
+					}
+					for col := range n {
+						for b := range int(c.l.Blocks) {
+							q := c.x[col*c.xb+292*b+4:][:256]
+							for i := range q {
+								q[i] = []byte{0x80, 0x7f}[trial%2]
+							}
+						}
+					}
+				}
 				got := make([]float32, n)
-				if !kernels.MultiDots(wt, &c.l, c.row, c.x, c.xb, got, vnni) {
+				if form == "transposed" && !kernels.MultiDotsTransposed(wt, &c.l, c.row, c.x, c.xb, got) ||
+					form != "transposed" && !kernels.MultiDots(wt, &c.l, c.row, c.x, c.xb, got, vnni) {
 					break
 				}
 				ran++
 				for col := range got {
 					want := f.PackedDot(&c.l, c.row, c.x[col*c.xb:(col+1)*c.xb])
 					if math.Float32bits(got[col]) != math.Float32bits(want) {
-						t.Fatalf("%s vnni=%v trial %d (%d values, mode %d, %d columns): column %d %v (%#08x), PackedDot %v (%#08x)",
-							wt, vnni, trial, c.l.RowValues, mode, n, col, got[col], math.Float32bits(got[col]), want, math.Float32bits(want))
+						t.Fatalf("%s %s trial %d (%d values, mode %d, %d columns): column %d %v (%#08x), PackedDot %v (%#08x)",
+							wt, form, trial, c.l.RowValues, mode, n, col, got[col], math.Float32bits(got[col]), want, math.Float32bits(want))
 					}
 				}
 			}
 			if ran > 0 {
-				t.Logf("%s vnni=%v: %d trials", wt, vnni, ran)
+				t.Logf("%s %s: %d trials", wt, form, ran)
 			}
 		}
 	}
