@@ -1710,6 +1710,43 @@ q4kndone:
 	VZEROUPPER
 	RET
 
+// vpshufb indices: the 16 scales of a q6_K super-block as [even | odd]
+DATA q6kEvenOdd<>+0(SB)/8, $0x0e0c0a0806040200
+DATA q6kEvenOdd<>+8(SB)/8, $0x0f0d0b0907050301
+GLOBL q6kEvenOdd<>(SB), RODATA|NOPTR, $16
+
+// The 8 × 8 dword transpose of Y0 … Y7 (unit u in Y_u) into Y0 … Y7 (Y_k's dword lane L: unit
+// L's bytes 4k … 4k+3, the layout transposeQ8K gives the activations); clobbers Y8 … Y15.
+#define TRANSPOSE_UNITS \
+	VPERM2I128  $0x20, Y4, Y0, Y8  \
+	VPERM2I128  $0x31, Y4, Y0, Y9  \
+	VPERM2I128  $0x20, Y5, Y1, Y10 \
+	VPERM2I128  $0x31, Y5, Y1, Y11 \
+	VPERM2I128  $0x20, Y6, Y2, Y12 \
+	VPERM2I128  $0x31, Y6, Y2, Y13 \
+	VPERM2I128  $0x20, Y7, Y3, Y14 \
+	VPERM2I128  $0x31, Y7, Y3, Y15 \
+	VPUNPCKLDQ  Y10, Y8, Y0        \
+	VPUNPCKHDQ  Y10, Y8, Y1        \
+	VPUNPCKLDQ  Y14, Y12, Y2       \
+	VPUNPCKHDQ  Y14, Y12, Y3       \
+	VPUNPCKLQDQ Y2, Y0, Y8         \
+	VPUNPCKHQDQ Y2, Y0, Y10        \
+	VPUNPCKLQDQ Y3, Y1, Y12        \
+	VPUNPCKHQDQ Y3, Y1, Y14        \
+	VPUNPCKLDQ  Y11, Y9, Y0        \
+	VPUNPCKHDQ  Y11, Y9, Y1        \
+	VPUNPCKLDQ  Y15, Y13, Y2       \
+	VPUNPCKHDQ  Y15, Y13, Y3       \
+	VPUNPCKLQDQ Y2, Y0, Y4         \
+	VPUNPCKHQDQ Y2, Y0, Y5         \
+	VPUNPCKLQDQ Y3, Y1, Y6         \
+	VPUNPCKHQDQ Y3, Y1, Y7         \
+	VMOVDQU     Y8, Y0             \
+	VMOVDQU     Y10, Y1            \
+	VMOVDQU     Y12, Y2            \
+	VMOVDQU     Y14, Y3
+
 // q4_K's several-column form over transposed activations (transposeQ8K): the super-block's
 // 8 units unpacked (Y0 … Y7, unit u in value order) and transposed as 8 × 8 dwords, so that
 // Y_k's dword lane L holds unit L's quants 4k … 4k+3 — the activations' layout. A column's
@@ -1737,36 +1774,7 @@ q4ktblock:
 	Q4K_UNPACK(80, Y5)
 	Q4K_UNPACK(96, Y6)
 	Q4K_UNPACK(112, Y7)
-	// units u and u+4 side by side: A_u = [u's quants 0-15 | u+4's], B_u = [16-31 | 16-31]
-	VPERM2I128 $0x20, Y4, Y0, Y8
-	VPERM2I128 $0x31, Y4, Y0, Y9
-	VPERM2I128 $0x20, Y5, Y1, Y10
-	VPERM2I128 $0x31, Y5, Y1, Y11
-	VPERM2I128 $0x20, Y6, Y2, Y12
-	VPERM2I128 $0x31, Y6, Y2, Y13
-	VPERM2I128 $0x20, Y7, Y3, Y14
-	VPERM2I128 $0x31, Y7, Y3, Y15
-	// each half's 4 × 4 dwords transposed: the A's give Y_0 … Y_3, the B's Y_4 … Y_7
-	VPUNPCKLDQ  Y10, Y8, Y0
-	VPUNPCKHDQ  Y10, Y8, Y1
-	VPUNPCKLDQ  Y14, Y12, Y2
-	VPUNPCKHDQ  Y14, Y12, Y3
-	VPUNPCKLQDQ Y2, Y0, Y8
-	VPUNPCKHQDQ Y2, Y0, Y10
-	VPUNPCKLQDQ Y3, Y1, Y12
-	VPUNPCKHQDQ Y3, Y1, Y14
-	VPUNPCKLDQ  Y11, Y9, Y0
-	VPUNPCKHDQ  Y11, Y9, Y1
-	VPUNPCKLDQ  Y15, Y13, Y2
-	VPUNPCKHDQ  Y15, Y13, Y3
-	VPUNPCKLQDQ Y2, Y0, Y4
-	VPUNPCKHQDQ Y2, Y0, Y5
-	VPUNPCKLQDQ Y3, Y1, Y6
-	VPUNPCKHQDQ Y3, Y1, Y7
-	VMOVDQU     Y8, Y0
-	VMOVDQU     Y10, Y1
-	VMOVDQU     Y12, Y2
-	VMOVDQU     Y14, Y3
+	TRANSPOSE_UNITS
 
 	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
 	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
@@ -1942,6 +1950,107 @@ q6kncolsums:
 	JLT  q6knblock
 
 q6kndone:
+	VZEROUPPER
+	RET
+
+// q6_K's several-column form over transposed activations (transposeQ8K), as q4KDotNTAVX2:
+// Y_0 … Y_3 hold every unit's quants 0-15 (its even sub-block), Y_4 … Y_7 its quants 16-31
+// (the odd one). A sub-block's Σ q·a is two pairs of VPMADDUBSW summed in 16 bits (each term
+// at most 2·63·128 = 16 128, a pair's sum 32 256: exact) and widened; lane L of the even sums
+// times the even scales plus the odd's is unit L's Σ sc·Σ q·a, as q6KDotNAVX2 has it, and the
+// rest is q6KDotNAVX2's, so the bits are.
+//
+// func q6KDotNTAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+TEXT ·q6KDotNTAVX2(SB), NOSPLIT, $64-72
+	MOVQ low+0(FP), SI
+	MOVQ high+8(FP), R11
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ blocks+56(FP), CX
+	XORQ R10, R10
+	TESTQ CX, CX
+	JZ    q6ktdone
+
+q6ktblock:
+	// high plane of super-block i: 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2)
+	PLANE8(R11, R12)
+
+	Q6K_UNPACK(0, 0, Y0)
+	Q6K_UNPACK(16, 16, Y1)
+	Q6K_UNPACK(32, 32, Y2)
+	Q6K_UNPACK(48, 48, Y3)
+	Q6K_UNPACK(64, 64, Y4)
+	Q6K_UNPACK(80, 80, Y5)
+	Q6K_UNPACK(96, 96, Y6)
+	Q6K_UNPACK(112, 112, Y7)
+	TRANSPOSE_UNITS
+	VMOVDQU   (BX), X8
+	VPSHUFB   q6kEvenOdd<>(SB), X8, X8
+	VPMOVSXBD X8, Y14       // [sc0 sc2 … sc14]
+	VPSRLDQ   $8, X8, X8
+	VPMOVSXBD X8, Y15       // [sc1 sc3 … sc15]
+	VPMOVSXBW (BX), Y8
+	VMOVDQU   Y8, 32(SP)    // the 16 scales as int16
+	MOVWLZX   (DX)(R10*2), AX
+	VMOVD     AX, X8
+	VCVTPH2PS X8, X8
+	VMOVSS    X8, 0(SP)     // d_w
+
+	// column loop: DI = x + 292·i + c·xstride, R8 = acc + 128c + 32(i mod 4)
+	IMUL3Q $292, R10, DI
+	ADDQ   x+32(FP), DI
+	MOVQ   R10, R8
+	ANDQ   $3, R8
+	SHLQ   $5, R8
+	ADDQ   acc+64(FP), R8
+	MOVQ   ncols+48(FP), R9
+
+q6ktcol:
+	VPMADDUBSW 4(DI), Y0, Y9
+	VPMADDUBSW 36(DI), Y1, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDWD   NC_ONES, Y9, Y9
+	VPMADDUBSW 68(DI), Y2, Y10
+	VPMADDUBSW 100(DI), Y3, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDWD   NC_ONES, Y10, Y10
+	VPADDD     Y10, Y9, Y9     // lane L: Σ q·a of unit L's even sub-block
+	VPMADDUBSW 132(DI), Y4, Y10
+	VPMADDUBSW 164(DI), Y5, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDWD   NC_ONES, Y10, Y10
+	VPMADDUBSW 196(DI), Y6, Y11
+	VPMADDUBSW 228(DI), Y7, Y12
+	VPADDW     Y12, Y11, Y11
+	VPMADDWD   NC_ONES, Y11, Y11
+	VPADDD     Y11, Y10, Y10   // and of its odd one
+	VPMULLD    Y14, Y9, Y9
+	VPMULLD    Y15, Y10, Y10
+	VPADDD     Y10, Y9, Y9     // Σ sc·Σ q·a per unit
+	VMOVDQU    32(SP), Y13
+	VPMADDWD   260(DI), Y13, Y13
+	VPSLLD     $5, Y13, Y13
+	VPSUBD     Y13, Y9, Y9    // Σ sc·Σ (q−32)·a
+	VCVTDQ2PS  Y9, Y9
+	VMOVSS       0(SP), X12
+	VMULSS       (DI), X12, X12
+	VBROADCASTSS X12, Y12     // D
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VMOVUPS      Y10, (R8)
+
+	ADDQ xstride+40(FP), DI
+	ADDQ $128, R8
+	DECQ R9
+	JNZ  q6ktcol
+
+	ADDQ $128, SI
+	ADDQ $16, BX
+	INCQ R10
+	CMPQ R10, CX
+	JLT  q6ktblock
+
+q6ktdone:
 	VZEROUPPER
 	RET
 
