@@ -41,7 +41,7 @@ func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
 
 //go:noescape
-func q4KDotNTAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+func q45KDotNTAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
 
 //go:noescape
 func q6KDotNTAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
@@ -123,14 +123,14 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc {
 }
 
 // vectorMultiTForms: the weight types with a several-column form over transposed
-// activations (transposeQ8K): q4_K and q6_K without VNNI, whose units then need no horizontal
+// activations (transposeQ8K): the K-quants' without VNNI, whose units then need no horizontal
 // adds.
 // With VNNI the plain form's one dot-product instruction a unit is kept.
 func vectorMultiTForms() map[dtype.Type]multiDotFunc {
 	if !vectorCPU || vectorVNNI {
 		return nil
 	}
-	return map[dtype.Type]multiDotFunc{dtype.Q4_K: multiQ4KT, dtype.Q6_K: multiQ6KT}
+	return map[dtype.Type]multiDotFunc{dtype.Q4_K: multiQ4KT, dtype.Q5_K: multiQ5KT, dtype.Q6_K: multiQ6KT}
 }
 
 // multiQ6KT is q6_K's several-column form over transposed activation rows.
@@ -140,7 +140,12 @@ var multiQ6KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *flo
 
 // multiQ4KT is q4_K's several-column form over transposed activation rows.
 var multiQ4KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-	q4KDotNTAVX2(&row[l.Planes[0].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
+	q45KDotNTAVX2(&row[l.Planes[0].Off], nil, &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
+})
+
+// multiQ5KT is q5_K's several-column form over transposed activation rows.
+var multiQ5KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+	q45KDotNTAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
 })
 
 // multiForms builds each type's several-column form with or without VNNI.

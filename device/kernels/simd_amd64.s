@@ -1747,25 +1747,26 @@ GLOBL q6kEvenOdd<>(SB), RODATA|NOPTR, $16
 	VMOVDQU     Y12, Y2            \
 	VMOVDQU     Y14, Y3
 
-// q4_K's several-column form over transposed activations (transposeQ8K): the super-block's
-// 8 units unpacked (Y0 … Y7, unit u in value order) and transposed as 8 × 8 dwords, so that
-// Y_k's dword lane L holds unit L's quants 4k … 4k+3 — the activations' layout. A column's
-// unit sums are then Σ_k VPMADDUBSW(Y_k, x_k) in 16 bits (each term at most 2·15·128 = 3 840,
-// their sum at most 30 720: exact) and one VPMADDWD: lane L is unit L's Σ q·a, with no
-// horizontal adds. The rest is q45KDotNAVX2's, so the bits are.
+// q4_K's and q5_K's several-column form over transposed activations (transposeQ8K): the
+// super-block's 8 units unpacked (Y0 … Y7, unit u in value order) and transposed as 8 × 8
+// dwords (TRANSPOSE_UNITS), so that Y_k's dword lane L holds unit L's quants 4k … 4k+3 — the
+// activations' layout. A column's unit sums are then VPMADDUBSW(Y_k, x_k) summed in 16 bits
+// four at a time (each term at most 2·31·128 = 7 936, four 31 744: exact) and widened twice:
+// lane L is unit L's Σ q·a, with no horizontal adds. The rest is q45KDotNAVX2's, so the bits
+// are. high is q5_K's fifth-bit plane (nil for q4_K).
 //
-// func q4KDotNTAVX2(plane, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
-TEXT ·q4KDotNTAVX2(SB), NOSPLIT, $16-64
+// func q45KDotNTAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
+TEXT ·q45KDotNTAVX2(SB), NOSPLIT, $16-72
 	MOVQ plane+0(FP), SI
-	MOVQ scales+8(FP), BX
-	MOVQ d+16(FP), DX
-	MOVQ blocks+48(FP), CX
+	MOVQ scales+16(FP), BX
+	MOVQ d+24(FP), DX
+	MOVQ blocks+56(FP), CX
 	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
 	XORQ R10, R10
 	TESTQ CX, CX
-	JZ    q4ktdone
+	JZ    q45ktdone
 
-q4ktblock:
+q45ktblock:
 	Q4K_UNPACK(0, Y0)
 	Q4K_UNPACK(16, Y1)
 	Q4K_UNPACK(32, Y2)
@@ -1774,6 +1775,20 @@ q4ktblock:
 	Q4K_UNPACK(80, Y5)
 	Q4K_UNPACK(96, Y6)
 	Q4K_UNPACK(112, Y7)
+	MOVQ  high+8(FP), R8
+	TESTQ R8, R8
+	JZ    q45ktunpacked
+	PLANE4(R8, R8)
+	Q5K_HIGH(0, Y0)
+	Q5K_HIGH(16, Y1)
+	Q5K_HIGH(32, Y2)
+	Q5K_HIGH(48, Y3)
+	Q5K_HIGH(64, Y4)
+	Q5K_HIGH(80, Y5)
+	Q5K_HIGH(96, Y6)
+	Q5K_HIGH(112, Y7)
+
+q45ktunpacked:
 	TRANSPOSE_UNITS
 
 	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
@@ -1789,14 +1804,14 @@ q4ktblock:
 
 	// column loop: DI = x + 292·i + c·xstride, R12 = acc + 128c + 32(i mod 4)
 	IMUL3Q $292, R10, DI
-	ADDQ  x+24(FP), DI
+	ADDQ  x+32(FP), DI
 	MOVQ  R10, R12
 	ANDQ  $3, R12
 	SHLQ  $5, R12
-	ADDQ  acc+56(FP), R12
-	MOVQ  ncols+40(FP), R11
+	ADDQ  acc+64(FP), R12
+	MOVQ  ncols+48(FP), R11
 
-q4ktcol:
+q45ktcol:
 	VPMADDUBSW 4(DI), Y0, Y9
 	VPMADDUBSW 36(DI), Y1, Y10
 	VPADDW     Y10, Y9, Y9
@@ -1804,15 +1819,16 @@ q4ktcol:
 	VPADDW     Y10, Y9, Y9
 	VPMADDUBSW 100(DI), Y3, Y10
 	VPADDW     Y10, Y9, Y9
+	VPMADDWD   NC_ONES, Y9, Y9
 	VPMADDUBSW 132(DI), Y4, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDUBSW 164(DI), Y5, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDUBSW 196(DI), Y6, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDUBSW 228(DI), Y7, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDWD   NC_ONES, Y9, Y9 // lane L: unit L's Σ q·a
+	VPMADDUBSW 164(DI), Y5, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDUBSW 196(DI), Y6, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDUBSW 228(DI), Y7, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDWD   NC_ONES, Y10, Y10
+	VPADDD     Y10, Y9, Y9 // lane L: unit L's Σ q·a
 
 	VPMULLD   Y14, Y9, Y9
 	VCVTDQ2PS Y9, Y9        // float32(sc·Σ q·a)
@@ -1831,18 +1847,18 @@ q4ktcol:
 	VFNMADD231PS Y11, Y13, Y10
 	VMOVUPS      Y10, (R12)
 
-	ADDQ xstride+32(FP), DI
+	ADDQ xstride+40(FP), DI
 	ADDQ $128, R12
 	DECQ R11
-	JNZ  q4ktcol
+	JNZ  q45ktcol
 
 	ADDQ $128, SI
 	ADDQ $16, BX
 	INCQ R10
 	CMPQ R10, CX
-	JLT  q4ktblock
+	JLT  q45ktblock
 
-q4ktdone:
+q45ktdone:
 	VZEROUPPER
 	RET
 

@@ -586,7 +586,7 @@ func TestMultiDotsMatchPackedDot(t *testing.T) {
 			for trial := 0; trial < 120; trial++ {
 				mode, n := trial%4, 1+r.IntN(8)
 				c := newDotCase(r, f, mode, n)
-				if trial >= 116 && (wt == dtype.Q4_K || wt == dtype.Q6_K) { // the 16-bit sums' bound: every quant its largest, every activation −128 or 127
+				if trial >= 116 && (wt == dtype.Q4_K || wt == dtype.Q5_K || wt == dtype.Q6_K) { // the 16-bit sums' bound: every quant its largest, every activation −128 or 127
 					for _, pl := range c.l.Planes {
 						for b := range c.l.Blocks * 8 * pl.Width { // eight units a block
 							c.row[pl.Off+b] = 0xff
