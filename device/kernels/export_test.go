@@ -83,7 +83,7 @@ func MultiDots(t dtype.Type, l *repack.Layout, row, xs []byte, xb int, out []flo
 	if form == nil || !vectorCPU || vnni && !vectorVNNI {
 		return false
 	}
-	form(vnni)(l, row, xs, xb, out)
+	form(formOf(vnni))(l, row, xs, xb, out)
 	return true
 }
 

@@ -18,6 +18,25 @@ type multiDotFunc = func(l *repack.Layout, row, x []byte, xb int, out []float32)
 // maxMultiColumns is the most columns a multiDotFunc takes in one call.
 const maxMultiColumns = 8
 
+// multiForm is how a several-column form's assembly gathers each unit's sum into its own lane
+// (q45KDotNAVX2's comment): horizontal adds, VNNI's dot products with them, or over transposed
+// activations with none.
+type multiForm uint8
+
+const (
+	formPlain multiForm = iota
+	formVNNI
+	formTransposed
+)
+
+// formOf is the plain form's, or VNNI's with vnni.
+func formOf(vnni bool) multiForm {
+	if vnni {
+		return formVNNI
+	}
+	return formPlain
+}
+
 // vectorMulti holds the several-column vector forms by weight type.
 var vectorMulti = vectorMultiForms()
 

@@ -38,16 +38,10 @@ func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 func q3KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
-func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, form multiForm)
 
 //go:noescape
-func q45KDotNTAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
-
-//go:noescape
-func q6KDotNTAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
-
-//go:noescape
-func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, form multiForm)
 
 //go:noescape
 func q5KDotAVX2(low, high, scales, d, x *byte, blocks int, acc *[32]float32)
@@ -117,39 +111,27 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc {
 	}
 	m := map[dtype.Type]multiDotFunc{}
 	for t, form := range multiForms {
-		m[t] = form(vectorVNNI)
+		m[t] = form(formOf(vectorVNNI))
 	}
 	return m
 }
 
-// vectorMultiTForms: the weight types with a several-column form over transposed
-// activations (transposeQ8K): the K-quants' without VNNI, whose units then need no horizontal
-// adds.
-// With VNNI the plain form's one dot-product instruction a unit is kept.
+// vectorMultiTForms: the several-column forms over transposed activations (transposeQ8K), on
+// a CPU without VNNI, where they spare each unit's horizontal adds; with VNNI the one
+// dot-product instruction a unit of the VNNI form is kept (it has not run transposed).
 func vectorMultiTForms() map[dtype.Type]multiDotFunc {
 	if !vectorCPU || vectorVNNI {
 		return nil
 	}
-	return map[dtype.Type]multiDotFunc{dtype.Q4_K: multiQ4KT, dtype.Q5_K: multiQ5KT, dtype.Q6_K: multiQ6KT}
+	m := map[dtype.Type]multiDotFunc{}
+	for t, form := range multiForms {
+		m[t] = form(formTransposed)
+	}
+	return m
 }
 
-// multiQ6KT is q6_K's several-column form over transposed activation rows.
-var multiQ6KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-	q6KDotNTAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
-})
-
-// multiQ4KT is q4_K's several-column form over transposed activation rows.
-var multiQ4KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-	q45KDotNTAVX2(&row[l.Planes[0].Off], nil, &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
-})
-
-// multiQ5KT is q5_K's several-column form over transposed activation rows.
-var multiQ5KT = multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-	q45KDotNTAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc)
-})
-
-// multiForms builds each type's several-column form with or without VNNI.
-var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q5_K: multiQ5K, dtype.Q6_K: multiQ6K}
+// multiForms builds each type's several-column form in each multiForm.
+var multiForms = map[dtype.Type]func(form multiForm) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q5_K: multiQ5K, dtype.Q6_K: multiQ6K}
 
 // vectorVNNI: the CPU has AVX-512 VNNI with 256-bit vectors (VL), for the several-column forms.
 var vectorVNNI = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512VNNI, cpuid.AVX512VL)
@@ -500,23 +482,23 @@ func vectorSwiGLU(y, a, b []float32) int {
 
 // multiQ4K is q4_K's several-column form: for each of the len(out) activation rows x[c·xb:],
 // the row's product into out[c] (at most maxMultiColumns at a time).
-func multiQ4K(vnni bool) multiDotFunc {
+func multiQ4K(form multiForm) multiDotFunc {
 	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-		q45KDotNAVX2(&row[l.Planes[0].Off], nil, &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+		q45KDotNAVX2(&row[l.Planes[0].Off], nil, &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, form)
 	})
 }
 
 // multiQ5K is q5_K's several-column form.
-func multiQ5K(vnni bool) multiDotFunc {
+func multiQ5K(form multiForm) multiDotFunc {
 	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-		q45KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+		q45KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, form)
 	})
 }
 
 // multiQ6K is q6_K's several-column form.
-func multiQ6K(vnni bool) multiDotFunc {
+func multiQ6K(form multiForm) multiDotFunc {
 	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
-		q6KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, vnni)
+		q6KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, form)
 	})
 }
 

@@ -1553,6 +1553,11 @@ DATA q4kNC<>+40(SB)/8, $0x0001000100010001
 DATA q4kNC<>+48(SB)/8, $0x0001000100010001
 DATA q4kNC<>+56(SB)/8, $0x0001000100010001
 GLOBL q4kNC<>(SB), RODATA|NOPTR, $64
+// The several-column forms' ways to their unit sums (multiForm in simd_amd64.go).
+#define FORM_PLAIN 0
+#define FORM_VNNI 1
+#define FORM_TRANSPOSED 2
+
 #define NC_NIBBLES q4kNC<>+0(SB)
 #define NC_ONES q4kNC<>+32(SB)
 
@@ -1607,109 +1612,6 @@ DATA q45kNC<>+16(SB)/8, $0x1010101010101010
 DATA q45kNC<>+24(SB)/8, $0x1010101010101010
 GLOBL q45kNC<>(SB), RODATA|NOPTR, $32
 
-// func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
-// q4_K's several-column form, and q5_K's with high (its plane of fifth bits) not nil: the two
-// share their scales, mins and steps. acc: ncols × 32 float32 lane accumulators, column c at
-// acc[32c:]. With vnni (a CPU with AVX-512 VNNI and VL) the units' products use VPDPBUSD.
-TEXT ·q45KDotNAVX2(SB), NOSPLIT, $16-73
-	MOVQ plane+0(FP), SI
-	MOVQ scales+16(FP), BX
-	MOVQ d+24(FP), DX
-	MOVQ blocks+56(FP), CX
-	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
-	XORQ R10, R10
-	TESTQ CX, CX
-	JZ    q4kndone
-
-q4knblock:
-	Q4K_UNPACK(0, Y0)
-	Q4K_UNPACK(16, Y1)
-	Q4K_UNPACK(32, Y2)
-	Q4K_UNPACK(48, Y3)
-	Q4K_UNPACK(64, Y4)
-	Q4K_UNPACK(80, Y5)
-	Q4K_UNPACK(96, Y6)
-	Q4K_UNPACK(112, Y7)
-	MOVQ  high+8(FP), R8
-	TESTQ R8, R8
-	JZ    q4knunpacked
-	PLANE4(R8, R8)
-	Q5K_HIGH(0, Y0)
-	Q5K_HIGH(16, Y1)
-	Q5K_HIGH(32, Y2)
-	Q5K_HIGH(48, Y3)
-	Q5K_HIGH(64, Y4)
-	Q5K_HIGH(80, Y5)
-	Q5K_HIGH(96, Y6)
-	Q5K_HIGH(112, Y7)
-
-q4knunpacked:
-	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
-	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
-	MOVWLZX   (DX)(R10*2), AX
-	VMOVD     AX, X8
-	VCVTPH2PS X8, X8
-	VMOVSS    X8, 0(SP) // d_w
-	MOVWLZX   (R9)(R10*2), AX
-	VMOVD     AX, X8
-	VCVTPH2PS X8, X8
-	VMOVSS    X8, 4(SP) // dmin_w
-
-	// column loop: DI = x + 292·i + c·xstride, R12 = acc + 128c + 32(i mod 4)
-	IMUL3Q $292, R10, DI
-	ADDQ  x+32(FP), DI
-	MOVQ  R10, R12
-	ANDQ  $3, R12
-	SHLQ  $5, R12
-	ADDQ  acc+64(FP), R12
-	MOVQ  ncols+48(FP), R11
-
-q4kncol:
-	CMPB vnni+72(FP), $0
-	JNE  q4kncolvnni
-	NC_COLUMN_SUMS(NC_UNIT)
-	JMP  q4kncolsums
-
-q4kncolvnni:
-	NC_COLUMN_SUMS(NC_UNIT_VNNI)
-
-q4kncolsums:
-	VPERM2I128 $0x20, Y12, Y11, Y9
-	VPERM2I128 $0x31, Y12, Y11, Y10
-	VPADDD     Y10, Y9, Y9
-
-	VPMULLD   Y14, Y9, Y9
-	VCVTDQ2PS Y9, Y9        // float32(sc·Σ q·a)
-	VMOVDQU   NC_ONES, Y11
-	VPMADDWD  260(DI), Y11, Y11
-	VPMULLD   Y15, Y11, Y11
-	VCVTDQ2PS Y11, Y11      // float32(m·B)
-	VMOVSS       0(SP), X12
-	VMULSS       (DI), X12, X12
-	VBROADCASTSS X12, Y12   // D
-	VMOVSS       4(SP), X13
-	VMULSS       (DI), X13, X13
-	VBROADCASTSS X13, Y13   // Dmin
-	VMOVUPS      (R12), Y10
-	VFMADD231PS  Y9, Y12, Y10
-	VFNMADD231PS Y11, Y13, Y10
-	VMOVUPS      Y10, (R12)
-
-	ADDQ xstride+40(FP), DI
-	ADDQ $128, R12
-	DECQ R11
-	JNZ  q4kncol
-
-	ADDQ $128, SI
-	ADDQ $16, BX
-	INCQ R10
-	CMPQ R10, CX
-	JLT  q4knblock
-
-q4kndone:
-	VZEROUPPER
-	RET
-
 // vpshufb indices: the 16 scales of a q6_K super-block as [even | odd]
 DATA q6kEvenOdd<>+0(SB)/8, $0x0e0c0a0806040200
 DATA q6kEvenOdd<>+8(SB)/8, $0x0f0d0b0907050301
@@ -1747,16 +1649,19 @@ GLOBL q6kEvenOdd<>(SB), RODATA|NOPTR, $16
 	VMOVDQU     Y12, Y2            \
 	VMOVDQU     Y14, Y3
 
-// q4_K's and q5_K's several-column form over transposed activations (transposeQ8K): the
-// super-block's 8 units unpacked (Y0 … Y7, unit u in value order) and transposed as 8 × 8
-// dwords (TRANSPOSE_UNITS), so that Y_k's dword lane L holds unit L's quants 4k … 4k+3 — the
-// activations' layout. A column's unit sums are then VPMADDUBSW(Y_k, x_k) summed in 16 bits
-// four at a time (each term at most 2·31·128 = 7 936, four 31 744: exact) and widened twice:
-// lane L is unit L's Σ q·a, with no horizontal adds. The rest is q45KDotNAVX2's, so the bits
-// are. high is q5_K's fifth-bit plane (nil for q4_K).
-//
-// func q45KDotNTAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
-TEXT ·q45KDotNTAVX2(SB), NOSPLIT, $16-72
+// func q45KDotNAVX2(plane, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, form uint8)
+// q4_K's several-column form, and q5_K's with high (its plane of fifth bits) not nil: the two
+// share their scales, mins and steps. acc: ncols × 32 float32 lane accumulators, column c at
+// acc[32c:]. The form (multiForm) says how a column's 8 unit sums Σ q·a reach lanes 0 … 7:
+//   - plain: each unit's VPMADDUBSW and VPMADDWD leave its sum spread over 8 lanes, which
+//     horizontal adds gather (NC_COLUMN_SUMS);
+//   - VNNI (a CPU with AVX-512 VNNI and VL): the same with VPDPBUSD;
+//   - transposed: the activations are transposeQ8K's and the units are transposed the same way
+//     once a super-block (TRANSPOSE_UNITS), so that Y_k's lane L holds unit L's quants
+//     4k … 4k+3; VPMADDUBSW's 16-bit results are summed in 16 bits four at a time (each at most
+//     2·31·128 = 7 936, four 31 744: exact) and widened twice, with no horizontal add.
+// The sums are the same integers every way, and the rest is common, so the bits are too.
+TEXT ·q45KDotNAVX2(SB), NOSPLIT, $16-73
 	MOVQ plane+0(FP), SI
 	MOVQ scales+16(FP), BX
 	MOVQ d+24(FP), DX
@@ -1764,9 +1669,9 @@ TEXT ·q45KDotNTAVX2(SB), NOSPLIT, $16-72
 	LEAQ (DX)(CX*2), R9 // the dmin fields follow the d fields
 	XORQ R10, R10
 	TESTQ CX, CX
-	JZ    q45ktdone
+	JZ    q4kndone
 
-q45ktblock:
+q4knblock:
 	Q4K_UNPACK(0, Y0)
 	Q4K_UNPACK(16, Y1)
 	Q4K_UNPACK(32, Y2)
@@ -1777,7 +1682,7 @@ q45ktblock:
 	Q4K_UNPACK(112, Y7)
 	MOVQ  high+8(FP), R8
 	TESTQ R8, R8
-	JZ    q45ktunpacked
+	JZ    q4knunpacked
 	PLANE4(R8, R8)
 	Q5K_HIGH(0, Y0)
 	Q5K_HIGH(16, Y1)
@@ -1788,9 +1693,12 @@ q45ktblock:
 	Q5K_HIGH(96, Y6)
 	Q5K_HIGH(112, Y7)
 
-q45ktunpacked:
+q4knunpacked:
+	CMPB form+72(FP), $FORM_TRANSPOSED
+	JNE  q4knscales
 	TRANSPOSE_UNITS
 
+q4knscales:
 	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
 	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
 	MOVWLZX   (DX)(R10*2), AX
@@ -1811,7 +1719,24 @@ q45ktunpacked:
 	ADDQ  acc+64(FP), R12
 	MOVQ  ncols+48(FP), R11
 
-q45ktcol:
+q4kncol:
+	CMPB form+72(FP), $FORM_TRANSPOSED
+	JEQ  q4kncoltransposed
+	CMPB form+72(FP), $FORM_VNNI
+	JEQ  q4kncolvnni
+	NC_COLUMN_SUMS(NC_UNIT)
+	JMP  q4kncolsums
+
+q4kncolvnni:
+	NC_COLUMN_SUMS(NC_UNIT_VNNI)
+
+q4kncolsums:
+	VPERM2I128 $0x20, Y12, Y11, Y9
+	VPERM2I128 $0x31, Y12, Y11, Y10
+	VPADDD     Y10, Y9, Y9
+	JMP        q4kncolscale
+
+q4kncoltransposed:
 	VPMADDUBSW 4(DI), Y0, Y9
 	VPMADDUBSW 36(DI), Y1, Y10
 	VPADDW     Y10, Y9, Y9
@@ -1830,6 +1755,7 @@ q45ktcol:
 	VPMADDWD   NC_ONES, Y10, Y10
 	VPADDD     Y10, Y9, Y9 // lane L: unit L's Σ q·a
 
+q4kncolscale:
 	VPMULLD   Y14, Y9, Y9
 	VCVTDQ2PS Y9, Y9        // float32(sc·Σ q·a)
 	VMOVDQU   NC_ONES, Y11
@@ -1850,17 +1776,19 @@ q45ktcol:
 	ADDQ xstride+40(FP), DI
 	ADDQ $128, R12
 	DECQ R11
-	JNZ  q45ktcol
+	JNZ  q4kncol
 
 	ADDQ $128, SI
 	ADDQ $16, BX
 	INCQ R10
 	CMPQ R10, CX
-	JLT  q45ktblock
+	JLT  q4knblock
 
-q45ktdone:
+q4kndone:
 	VZEROUPPER
 	RET
+
+
 
 // q6_K's several-column form: the super-block's 8 units unpacked once (Y0 … Y7, quants 0…63
 // in value order), its permuted scales in Y14 and Y15 and its 16 scales as int16 on the stack;
@@ -1883,7 +1811,12 @@ GLOBL q6kNC<>(SB), RODATA|NOPTR, $32
 	VPSRLW         $2, Y9, Y9                     \
 	VPOR           Y9, Y8, dst
 
-// func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, vnni bool)
+// func q6KDotNAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32, form uint8)
+// The forms as q45KDotNAVX2's. Transposed, Y_0 … Y_3 hold every unit's quants 0-15 (its even
+// sub-block) and Y_4 … Y_7 its quants 16-31 (the odd one); a sub-block's Σ q·a is two pairs
+// of VPMADDUBSW summed in 16 bits (each at most 2·63·128 = 16 128, a pair 32 256: exact) and
+// widened, and lane L of the even sums times the even scales plus the odd's is unit L's
+// Σ sc·Σ q·a, as the other forms have it.
 TEXT ·q6KDotNAVX2(SB), NOSPLIT, $64-73
 	MOVQ low+0(FP), SI
 	MOVQ high+8(FP), R11
@@ -1906,11 +1839,24 @@ q6knblock:
 	Q6K_UNPACK(80, 80, Y5)
 	Q6K_UNPACK(96, 96, Y6)
 	Q6K_UNPACK(112, 112, Y7)
+	CMPB form+72(FP), $FORM_TRANSPOSED
+	JEQ  q6kntransposed
 	VMOVDQU   q6kPerm<>(SB), Y8
 	VPMOVSXBD (BX), Y14
 	VPERMD    Y14, Y8, Y14  // [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7]
 	VPMOVSXBD 8(BX), Y15
 	VPERMD    Y15, Y8, Y15  // [sc8 sc10 sc12 sc14 | sc9 sc11 sc13 sc15]
+	JMP       q6knscales
+
+q6kntransposed:
+	TRANSPOSE_UNITS
+	VMOVDQU   (BX), X8
+	VPSHUFB   q6kEvenOdd<>(SB), X8, X8
+	VPMOVSXBD X8, Y14       // [sc0 sc2 … sc14]
+	VPSRLDQ   $8, X8, X8
+	VPMOVSXBD X8, Y15       // [sc1 sc3 … sc15]
+
+q6knscales:
 	VPMOVSXBW (BX), Y8
 	VMOVDQU   Y8, 32(SP)    // the 16 scales as int16
 	MOVWLZX   (DX)(R10*2), AX
@@ -1928,8 +1874,10 @@ q6knblock:
 	MOVQ   ncols+48(FP), R9
 
 q6kncol:
-	CMPB vnni+72(FP), $0
-	JNE  q6kncolvnni
+	CMPB form+72(FP), $FORM_TRANSPOSED
+	JEQ  q6kncoltransposed
+	CMPB form+72(FP), $FORM_VNNI
+	JEQ  q6kncolvnni
 	NC_COLUMN_SUMS(NC_UNIT)
 	JMP  q6kncolsums
 
@@ -1942,6 +1890,32 @@ q6kncolsums:
 	VPERM2I128 $0x20, Y12, Y11, Y9
 	VPERM2I128 $0x31, Y12, Y11, Y10
 	VPADDD     Y10, Y9, Y9    // Σ sc·Σ q·a per unit
+	JMP        q6kncolmins
+
+q6kncoltransposed:
+	VPMADDUBSW 4(DI), Y0, Y9
+	VPMADDUBSW 36(DI), Y1, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDWD   NC_ONES, Y9, Y9
+	VPMADDUBSW 68(DI), Y2, Y10
+	VPMADDUBSW 100(DI), Y3, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDWD   NC_ONES, Y10, Y10
+	VPADDD     Y10, Y9, Y9     // lane L: Σ q·a of unit L's even sub-block
+	VPMADDUBSW 132(DI), Y4, Y10
+	VPMADDUBSW 164(DI), Y5, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDWD   NC_ONES, Y10, Y10
+	VPMADDUBSW 196(DI), Y6, Y11
+	VPMADDUBSW 228(DI), Y7, Y12
+	VPADDW     Y12, Y11, Y11
+	VPMADDWD   NC_ONES, Y11, Y11
+	VPADDD     Y11, Y10, Y10   // and of its odd one
+	VPMULLD    Y14, Y9, Y9
+	VPMULLD    Y15, Y10, Y10
+	VPADDD     Y10, Y9, Y9     // Σ sc·Σ q·a per unit
+
+q6kncolmins:
 	VMOVDQU    32(SP), Y13
 	VPMADDWD   260(DI), Y13, Y13
 	VPSLLD     $5, Y13, Y13
@@ -1969,106 +1943,6 @@ q6kndone:
 	VZEROUPPER
 	RET
 
-// q6_K's several-column form over transposed activations (transposeQ8K), as q4KDotNTAVX2:
-// Y_0 … Y_3 hold every unit's quants 0-15 (its even sub-block), Y_4 … Y_7 its quants 16-31
-// (the odd one). A sub-block's Σ q·a is two pairs of VPMADDUBSW summed in 16 bits (each term
-// at most 2·63·128 = 16 128, a pair's sum 32 256: exact) and widened; lane L of the even sums
-// times the even scales plus the odd's is unit L's Σ sc·Σ q·a, as q6KDotNAVX2 has it, and the
-// rest is q6KDotNAVX2's, so the bits are.
-//
-// func q6KDotNTAVX2(low, high, scales, d, x *byte, xstride, ncols, blocks int, acc *float32)
-TEXT ·q6KDotNTAVX2(SB), NOSPLIT, $64-72
-	MOVQ low+0(FP), SI
-	MOVQ high+8(FP), R11
-	MOVQ scales+16(FP), BX
-	MOVQ d+24(FP), DX
-	MOVQ blocks+56(FP), CX
-	XORQ R10, R10
-	TESTQ CX, CX
-	JZ    q6ktdone
-
-q6ktblock:
-	// high plane of super-block i: 512⌊i/8⌋ + 128(i mod 4) + 8(⌊i/4⌋ mod 2)
-	PLANE8(R11, R12)
-
-	Q6K_UNPACK(0, 0, Y0)
-	Q6K_UNPACK(16, 16, Y1)
-	Q6K_UNPACK(32, 32, Y2)
-	Q6K_UNPACK(48, 48, Y3)
-	Q6K_UNPACK(64, 64, Y4)
-	Q6K_UNPACK(80, 80, Y5)
-	Q6K_UNPACK(96, 96, Y6)
-	Q6K_UNPACK(112, 112, Y7)
-	TRANSPOSE_UNITS
-	VMOVDQU   (BX), X8
-	VPSHUFB   q6kEvenOdd<>(SB), X8, X8
-	VPMOVSXBD X8, Y14       // [sc0 sc2 … sc14]
-	VPSRLDQ   $8, X8, X8
-	VPMOVSXBD X8, Y15       // [sc1 sc3 … sc15]
-	VPMOVSXBW (BX), Y8
-	VMOVDQU   Y8, 32(SP)    // the 16 scales as int16
-	MOVWLZX   (DX)(R10*2), AX
-	VMOVD     AX, X8
-	VCVTPH2PS X8, X8
-	VMOVSS    X8, 0(SP)     // d_w
-
-	// column loop: DI = x + 292·i + c·xstride, R8 = acc + 128c + 32(i mod 4)
-	IMUL3Q $292, R10, DI
-	ADDQ   x+32(FP), DI
-	MOVQ   R10, R8
-	ANDQ   $3, R8
-	SHLQ   $5, R8
-	ADDQ   acc+64(FP), R8
-	MOVQ   ncols+48(FP), R9
-
-q6ktcol:
-	VPMADDUBSW 4(DI), Y0, Y9
-	VPMADDUBSW 36(DI), Y1, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDWD   NC_ONES, Y9, Y9
-	VPMADDUBSW 68(DI), Y2, Y10
-	VPMADDUBSW 100(DI), Y3, Y11
-	VPADDW     Y11, Y10, Y10
-	VPMADDWD   NC_ONES, Y10, Y10
-	VPADDD     Y10, Y9, Y9     // lane L: Σ q·a of unit L's even sub-block
-	VPMADDUBSW 132(DI), Y4, Y10
-	VPMADDUBSW 164(DI), Y5, Y11
-	VPADDW     Y11, Y10, Y10
-	VPMADDWD   NC_ONES, Y10, Y10
-	VPMADDUBSW 196(DI), Y6, Y11
-	VPMADDUBSW 228(DI), Y7, Y12
-	VPADDW     Y12, Y11, Y11
-	VPMADDWD   NC_ONES, Y11, Y11
-	VPADDD     Y11, Y10, Y10   // and of its odd one
-	VPMULLD    Y14, Y9, Y9
-	VPMULLD    Y15, Y10, Y10
-	VPADDD     Y10, Y9, Y9     // Σ sc·Σ q·a per unit
-	VMOVDQU    32(SP), Y13
-	VPMADDWD   260(DI), Y13, Y13
-	VPSLLD     $5, Y13, Y13
-	VPSUBD     Y13, Y9, Y9    // Σ sc·Σ (q−32)·a
-	VCVTDQ2PS  Y9, Y9
-	VMOVSS       0(SP), X12
-	VMULSS       (DI), X12, X12
-	VBROADCASTSS X12, Y12     // D
-	VMOVUPS      (R8), Y10
-	VFMADD231PS  Y9, Y12, Y10
-	VMOVUPS      Y10, (R8)
-
-	ADDQ xstride+40(FP), DI
-	ADDQ $128, R8
-	DECQ R9
-	JNZ  q6ktcol
-
-	ADDQ $128, SI
-	ADDQ $16, BX
-	INCQ R10
-	CMPQ R10, CX
-	JLT  q6ktblock
-
-q6ktdone:
-	VZEROUPPER
-	RET
 
 // Gated DeltaNet's state update (gdn.go, deltaRule) for 8 state columns j at a time: each
 // column's chains over the rows i in order, as the Go loops; every state value stored and

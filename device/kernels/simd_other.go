@@ -48,7 +48,7 @@ func vectorMultiForms() map[dtype.Type]multiDotFunc { return nil }
 func vectorMultiTForms() map[dtype.Type]multiDotFunc { return nil }
 
 // multiForms: none here.
-var multiForms = map[dtype.Type]func(vnni bool) multiDotFunc{}
+var multiForms = map[dtype.Type]func(form multiForm) multiDotFunc{}
 
 // vectorVNNI: never here.
 const vectorVNNI = false
