@@ -109,7 +109,8 @@ func (d *rowDot) load(row []byte) {
 
 // dots sets out[c] to the current row's product with activation row xs[c·xb:], for every
 // c < len(out), with the format's several-column vector form where it has one (the same
-// bits as dot, the weight row read once for up to maxMultiColumns columns).
+// bits as dot, the weight row read once for up to maxMultiColumns columns): over xt, the
+// launch's activations transposed, where the format has that form and the caller set it.
 func (d *rowDot) dots(xs []byte, xb int, out []float32) {
 	if m := vectorMultiT[d.f.Type]; m != nil && d.xt != nil && len(out) > 1 {
 		for c0 := 0; c0 < len(out); c0 += maxMultiColumns {
