@@ -52,9 +52,9 @@ type Copy struct {
 
 // Disk is a measured sequential read speed of one file system's device.
 type Disk struct {
-	Device      uint64  `json:"device"` // st_dev of the file measured
-	Path        string  `json:"path"`
-	Bytes       int64   `json:"bytes"` // how much was read
+	Device uint64 `json:"device"` // st_dev of the file measured
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"` // how much was read
 	// BytesPerSec is the rate a streaming model's prefetcher reads at (each chunk asked for
 	// whole, then read), FaultBytesPerSec the rate a model without it faults its pages in at
 	// (sequential reads, the kernel's readahead alone).
