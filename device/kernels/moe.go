@@ -175,6 +175,10 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		})
 		return nil
 	}
+	if vectorMulti[f.Type] != nil && n*k > 1 {
+		moeGateUpColumns(x, f, l, wg, wu, xs, xb, ids, k, out, ne, y)
+		return nil
+	}
 	x.For(n*k*out, func(lo, hi int) {
 		rg, ru := newRowDot(f, l), newRowDot(f, l)
 		// The gate and up dot products of the range first, then SwiGLU's element-wise op over
@@ -191,6 +195,57 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		swigluOp.apply(y[lo:hi], g, u)
 	})
 	return nil
+}
+
+// moeGateUpColumns is twinMoEGateUp for a format with a several-column form: each expert's
+// slots' activation rows are gathered side by side (and transposed, where the form reads them
+// so), and each of the expert's gate and up rows is applied to all of them in one pass over
+// the row (rowDot.dots: every column dot's bits); SwiGLU then runs over each slot's range of
+// rows as it does unfused.
+func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu, xs []byte, xb int, ids []int32, k, out, ne int, y []float32) {
+	slots := make([][]int, ne) // each expert's slots, in order
+	for s, e := range ids {
+		slots[e] = append(slots[e], s)
+	}
+	xe, xt := make([][]byte, ne), make([][]byte, ne)
+	for e, ss := range slots {
+		if len(ss) == 0 {
+			continue
+		}
+		xe[e] = make([]byte, len(ss)*xb)
+		for j, s := range ss {
+			copy(xe[e][j*xb:(j+1)*xb], xs[s/k*xb:(s/k+1)*xb])
+		}
+		if vectorMultiT[f.Type] != nil && len(ss) > 1 {
+			xt[e] = make([]byte, len(ss)*xb)
+			transposeQ8K(xt[e], xe[e], xb, len(ss), int(l.Blocks))
+		}
+	}
+	x.For(out, func(lo, hi int) {
+		rg, ru := newRowDot(f, l), newRowDot(f, l)
+		w := hi - lo
+		for e, ss := range slots {
+			if len(ss) == 0 {
+				continue
+			}
+			rg.xt, ru.xt = xt[e], xt[e]
+			g, u := make([]float32, len(ss)*w), make([]float32, len(ss)*w) // slot j's rows at j·w
+			vg, vu := make([]float32, len(ss)), make([]float32, len(ss))
+			for o := lo; o < hi; o++ {
+				off := int64(e)*l.ExpertStride + int64(o)*l.RowStride
+				rg.load(wg[off:])
+				ru.load(wu[off:])
+				rg.dots(xe[e], xb, vg)
+				ru.dots(xe[e], xb, vu)
+				for j := range ss {
+					g[j*w+o-lo], u[j*w+o-lo] = vg[j], vu[j]
+				}
+			}
+			for j, s := range ss {
+				swigluOp.apply(y[s*out+lo:s*out+hi], g[j*w:(j+1)*w], u[j*w:(j+1)*w])
+			}
+		}
+	})
 }
 
 func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
