@@ -175,8 +175,8 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		})
 		return nil
 	}
-	if vectorMulti[f.Type] != nil && n*k > 1 {
-		moeGateUpColumns(x, f, l, wg, wu, xs, xb, ids, k, out, ne, y)
+	if slots := expertSlots(ids, ne); vectorMulti[f.Type] != nil && slots != nil {
+		moeGateUpColumns(x, f, l, wg, wu, xs, xb, slots, k, out, y)
 		return nil
 	}
 	x.For(n*k*out, func(lo, hi int) {
@@ -197,16 +197,27 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 	return nil
 }
 
+// expertSlots lists each of the ne experts' slots in order, or returns nil when no expert has
+// more than one (a decode step's: nothing to read once for several).
+func expertSlots(ids []int32, ne int) [][]int {
+	slots, shared := make([][]int, ne), false
+	for s, e := range ids {
+		slots[e] = append(slots[e], s)
+		shared = shared || len(slots[e]) > 1
+	}
+	if !shared {
+		return nil
+	}
+	return slots
+}
+
 // moeGateUpColumns is twinMoEGateUp for a format with a several-column form: each expert's
 // slots' activation rows are gathered side by side (and transposed, where the form reads them
 // so), and each of the expert's gate and up rows is applied to all of them in one pass over
 // the row (rowDot.dots: every column dot's bits); SwiGLU then runs over each slot's range of
 // rows as it does unfused.
-func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu, xs []byte, xb int, ids []int32, k, out, ne int, y []float32) {
-	slots := make([][]int, ne) // each expert's slots, in order
-	for s, e := range ids {
-		slots[e] = append(slots[e], s)
-	}
+func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu, xs []byte, xb int, slots [][]int, k, out int, y []float32) {
+	ne := len(slots)
 	xe, xt := make([][]byte, ne), make([][]byte, ne)
 	for e, ss := range slots {
 		if len(ss) == 0 {
@@ -301,6 +312,10 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		})
 		return nil
 	}
+	if slots := expertSlots(ids, ne); vectorMulti[f.Type] != nil && slots != nil {
+		moeDownColumns(x, f, l, w, xs, xb, slots, weights, shared, gate, out, n, k, rows)
+		return nil
+	}
 	x.For(n*rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		for j := lo; j < hi; j++ {
@@ -318,6 +333,61 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		}
 	})
 	return nil
+}
+
+// moeDownColumns is twinMoEDown for a format with a several-column form: each expert's slots'
+// activation rows gathered side by side (and transposed, where the form reads them so), each
+// of the expert's rows applied to all of them in one pass (rowDot.dots: every column dot's
+// bits); then each token's outputs combine its slots' products in slot order, as unfused.
+func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w, xs []byte, xb int, slots [][]int, weights, shared, gate, out []float32, n, k, rows int) {
+	ne := len(slots)
+	xe, xt := make([][]byte, ne), make([][]byte, ne)
+	for e, ss := range slots {
+		if len(ss) == 0 {
+			continue
+		}
+		xe[e] = make([]byte, len(ss)*xb)
+		for j, s := range ss {
+			copy(xe[e][j*xb:(j+1)*xb], xs[s*xb:(s+1)*xb])
+		}
+		if vectorMultiT[f.Type] != nil && len(ss) > 1 {
+			xt[e] = make([]byte, len(ss)*xb)
+			transposeQ8K(xt[e], xe[e], xb, len(ss), int(l.Blocks))
+		}
+	}
+	x.For(rows, func(lo, hi int) {
+		rd := newRowDot(f, l)
+		wd := hi - lo
+		dot := make([]float32, n*k*wd) // slot s's products with rows lo … hi−1 at s·wd
+		for e, ss := range slots {
+			if len(ss) == 0 {
+				continue
+			}
+			rd.xt = xt[e]
+			v := make([]float32, len(ss))
+			for o := lo; o < hi; o++ {
+				rd.load(w[int64(e)*l.ExpertStride+int64(o)*l.RowStride:])
+				rd.dots(xe[e], xb, v)
+				for j, s := range ss {
+					dot[s*wd+o-lo] = v[j]
+				}
+			}
+		}
+		for t := 0; t < n; t++ {
+			for o := lo; o < hi; o++ {
+				j := t*rows + o
+				var acc float32
+				for e := 0; e < k; e++ {
+					s := t*k + e
+					acc = num.FMA32(weights[s], dot[s*wd+o-lo], acc)
+				}
+				if shared != nil {
+					acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+				}
+				out[j] = num.Canon(acc)
+			}
+		}
+	})
 }
 
 // moeDownRows computes MoEDown's outputs out[t][o] for token t and rows o in [a, b), one row
