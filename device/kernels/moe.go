@@ -175,8 +175,9 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		})
 		return nil
 	}
-	if slots := expertSlots(ids, ne); vectorMulti[f.Type] != nil && slots != nil {
-		moeGateUpColumns(x, f, l, wg, wu, xs, xb, slots, k, out, y)
+	if vectorMulti[f.Type] != nil && expertShared(ids, ne) {
+		gs := columnGroups(f, l, ids, xb, func(s int) []byte { return xs[s/k*xb : (s/k+1)*xb] })
+		moeGateUpColumns(x, f, l, wg, wu, gs, xb, out, y)
 		return nil
 	}
 	x.For(n*k*out, func(lo, hi int) {
@@ -197,18 +198,32 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 	return nil
 }
 
-// expertSlots lists each of the ne experts' slots in order, or returns nil when no expert has
-// more than one (a decode step's: nothing to read once for several).
-func expertSlots(ids []int32, ne int) [][]int {
-	slots, shared := make([][]int, ne), false
-	for s, e := range ids {
-		slots[e] = append(slots[e], s)
-		shared = shared || len(slots[e]) > 1
+// expertShared reports whether an expert has several of the slots (not so in a decode step,
+// whose slots go to distinct experts: nothing to read once for several).
+func expertShared(ids []int32, ne int) bool {
+	seen := make([]bool, ne)
+	for _, e := range ids {
+		if seen[e] {
+			return true
+		}
+		seen[e] = true
 	}
-	if !shared {
-		return nil
+	return false
+}
+
+// columnGroups is groupSlots with each group of several slots' rows also transposed
+// (transposeQ8K) where f's several-column form reads them so.
+func columnGroups(f *Format, l *repack.Layout, ids []int32, xb int, xrow func(s int) []byte) []expertGroup {
+	gs := groupSlots(ids, xb, xrow)
+	if vectorMultiT[f.Type] != nil {
+		for i := range gs {
+			if n := len(gs[i].slots); n > 1 {
+				gs[i].xt = make([]byte, n*xb)
+				transposeQ8K(gs[i].xt, gs[i].x, xb, n, int(l.Blocks))
+			}
+		}
 	}
-	return slots
+	return gs
 }
 
 // moeGateUpColumns is twinMoEGateUp for a format with a several-column form: each expert's
@@ -216,38 +231,21 @@ func expertSlots(ids []int32, ne int) [][]int {
 // so), and each of the expert's gate and up rows is applied to all of them in one pass over
 // the row (rowDot.dots: every column dot's bits); SwiGLU then runs over each slot's range of
 // rows as it does unfused.
-func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu, xs []byte, xb int, slots [][]int, k, out int, y []float32) {
-	ne := len(slots)
-	xe, xt := make([][]byte, ne), make([][]byte, ne)
-	for e, ss := range slots {
-		if len(ss) == 0 {
-			continue
-		}
-		xe[e] = make([]byte, len(ss)*xb)
-		for j, s := range ss {
-			copy(xe[e][j*xb:(j+1)*xb], xs[s/k*xb:(s/k+1)*xb])
-		}
-		if vectorMultiT[f.Type] != nil && len(ss) > 1 {
-			xt[e] = make([]byte, len(ss)*xb)
-			transposeQ8K(xt[e], xe[e], xb, len(ss), int(l.Blocks))
-		}
-	}
+func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu []byte, gs []expertGroup, xb, out int, y []float32) {
 	x.For(out, func(lo, hi int) {
 		rg, ru := newRowDot(f, l), newRowDot(f, l)
 		w := hi - lo
-		for e, ss := range slots {
-			if len(ss) == 0 {
-				continue
-			}
-			rg.xt, ru.xt = xt[e], xt[e]
+		for _, gr := range gs {
+			ss := gr.slots
+			rg.xt, ru.xt = gr.xt, gr.xt
 			g, u := make([]float32, len(ss)*w), make([]float32, len(ss)*w) // slot j's rows at j·w
 			vg, vu := make([]float32, len(ss)), make([]float32, len(ss))
 			for o := lo; o < hi; o++ {
-				off := int64(e)*l.ExpertStride + int64(o)*l.RowStride
+				off := int64(gr.expert)*l.ExpertStride + int64(o)*l.RowStride
 				rg.load(wg[off:])
 				ru.load(wu[off:])
-				rg.dots(xe[e], xb, vg)
-				ru.dots(xe[e], xb, vu)
+				rg.dots(gr.x, xb, vg)
+				ru.dots(gr.x, xb, vu)
 				for j := range ss {
 					g[j*w+o-lo], u[j*w+o-lo] = vg[j], vu[j]
 				}
@@ -312,8 +310,9 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		})
 		return nil
 	}
-	if slots := expertSlots(ids, ne); vectorMulti[f.Type] != nil && slots != nil {
-		moeDownColumns(x, f, l, w, xs, xb, slots, weights, shared, gate, out, n, k, rows)
+	if vectorMulti[f.Type] != nil && expertShared(ids, ne) {
+		gs := columnGroups(f, l, ids, xb, func(s int) []byte { return xs[s*xb : (s+1)*xb] })
+		moeDownColumns(x, f, l, w, gs, xb, weights, shared, gate, out, n, k, rows)
 		return nil
 	}
 	x.For(n*rows, func(lo, hi int) {
@@ -339,36 +338,18 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 // activation rows gathered side by side (and transposed, where the form reads them so), each
 // of the expert's rows applied to all of them in one pass (rowDot.dots: every column dot's
 // bits); then each token's outputs combine its slots' products in slot order, as unfused.
-func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w, xs []byte, xb int, slots [][]int, weights, shared, gate, out []float32, n, k, rows int) {
-	ne := len(slots)
-	xe, xt := make([][]byte, ne), make([][]byte, ne)
-	for e, ss := range slots {
-		if len(ss) == 0 {
-			continue
-		}
-		xe[e] = make([]byte, len(ss)*xb)
-		for j, s := range ss {
-			copy(xe[e][j*xb:(j+1)*xb], xs[s*xb:(s+1)*xb])
-		}
-		if vectorMultiT[f.Type] != nil && len(ss) > 1 {
-			xt[e] = make([]byte, len(ss)*xb)
-			transposeQ8K(xt[e], xe[e], xb, len(ss), int(l.Blocks))
-		}
-	}
+func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []expertGroup, xb int, weights, shared, gate, out []float32, n, k, rows int) {
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		wd := hi - lo
 		dot := make([]float32, n*k*wd) // slot s's products with rows lo … hi−1 at s·wd
-		for e, ss := range slots {
-			if len(ss) == 0 {
-				continue
-			}
-			rd.xt = xt[e]
-			v := make([]float32, len(ss))
+		for _, gr := range gs {
+			rd.xt = gr.xt
+			v := make([]float32, len(gr.slots))
 			for o := lo; o < hi; o++ {
-				rd.load(w[int64(e)*l.ExpertStride+int64(o)*l.RowStride:])
-				rd.dots(xe[e], xb, v)
-				for j, s := range ss {
+				rd.load(w[int64(gr.expert)*l.ExpertStride+int64(o)*l.RowStride:])
+				rd.dots(gr.x, xb, v)
+				for j, s := range gr.slots {
 					dot[s*wd+o-lo] = v[j]
 				}
 			}

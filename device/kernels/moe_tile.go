@@ -18,6 +18,7 @@ type expertGroup struct {
 	expert int
 	slots  []int
 	x      []byte // len(slots) rows of xb bytes
+	xt     []byte // x transposed (transposeQ8K) for a several-column form that reads it so, or nil
 }
 
 // groupSlots groups slots 0 … len(ids)−1 by expert (experts in increasing order, slots in
