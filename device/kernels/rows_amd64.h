@@ -58,6 +58,44 @@ label:                           \
 	MOVQ 40(R14), CX             \
 	XORQ R10, R10
 
+// ROW_START for a form that asks for the lines each super-block of the row ahead reads (rows
+// padded to a chunk hold more lines than they use): 136(SP) the distance to the row ahead, 0
+// for none.
+#define ROW_START_AHEAD(low, high, label) \
+	XORQ AX, AX                  \
+	MOVQ 128(SP), R13            \
+	CMPQ R13, 56(R14)            \
+	JGE  label                   \
+	MOVQ 64(R14), AX             \
+label:                           \
+	MOVQ AX, 136(SP)             \
+	MOVQ 8(R14), low             \
+	ADDQ R9, low                 \
+	MOVQ 16(R14), high           \
+	ADDQ R9, high                \
+	MOVQ 24(R14), BX             \
+	ADDQ R9, BX                  \
+	MOVQ 32(R14), DX             \
+	ADDQ R9, DX                  \
+	MOVQ x+8(FP), DI             \
+	MOVQ 40(R14), CX             \
+	XORQ R10, R10
+
+// After ROW_START_AHEAD: ask for the lines q6_K super-block R10 of the row ahead reads (its
+// low-plane bytes at SI, high-plane bytes at R12, scales and d field). Clobbers AX, R13.
+#define Q6K_PREFETCH(skip) \
+	MOVQ       136(SP), AX      \
+	TESTQ      AX, AX           \
+	JZ         skip             \
+	PREFETCHT0 (SI)(AX*1)       \
+	PREFETCHT0 64(SI)(AX*1)     \
+	PREFETCHT0 (R12)(AX*1)      \
+	PREFETCHT0 64(R12)(AX*1)    \
+	PREFETCHT0 (BX)(AX*1)       \
+	LEAQ       (DX)(R10*2), R13 \
+	PREFETCHT0 (R13)(AX*1)      \
+skip:
+
 // Prefetch the row's next pfl lines (if any). Clobbers AX, R13.
 #define ROW_PREFETCH(label, done) \
 	MOVQ       136(SP), AX    \

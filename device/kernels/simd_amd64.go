@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"unsafe"
+
 	"github.com/klauspost/cpuid/v2"
 
 	"verity/device"
@@ -30,6 +32,9 @@ func q6KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
 
 //go:noescape
 func q4KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
+
+//go:noescape
+func prepQ4KRowsAVX2(dst, x *byte, blocks int)
 
 //go:noescape
 func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
@@ -193,18 +198,19 @@ func rowsForms(on bool) map[dtype.Type]rowsFunc {
 		if tileCPU {
 			m[t] = rowsVNNI(t == dtype.Q6_K, v.vnni)
 		} else {
-			m[t] = rowsAVX2(v.avx2)
+			m[t] = v.avx2
 		}
 	}
 	return m
 }
 
-// rowsVariantsOf holds the rows forms' routines by weight type: AVX2 and AVX-512 VNNI.
+// rowsVariantsOf holds the rows forms by weight type: AVX2 and AVX-512 VNNI.
 var rowsVariantsOf = map[dtype.Type]struct {
-	avx2, vnni func(w, x *byte, a *rowsArgs, out *float32)
+	avx2 rowsFunc
+	vnni func(w, x *byte, a *rowsArgs, out *float32)
 }{
-	dtype.Q4_K: {q4KRowsAVX2, q4KRowsVNNI},
-	dtype.Q6_K: {q6KRowsAVX2, q6KRowsVNNI},
+	dtype.Q4_K: {rowsQ4KAVX2, q4KRowsVNNI},
+	dtype.Q6_K: {rowsAVX2(q6KRowsAVX2), q6KRowsVNNI},
 }
 
 // rowsISA names the instruction set of the rows forms in use.
@@ -221,7 +227,7 @@ func rowsVariants(t dtype.Type) map[string]rowsFunc {
 	if !vectorCPU || !ok {
 		return nil
 	}
-	m := map[string]rowsFunc{"AVX2": rowsAVX2(v.avx2)}
+	m := map[string]rowsFunc{"AVX2": v.avx2}
 	if tileCPU {
 		m["AVX-512 VNNI"] = rowsVNNI(t == dtype.Q6_K, v.vnni)
 	}
@@ -236,6 +242,30 @@ func rowsAVX2(run func(w, x *byte, a *rowsArgs, out *float32)) rowsFunc {
 			run(&w[0], &x[0], &a, &out[0])
 		}
 	}
+}
+
+// q4KPrepBytes is the size of one super-block's activations prepared for q4KRowsAVX2
+// (simd_amd64.s).
+const q4KPrepBytes = 320
+
+// rowsQ4KAVX2 is q4_K's rows form with AVX2: bounds, and the activations prepared once for
+// all the rows (32-byte aligned).
+func rowsQ4KAVX2(l *repack.Layout, w, x []byte, out []float32, pf bool) {
+	if len(out) == 0 {
+		return
+	}
+	a := newRowsArgs(l, w, x, len(out), pf)
+	bp := rowsPreps.Get().(*[]byte)
+	defer rowsPreps.Put(bp)
+	n := int(l.Blocks) * q4KPrepBytes
+	if cap(*bp) < n+32 {
+		*bp = make([]byte, n+32)
+	}
+	p := (*bp)[:n+32]
+	off := int(-uintptr(unsafe.Pointer(&p[0])) & 31)
+	p = p[off : off+n]
+	prepQ4KRowsAVX2(&p[0], &x[0], int(l.Blocks))
+	q4KRowsAVX2(&w[0], &p[0], &a, &out[0])
 }
 
 // rowsArgs is the rows forms' description of a run of rows (offsets read by simd_amd64.s).

@@ -197,33 +197,214 @@ q4kdone:
 	VZEROUPPER
 	RET
 
+// The rows form of q4_K (q4KRowsAVX2) takes the activations prepared by prepQ4KRowsAVX2,
+// 320 bytes per super-block: at 64k, values 0-15 of units 2k and 2k+1; at 64k + 32, their
+// values 16-31; at 256 the 16 bsums; at 288 d. Two units' plane bytes are then one 32-byte
+// load whose low and high nibbles meet their activations without shuffles.
+
+// Units 2k and 2k+1 of a q4_K super-block: the 32 plane bytes at qoff(SI) against the
+// prepared activations at alo(DI) and ahi(DI), as 8 int32 partial sums in dst (4 of unit 2k,
+// then 4 of 2k+1). An int16 lane sums four products of at most 15·128: no overflow.
+#define Q4K_PAIR(qoff, alo, ahi, dst) \
+	VMOVDQU    qoff(SI), Y1     \
+	VPSRLW     $4, Y1, Y2       \
+	VPAND      Y15, Y1, Y1      \
+	VPAND      Y15, Y2, Y2      \
+	VPMADDUBSW alo(DI), Y1, Y1  \
+	VPMADDUBSW ahi(DI), Y2, Y2  \
+	VPADDW     Y2, Y1, Y1       \
+	VPMADDWD   Y14, Y1, dst
+
+// One q4_K super-block of a row in the rows form, as Q4K_BLOCK but with the prepared
+// activations at DI and the lane accumulators 8(i mod 4) … +7 in the register ACC: the pairs'
+// sums, added horizontally to [S0 S2 S4 S6 | S1 S3 S5 S7] and put in unit order (Y13), then
+// S = sc·Σ q·a, M = m·(bsums[2s] + bsums[2s+1]) and ACC = fma(−Dmin, float32(M),
+// fma(D, float32(S), ACC)). R12 the row's dmin fields. Clobbers AX, Y0 … Y7.
+#define Q4KR_BLOCK(ACC) \
+	Q4K_PAIR(0, 0, 32, Y4)         \
+	Q4K_PAIR(32, 64, 96, Y5)       \
+	Q4K_PAIR(64, 128, 160, Y6)     \
+	Q4K_PAIR(96, 192, 224, Y7)     \
+	VPHADDD      Y5, Y4, Y0        \
+	VPHADDD      Y7, Y6, Y1        \
+	VPHADDD      Y1, Y0, Y0        \
+	VPERMD       Y0, Y13, Y0       \
+	VPMOVZXBD    (BX), Y1          \
+	VPMULLD      Y1, Y0, Y0        \
+	VCVTDQ2PS    Y0, Y0            \
+	VPMOVZXBD    8(BX), Y1         \
+	VPMADDWD     256(DI), Y14, Y2  \
+	VPMULLD      Y2, Y1, Y1        \
+	VCVTDQ2PS    Y1, Y1            \
+	MOVWLZX      (DX)(R10*2), AX   \
+	VMOVD        AX, X2            \
+	VCVTPH2PS    X2, X2            \
+	VMULSS       288(DI), X2, X2   \
+	VBROADCASTSS X2, Y2            \
+	MOVWLZX      (R12)(R10*2), AX  \
+	VMOVD        AX, X3            \
+	VCVTPH2PS    X3, X3            \
+	VMULSS       288(DI), X3, X3   \
+	VBROADCASTSS X3, Y3            \
+	VFMADD231PS  Y0, Y2, ACC       \
+	VFNMADD231PS Y1, Y3, ACC
+
+// Ask the caches for the lines super-block R10 of the row ahead reads (R11 bytes on; 0:
+// none): its plane bytes, scales and d and dmin fields. Clobbers R13.
+#define Q4KR_PREFETCH(skip) \
+	TESTQ      R11, R11           \
+	JZ         skip               \
+	PREFETCHT0 (SI)(R11*1)        \
+	PREFETCHT0 64(SI)(R11*1)      \
+	PREFETCHT0 (BX)(R11*1)        \
+	LEAQ       (DX)(R10*2), R13   \
+	PREFETCHT0 (R13)(R11*1)       \
+	LEAQ       (R12)(R10*2), R13  \
+	PREFETCHT0 (R13)(R11*1)       \
+skip:
+
+// Move to the next super-block; to done after the row's last.
+#define Q4KR_NEXT(done) \
+	ADDQ $128, SI  \
+	ADDQ $16, BX   \
+	ADDQ $320, DI  \
+	INCQ R10       \
+	CMPQ R10, CX   \
+	JGE  done
+
+// vpermd indices: unit order from [S0 S2 S4 S6 | S1 S3 S5 S7]
+DATA q4kPairPerm<>+0(SB)/4, $0
+DATA q4kPairPerm<>+4(SB)/4, $4
+DATA q4kPairPerm<>+8(SB)/4, $1
+DATA q4kPairPerm<>+12(SB)/4, $5
+DATA q4kPairPerm<>+16(SB)/4, $2
+DATA q4kPairPerm<>+20(SB)/4, $6
+DATA q4kPairPerm<>+24(SB)/4, $3
+DATA q4kPairPerm<>+28(SB)/4, $7
+GLOBL q4kPairPerm<>(SB), RODATA|NOPTR, $32
+
 // func q4KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
-// q4KDotAVX2 for a run of rows (the rows form, rows.go), as q6KRowsAVX2.
-TEXT ·q4KRowsAVX2(SB), NOSPLIT, $144-32
-	MOVQ a+16(FP), R14
-	MOVQ w+0(FP), R9
-	LEAQ 0(SP), R8
-	MOVQ $0, 128(SP)
+// q4KDotAVX2 for a run of rows (the rows form, rows.go), x the prepared activations. The lane
+// accumulators live in Y8 … Y11 (lanes 0-7 … 24-31), four super-blocks to a round of the loop;
+// the fold is ROW_FOLD's. The frame holds the row index at 0(SP); R11 the prefetch distance
+// of the current row; rowsArgs at R14 as for the other rows forms (rows_amd64.h).
+TEXT ·q4KRowsAVX2(SB), NOSPLIT, $8-32
+	MOVQ    a+16(FP), R14
+	MOVQ    w+0(FP), R9
+	MOVQ    $0, 0(SP)
 	CONSTANTS
-	ROW_ZERO
+	VMOVDQU q4kPairPerm<>(SB), Y13
 
 q4krrow:
-	ROW_START(SI, R12, q4krpfrow)
-	LEAQ (DX)(CX*2), R12 // the dmin fields follow the d fields
+	XORQ R11, R11
+	MOVQ 0(SP), R13
+	CMPQ R13, 56(R14)
+	JGE  q4krpfrow
+	MOVQ 64(R14), R11
+
+q4krpfrow:
+	MOVQ   8(R14), SI
+	ADDQ   R9, SI
+	MOVQ   24(R14), BX
+	ADDQ   R9, BX
+	MOVQ   32(R14), DX
+	ADDQ   R9, DX
+	MOVQ   x+8(FP), DI
+	MOVQ   40(R14), CX
+	LEAQ   (DX)(CX*2), R12 // the dmin fields follow the d fields
+	XORQ   R10, R10
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
 
 q4krblock:
-	ROW_PREFETCH(q4krpf, q4krpfdone)
-	Q4K_BLOCK(R12)
-	ADDQ $128, SI
-	ADDQ $16, BX
-	ADDQ $292, DI
-	INCQ R10
-	CMPQ R10, CX
-	JLT  q4krblock
+	Q4KR_PREFETCH(q4krpf0)
+	Q4KR_BLOCK(Y8)
+	Q4KR_NEXT(q4krfold)
+	Q4KR_PREFETCH(q4krpf1)
+	Q4KR_BLOCK(Y9)
+	Q4KR_NEXT(q4krfold)
+	Q4KR_PREFETCH(q4krpf2)
+	Q4KR_BLOCK(Y10)
+	Q4KR_NEXT(q4krfold)
+	Q4KR_PREFETCH(q4krpf3)
+	Q4KR_BLOCK(Y11)
+	Q4KR_NEXT(q4krfold)
+	JMP q4krblock
 
-	ROW_FOLD(q4krfold)
-	ROW_NEXT(q4krrow)
+q4krfold:
+	VADDPS       Y10, Y8, Y0
+	VADDPS       Y11, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VUCOMISS     X0, X0
+	JPC          q4krstore
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X0
+
+q4krstore:
+	MOVQ   0(SP), AX
+	MOVQ   out+24(FP), R13
+	VMOVSS X0, (R13)(AX*4)
+	INCQ   AX
+	MOVQ   AX, 0(SP)
+	ADDQ   0(R14), R9
+	CMPQ   AX, 48(R14)
+	JLT    q4krrow
 	VZEROUPPER
+	RET
+
+// func prepQ4KRowsAVX2(dst, x *byte, blocks int)
+// The q8_K activation row x laid out for q4KRowsAVX2 (320 bytes per super-block at dst).
+TEXT ·prepQ4KRowsAVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  x+8(FP), SI
+	MOVQ  blocks+16(FP), CX
+	TESTQ CX, CX
+	JZ    q4kprepdone
+
+q4kprep:
+	VMOVDQU    4(SI), Y0
+	VMOVDQU    36(SI), Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VMOVDQU    Y2, 0(DI)
+	VMOVDQU    Y3, 32(DI)
+	VMOVDQU    68(SI), Y0
+	VMOVDQU    100(SI), Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VMOVDQU    Y2, 64(DI)
+	VMOVDQU    Y3, 96(DI)
+	VMOVDQU    132(SI), Y0
+	VMOVDQU    164(SI), Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VMOVDQU    Y2, 128(DI)
+	VMOVDQU    Y3, 160(DI)
+	VMOVDQU    196(SI), Y0
+	VMOVDQU    228(SI), Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VMOVDQU    Y2, 192(DI)
+	VMOVDQU    Y3, 224(DI)
+	VMOVDQU    260(SI), Y0
+	VMOVDQU    Y0, 256(DI)
+	MOVL       (SI), AX
+	MOVL       AX, 288(DI)
+	ADDQ       $292, SI
+	ADDQ       $320, DI
+	DECQ       CX
+	JNZ        q4kprep
+	VZEROUPPER
+
+q4kprepdone:
 	RET
 
 // vpermd indices: [sc0 sc2 sc4 sc6 | sc1 sc3 sc5 sc7] from [sc0 … sc7]
@@ -248,6 +429,10 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $32
 // Y0 … Y11.
 #define Q6K_BLOCK \
 	PLANE8(R11, R12)              \
+	Q6K_BODY
+
+// Q6K_BLOCK after PLANE8 (R12 the super-block's high-plane bytes).
+#define Q6K_BODY \
 	Q6K_UNIT(0, 0, 4, Y4)         \
 	Q6K_UNIT(16, 16, 36, Y5)      \
 	Q6K_UNIT(32, 32, 68, Y6)      \
@@ -319,11 +504,12 @@ TEXT ·q6KRowsAVX2(SB), NOSPLIT, $144-32
 	ROW_ZERO
 
 q6krrow:
-	ROW_START(SI, R11, q6krpfrow)
+	ROW_START_AHEAD(SI, R11, q6krpfrow)
 
 q6krblock:
-	ROW_PREFETCH(q6krpf, q6krpfdone)
-	Q6K_BLOCK
+	PLANE8(R11, R12)
+	Q6K_PREFETCH(q6krpf)
+	Q6K_BODY
 	ADDQ $128, SI
 	ADDQ $16, BX
 	ADDQ $292, DI

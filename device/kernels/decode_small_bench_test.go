@@ -1,0 +1,74 @@
+package kernels_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"verity/device"
+	"verity/device/cpu"
+	"verity/device/dtype"
+	"verity/device/kernels"
+	"verity/repack"
+)
+
+// BenchmarkDecodeSmall: the one-column matvecs of a small model's decode step in turn (four
+// layers of 256-wide projections and a 768-wide feed-forward, q4_K, and a 1024-row q6_K
+// output: 2.4 MB, beyond a core's L2), one call per op, with the rows forms' prefetching on
+// and off; per step.
+func BenchmarkDecodeSmall(b *testing.B) {
+	r := rand.New(rand.NewPCG(51, 52))
+	for _, workers := range []int{1, 2} {
+		be := cpu.New(workers)
+		type op struct {
+			k *device.Kernel[kernels.MatVecArgs]
+			a kernels.MatVecArgs
+		}
+		var ops []op
+		xs := map[int]device.Ptr{}
+		yp, _ := be.Alloc(4 * 1024)
+		add := func(t dtype.Type, rows, cols int) {
+			f, _ := kernels.Lookup(t)
+			if _, ok := xs[cols]; !ok {
+				x := make([]byte, f.Act.RowBytes(cols))
+				kernels.ConvertRow(f.Act, x, randF32(r, cols, 1))
+				xs[cols] = upload(b, be, x)
+			}
+			l, _ := repack.NewLayout(t, []int64{int64(cols), int64(rows)})
+			w := make([]byte, l.Size())
+			for i := range w {
+				w[i] = byte(r.Uint32())
+			}
+			for row := 0; row < rows; row++ {
+				for j := int64(0); j < l.Blocks*l.F16Fields; j++ {
+					binary.LittleEndian.PutUint16(w[int64(row)*l.RowStride+l.F16Off+2*j:], uint16(r.IntN(0x3800)))
+				}
+			}
+			k, _ := kernels.MatVec(t)
+			ops = append(ops, op{k, kernels.MatVecArgs{W: upload(b, be, w), X: xs[cols], Y: yp, Rows: int32(rows), Cols: int32(cols), N: 1}})
+		}
+		for layer := 0; layer < 4; layer++ {
+			for _, rows := range []int{256, 64, 64, 256, 768, 768} {
+				add(dtype.Q4_K, rows, 256)
+			}
+			add(dtype.Q4_K, 256, 768)
+		}
+		add(dtype.Q6_K, 1024, 256)
+		for _, pf := range []bool{true, false} {
+			b.Run(fmt.Sprintf("threads=%d/prefetch=%v", workers, pf), func(b *testing.B) {
+				kernels.SetRowsPrefetch(pf)
+				defer kernels.SetRowsPrefetch(true)
+				timeCalls(b, func() error {
+					for _, o := range ops {
+						if err := device.Launch(be, o.k, o.a); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			})
+		}
+		be.Close()
+	}
+}
