@@ -16,8 +16,12 @@ import (
 // BenchmarkDecodeSmall: the one-column matvecs of a small model's decode step in turn (four
 // layers of 256-wide projections and a 768-wide feed-forward, q4_K, and a 1024-row q6_K
 // output: 2.4 MB, beyond a core's L2), one call per op, with the rows forms' prefetching on
-// and off; per step.
-func BenchmarkDecodeSmall(b *testing.B) {
+// and off; per step. BenchmarkPrefillSmall: the same matvecs for a 64-token prompt step.
+func BenchmarkDecodeSmall(b *testing.B) { benchSmallStep(b, 1) }
+
+func BenchmarkPrefillSmall(b *testing.B) { benchSmallStep(b, 64) }
+
+func benchSmallStep(b *testing.B, n int) {
 	r := rand.New(rand.NewPCG(51, 52))
 	for _, workers := range []int{1, 2} {
 		be := cpu.New(workers)
@@ -27,12 +31,15 @@ func BenchmarkDecodeSmall(b *testing.B) {
 		}
 		var ops []op
 		xs := map[int]device.Ptr{}
-		yp, _ := be.Alloc(4 * 1024)
+		yp, _ := be.Alloc(int64(4 * 1024 * n))
 		add := func(t dtype.Type, rows, cols int) {
 			f, _ := kernels.Lookup(t)
 			if _, ok := xs[cols]; !ok {
-				x := make([]byte, f.Act.RowBytes(cols))
-				kernels.ConvertRow(f.Act, x, randF32(r, cols, 1))
+				xb := f.Act.RowBytes(cols)
+				x := make([]byte, n*xb)
+				for c := 0; c < n; c++ {
+					kernels.ConvertRow(f.Act, x[c*xb:], randF32(r, cols, 1))
+				}
 				xs[cols] = upload(b, be, x)
 			}
 			l, _ := repack.NewLayout(t, []int64{int64(cols), int64(rows)})
@@ -45,8 +52,8 @@ func BenchmarkDecodeSmall(b *testing.B) {
 					binary.LittleEndian.PutUint16(w[int64(row)*l.RowStride+l.F16Off+2*j:], uint16(r.IntN(0x3800)))
 				}
 			}
-			k, _ := kernels.MatVec(t)
-			ops = append(ops, op{k, kernels.MatVecArgs{W: upload(b, be, w), X: xs[cols], Y: yp, Rows: int32(rows), Cols: int32(cols), N: 1}})
+			k, _ := kernels.MatVecFor(t, n)
+			ops = append(ops, op{k, kernels.MatVecArgs{W: upload(b, be, w), X: xs[cols], Y: yp, Rows: int32(rows), Cols: int32(cols), N: int32(n)}})
 		}
 		for layer := 0; layer < 4; layer++ {
 			for _, rows := range []int{256, 64, 64, 256, 768, 768} {
@@ -55,7 +62,7 @@ func BenchmarkDecodeSmall(b *testing.B) {
 			add(dtype.Q4_K, 256, 768)
 		}
 		add(dtype.Q6_K, 1024, 256)
-		for _, pf := range []bool{true, false} {
+		for _, pf := range []bool{true, false}[:3-min(n, 2)] {
 			b.Run(fmt.Sprintf("threads=%d/prefetch=%v", workers, pf), func(b *testing.B) {
 				kernels.SetRowsPrefetch(pf)
 				defer kernels.SetRowsPrefetch(true)

@@ -348,6 +348,23 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 		xt = (*p)[:n*xb]
 		transposeQ8K(xt, xs, xb, n, int(l.Blocks))
 	}
+	if into := vectorMultiTInto[f.Type]; into != nil && xt != nil {
+		x.For(rows, func(lo, hi int) {
+			acc := multiAccs.Get().(*multiAcc)
+			defer multiAccs.Put(acc)
+			for r := lo; r < hi; r++ {
+				row := w[int64(r)*l.RowStride:]
+				if next := row[l.RowStride:]; len(next) > 0 {
+					prefetch(next[:min(int64(len(next)), l.RowStride)])
+				}
+				for c0 := 0; c0 < n; c0 += maxMultiColumns {
+					m := min(maxMultiColumns, n-c0)
+					into(l, row, xt[c0*xb:(c0+m)*xb], xb, m, acc, y[c0*rows+r:], rows, a.Acc != 0)
+				}
+			}
+		})
+		return nil
+	}
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		rd.xt = xt

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"verity/device/dtype"
 	"verity/repack"
@@ -17,6 +18,18 @@ type multiDotFunc = func(l *repack.Layout, row, x []byte, xb int, out []float32)
 
 // maxMultiColumns is the most columns a multiDotFunc takes in one call.
 const maxMultiColumns = 8
+
+// multiAcc is a several-column form's lane accumulators, column c at [c].
+type multiAcc = [maxMultiColumns][32]float32
+
+// multiIntoFunc is a several-column form that puts a packed row's products with the n ≤
+// maxMultiColumns activation rows x[c·xb:] straight into a matvec's output: PackedDot's bits
+// stored at y[c·stride] or, with add, added to the value there (a NaN the canonical one, as
+// the add kernel gives). acc is zeroed scratch, left zeroed.
+type multiIntoFunc = func(l *repack.Layout, row, x []byte, xb, n int, acc *multiAcc, y []float32, stride int, add bool)
+
+// multiAccs recycles zeroed lane accumulators for the multiIntoFunc forms.
+var multiAccs = sync.Pool{New: func() any { return new(multiAcc) }}
 
 // multiForm is how a several-column form's assembly gathers each unit's sum into its own lane
 // (q45KDotNAVX2's comment): horizontal adds, VNNI's dot products with them, or over transposed

@@ -37,6 +37,9 @@ func q4KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
 func prepQ4KRowsAVX2(dst, x *byte, blocks int)
 
 //go:noescape
+func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add bool)
+
+//go:noescape
 func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
 
 //go:noescape
@@ -134,9 +137,6 @@ func vectorMultiTForms() map[dtype.Type]multiDotFunc {
 	}
 	return m
 }
-
-// multiForms builds each type's several-column form in each multiForm.
-var multiForms = map[dtype.Type]func(form multiForm) multiDotFunc{dtype.Q4_K: multiQ4K, dtype.Q5_K: multiQ5K, dtype.Q6_K: multiQ6K}
 
 // vectorVNNI: the CPU has AVX-512 VNNI with 256-bit vectors (VL), for the several-column forms.
 var vectorVNNI = vectorCPU && cpuid.CPU.Supports(cpuid.AVX512VNNI, cpuid.AVX512VL)
@@ -510,30 +510,46 @@ func vectorSwiGLU(y, a, b []float32) int {
 	return n
 }
 
-// multiQ4K is q4_K's several-column form: for each of the len(out) activation rows x[c·xb:],
-// the row's product into out[c] (at most maxMultiColumns at a time).
-func multiQ4K(form multiForm) multiDotFunc {
-	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+// kMultiRun is a K-quant several-column routine: it adds a packed row's products with the
+// n ≤ maxMultiColumns activation rows x[c·xb:] into their lane accumulators (column c at
+// acc[32c:]).
+type kMultiRun = func(l *repack.Layout, row, x []byte, xb, n int, acc *float32)
+
+// multiRuns builds each type's several-column routine in each multiForm.
+var multiRuns = map[dtype.Type]func(form multiForm) kMultiRun{dtype.Q4_K: runQ4K, dtype.Q5_K: runQ5K, dtype.Q6_K: runQ6K}
+
+// multiForms builds each type's several-column form in each multiForm.
+var multiForms = func() map[dtype.Type]func(form multiForm) multiDotFunc {
+	m := map[dtype.Type]func(form multiForm) multiDotFunc{}
+	for t, run := range multiRuns {
+		m[t] = func(form multiForm) multiDotFunc { return multiK(run(form)) }
+	}
+	return m
+}()
+
+// runQ4K is q4_K's several-column routine.
+func runQ4K(form multiForm) kMultiRun {
+	return func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
 		q45KDotNAVX2(&row[l.Planes[0].Off], nil, &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, form)
-	})
+	}
 }
 
-// multiQ5K is q5_K's several-column form.
-func multiQ5K(form multiForm) multiDotFunc {
-	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+// runQ5K is q5_K's several-column routine.
+func runQ5K(form multiForm) kMultiRun {
+	return func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
 		q45KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, form)
-	})
+	}
 }
 
-// multiQ6K is q6_K's several-column form.
-func multiQ6K(form multiForm) multiDotFunc {
-	return multiK(func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
+// runQ6K is q6_K's several-column routine.
+func runQ6K(form multiForm) kMultiRun {
+	return func(l *repack.Layout, row, x []byte, xb, n int, acc *float32) {
 		q6KDotNAVX2(&row[l.Planes[0].Off], &row[l.Planes[1].Off], &row[l.ScaleOff], &row[l.F16Off], &x[0], xb, n, int(l.Blocks), acc, form)
-	})
+	}
 }
 
 // multiK wraps a K-quant several-column routine: bounds, the lane accumulators, the lane sums.
-func multiK(run func(l *repack.Layout, row, x []byte, xb, n int, acc *float32)) multiDotFunc {
+func multiK(run kMultiRun) multiDotFunc {
 	return func(l *repack.Layout, row, x []byte, xb int, out []float32) {
 		n := len(out)
 		if n > maxMultiColumns {
@@ -547,6 +563,38 @@ func multiK(run func(l *repack.Layout, row, x []byte, xb, n int, acc *float32)) 
 		for c := range out {
 			out[c] = laneSum(&acc[c])
 		}
+	}
+}
+
+// vectorMultiTInto holds, by weight type, the vectorMultiT forms that store their products
+// straight into a matvec's output (multiIntoFunc).
+var vectorMultiTInto = func() map[dtype.Type]multiIntoFunc {
+	if vectorMultiT == nil {
+		return nil
+	}
+	m := map[dtype.Type]multiIntoFunc{}
+	for t := range vectorMultiT {
+		m[t] = multiKInto(multiRuns[t](formTransposed))
+	}
+	return m
+}()
+
+// multiKInto wraps a K-quant several-column routine as a multiIntoFunc: bounds, then the
+// lane sums folded, stored or added, and the accumulators zeroed in one pass
+// (foldColumnsAVX2).
+func multiKInto(run kMultiRun) multiIntoFunc {
+	return func(l *repack.Layout, row, x []byte, xb, n int, acc *multiAcc, y []float32, stride int, add bool) {
+		if n > maxMultiColumns {
+			panic("kernels: more columns than a several-column form takes")
+		}
+		if n < 1 {
+			return
+		}
+		_, _, _ = row[:l.RowStride], x[:(n-1)*xb+int(l.Blocks)*q8KBytes], y[(n-1)*stride]
+		if l.Blocks > 0 {
+			run(l, row, x, xb, n, &acc[0][0])
+		}
+		foldColumnsAVX2(&acc[0][0], n, &y[0], stride, add)
 	}
 }
 

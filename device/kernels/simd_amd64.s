@@ -2410,3 +2410,60 @@ q50loop:
 q50done:
 	VZEROUPPER
 	RET
+
+// func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add bool)
+// For each column c < n: the fold of its 32 lane accumulators at acc[32c:] (num.WarpTotal's
+// butterfly, as warpTotalAVX), a NaN made the canonical one, stored at y[c·stride] or, with
+// add, added to the value there (a NaN sum made the canonical one); the accumulators are left
+// zeroed for the next call.
+TEXT ·foldColumnsAVX2(SB), NOSPLIT, $0-33
+	MOVQ    acc+0(FP), SI
+	MOVQ    n+8(FP), CX
+	MOVQ    y+16(FP), DI
+	MOVQ    stride+24(FP), DX
+	SHLQ    $2, DX
+	MOVBLZX add+32(FP), BX
+	VXORPS  Y2, Y2, Y2
+	TESTQ   CX, CX
+	JZ      foldcoldone
+
+foldcol:
+	VMOVUPS      0(SI), Y0
+	VMOVUPS      32(SI), Y1
+	VADDPS       64(SI), Y0, Y0
+	VADDPS       96(SI), Y1, Y1
+	VMOVUPS      Y2, 0(SI)
+	VMOVUPS      Y2, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y2, 96(SI)
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VUCOMISS     X0, X0
+	JPC          foldcolsum
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X0
+
+foldcolsum:
+	TESTQ    BX, BX
+	JZ       foldcolstore
+	VADDSS   (DI), X0, X0
+	VUCOMISS X0, X0
+	JPC      foldcolstore
+	MOVL     $0x7fffffff, AX
+	VMOVD    AX, X0
+
+foldcolstore:
+	VMOVSS X0, (DI)
+	ADDQ   $128, SI
+	ADDQ   DX, DI
+	DECQ   CX
+	JNZ    foldcol
+	VZEROUPPER
+
+foldcoldone:
+	RET

@@ -44,6 +44,9 @@ func vectorSwiGLU(y, a, b []float32) int { return 0 }
 // vectorMultiForms: none here.
 func vectorMultiForms() map[dtype.Type]multiDotFunc { return nil }
 
+// vectorMultiTInto: none here.
+var vectorMultiTInto map[dtype.Type]multiIntoFunc
+
 // vectorMultiTForms: none here.
 func vectorMultiTForms() map[dtype.Type]multiDotFunc { return nil }
 
