@@ -84,6 +84,10 @@ type rowDot struct {
 	// (vectorMultiT), is the launch's activation rows transposeQ8K laid out, read by that
 	// form in place of dots' own.
 	xt []byte
+	// acc and vals are dotsInto's scratch: zeroed lane accumulators for a multiIntoFunc
+	// form, or the products before they are stored.
+	acc  *multiAcc
+	vals []float32
 }
 
 func newRowDot(f *Format, l *repack.Layout) *rowDot {
@@ -128,6 +132,34 @@ func (d *rowDot) dots(xs []byte, xb int, out []float32) {
 	}
 	for c := range out {
 		out[c] = d.dot(xs[c*xb : (c+1)*xb])
+	}
+}
+
+// dotsInto puts the current row's products with the n activation rows xs[c·xb:] at
+// y[c·stride]: stored or, with add, added to the value there (a NaN the canonical one, as the
+// add kernel gives). Over xt, where the format has a multiIntoFunc form, the products go
+// there straight from the assembly.
+func (d *rowDot) dotsInto(xs []byte, xb, n int, y []float32, stride int, add bool) {
+	if into := vectorMultiTInto[d.f.Type]; into != nil && d.xt != nil && n > 1 {
+		if d.acc == nil {
+			d.acc = new(multiAcc)
+		}
+		for c0 := 0; c0 < n; c0 += maxMultiColumns {
+			m := min(maxMultiColumns, n-c0)
+			into(d.l, d.row, d.xt[c0*xb:(c0+m)*xb], xb, m, d.acc, y[c0*stride:], stride, add)
+		}
+		return
+	}
+	if cap(d.vals) < n {
+		d.vals = make([]float32, n)
+	}
+	vals := d.vals[:n]
+	d.dots(xs, xb, vals)
+	for c, v := range vals {
+		if add {
+			v = num.Canon(y[c*stride] + v) // the GPU's NaN, as the add kernel gives
+		}
+		y[c*stride] = v
 	}
 }
 
@@ -348,36 +380,12 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 		xt = (*p)[:n*xb]
 		transposeQ8K(xt, xs, xb, n, int(l.Blocks))
 	}
-	if into := vectorMultiTInto[f.Type]; into != nil && xt != nil {
-		x.For(rows, func(lo, hi int) {
-			acc := multiAccs.Get().(*multiAcc)
-			defer multiAccs.Put(acc)
-			for r := lo; r < hi; r++ {
-				row := w[int64(r)*l.RowStride:]
-				if next := row[l.RowStride:]; len(next) > 0 {
-					prefetch(next[:min(int64(len(next)), l.RowStride)])
-				}
-				for c0 := 0; c0 < n; c0 += maxMultiColumns {
-					m := min(maxMultiColumns, n-c0)
-					into(l, row, xt[c0*xb:(c0+m)*xb], xb, m, acc, y[c0*rows+r:], rows, a.Acc != 0)
-				}
-			}
-		})
-		return nil
-	}
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		rd.xt = xt
-		vals := make([]float32, n)
 		for r := lo; r < hi; r++ {
 			rd.load(w[int64(r)*l.RowStride:])
-			rd.dots(xs, xb, vals)
-			for c, v := range vals {
-				if a.Acc != 0 {
-					v = num.Canon(y[c*rows+r] + v) // the GPU's NaN, as the add kernel gives
-				}
-				y[c*rows+r] = v
-			}
+			rd.dotsInto(xs, xb, n, y[r:], rows, a.Acc != 0)
 		}
 	})
 	return nil

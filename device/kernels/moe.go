@@ -239,16 +239,12 @@ func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu []byte
 			ss := gr.slots
 			rg.xt, ru.xt = gr.xt, gr.xt
 			g, u := make([]float32, len(ss)*w), make([]float32, len(ss)*w) // slot j's rows at j·w
-			vg, vu := make([]float32, len(ss)), make([]float32, len(ss))
 			for o := lo; o < hi; o++ {
 				off := int64(gr.expert)*l.ExpertStride + int64(o)*l.RowStride
 				rg.load(wg[off:])
 				ru.load(wu[off:])
-				rg.dots(gr.x, xb, vg)
-				ru.dots(gr.x, xb, vu)
-				for j := range ss {
-					g[j*w+o-lo], u[j*w+o-lo] = vg[j], vu[j]
-				}
+				rg.dotsInto(gr.x, xb, len(ss), g[o-lo:], w, false)
+				ru.dotsInto(gr.x, xb, len(ss), u[o-lo:], w, false)
 			}
 			for j, s := range ss {
 				swigluOp.apply(y[s*out+lo:s*out+hi], g[j*w:(j+1)*w], u[j*w:(j+1)*w])
@@ -342,17 +338,19 @@ func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		wd := hi - lo
-		dot := make([]float32, n*k*wd) // slot s's products with rows lo … hi−1 at s·wd
+		// slot s's products with rows lo … hi−1 at at[s]·wd: a group's slots side by side
+		dot, at := make([]float32, n*k*wd), make([]int, n*k)
+		base := 0
 		for _, gr := range gs {
 			rd.xt = gr.xt
-			v := make([]float32, len(gr.slots))
+			for j, s := range gr.slots {
+				at[s] = base + j
+			}
 			for o := lo; o < hi; o++ {
 				rd.load(w[int64(gr.expert)*l.ExpertStride+int64(o)*l.RowStride:])
-				rd.dots(gr.x, xb, v)
-				for j, s := range gr.slots {
-					dot[s*wd+o-lo] = v[j]
-				}
+				rd.dotsInto(gr.x, xb, len(gr.slots), dot[base*wd+o-lo:], wd, false)
 			}
+			base += len(gr.slots)
 		}
 		for t := 0; t < n; t++ {
 			for o := lo; o < hi; o++ {
@@ -360,7 +358,7 @@ func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []
 				var acc float32
 				for e := 0; e < k; e++ {
 					s := t*k + e
-					acc = num.FMA32(weights[s], dot[s*wd+o-lo], acc)
+					acc = num.FMA32(weights[s], dot[at[s]*wd+o-lo], acc)
 				}
 				if shared != nil {
 					acc += float32(num.Sigmoid32(gate[t]) * shared[j])

@@ -1847,7 +1847,7 @@ GLOBL q6kEvenOdd<>(SB), RODATA|NOPTR, $16
 //     4k … 4k+3; VPMADDUBSW's 16-bit results are summed in 16 bits four at a time (each at most
 //     2·31·128 = 7 936, four 31 744: exact) and widened twice, with no horizontal add.
 // The sums are the same integers every way, and the rest is common, so the bits are too.
-TEXT ·q45KDotNAVX2(SB), NOSPLIT, $16-73
+TEXT ·q45KDotNAVX2(SB), NOSPLIT, $64-73
 	MOVQ plane+0(FP), SI
 	MOVQ scales+16(FP), BX
 	MOVQ d+24(FP), DX
@@ -1885,16 +1885,18 @@ q4knunpacked:
 	TRANSPOSE_UNITS
 
 q4knscales:
-	VPMOVZXBD (BX), Y14 // sc_0 … sc_7
-	VPMOVZXBD 8(BX), Y15 // m_0 … m_7
-	MOVWLZX   (DX)(R10*2), AX
-	VMOVD     AX, X8
-	VCVTPH2PS X8, X8
-	VMOVSS    X8, 0(SP) // d_w
-	MOVWLZX   (R9)(R10*2), AX
-	VMOVD     AX, X8
-	VCVTPH2PS X8, X8
-	VMOVSS    X8, 4(SP) // dmin_w
+	VPMOVZXBD    (BX), Y14 // sc_0 … sc_7
+	VPMOVZXBD    8(BX), Y15 // m_0 … m_7
+	MOVWLZX      (DX)(R10*2), AX
+	VMOVD        AX, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMOVUPS      Y8, 0(SP) // d_w, every lane
+	MOVWLZX      (R9)(R10*2), AX
+	VMOVD        AX, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMOVUPS      Y8, 32(SP) // dmin_w, every lane
 
 	// column loop: DI = x + 292·i + c·xstride, R12 = acc + 128c + 32(i mod 4)
 	IMUL3Q $292, R10, DI
@@ -1904,10 +1906,10 @@ q4knscales:
 	SHLQ  $5, R12
 	ADDQ  acc+64(FP), R12
 	MOVQ  ncols+48(FP), R11
+	CMPB  form+72(FP), $FORM_TRANSPOSED
+	JEQ   q4kntcols
 
 q4kncol:
-	CMPB form+72(FP), $FORM_TRANSPOSED
-	JEQ  q4kncoltransposed
 	CMPB form+72(FP), $FORM_VNNI
 	JEQ  q4kncolvnni
 	NC_COLUMN_SUMS(NC_UNIT)
@@ -1920,38 +1922,16 @@ q4kncolsums:
 	VPERM2I128 $0x20, Y12, Y11, Y9
 	VPERM2I128 $0x31, Y12, Y11, Y10
 	VPADDD     Y10, Y9, Y9
-	JMP        q4kncolscale
-
-q4kncoltransposed:
-	VPMADDUBSW 4(DI), Y0, Y9
-	VPMADDUBSW 36(DI), Y1, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDUBSW 68(DI), Y2, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDUBSW 100(DI), Y3, Y10
-	VPADDW     Y10, Y9, Y9
-	VPMADDWD   NC_ONES, Y9, Y9
-	VPMADDUBSW 132(DI), Y4, Y10
-	VPMADDUBSW 164(DI), Y5, Y11
-	VPADDW     Y11, Y10, Y10
-	VPMADDUBSW 196(DI), Y6, Y11
-	VPADDW     Y11, Y10, Y10
-	VPMADDUBSW 228(DI), Y7, Y11
-	VPADDW     Y11, Y10, Y10
-	VPMADDWD   NC_ONES, Y10, Y10
-	VPADDD     Y10, Y9, Y9 // lane L: unit L's Σ q·a
-
-q4kncolscale:
-	VPMULLD   Y14, Y9, Y9
-	VCVTDQ2PS Y9, Y9        // float32(sc·Σ q·a)
-	VMOVDQU   NC_ONES, Y11
-	VPMADDWD  260(DI), Y11, Y11
-	VPMULLD   Y15, Y11, Y11
-	VCVTDQ2PS Y11, Y11      // float32(m·B)
+	VPMULLD    Y14, Y9, Y9
+	VCVTDQ2PS  Y9, Y9        // float32(sc·Σ q·a)
+	VMOVDQU    NC_ONES, Y11
+	VPMADDWD   260(DI), Y11, Y11
+	VPMULLD    Y15, Y11, Y11
+	VCVTDQ2PS  Y11, Y11      // float32(m·B)
 	VMOVSS       0(SP), X12
 	VMULSS       (DI), X12, X12
 	VBROADCASTSS X12, Y12   // D
-	VMOVSS       4(SP), X13
+	VMOVSS       32(SP), X13
 	VMULSS       (DI), X13, X13
 	VBROADCASTSS X13, Y13   // Dmin
 	VMOVUPS      (R12), Y10
@@ -1963,7 +1943,50 @@ q4kncolscale:
 	ADDQ $128, R12
 	DECQ R11
 	JNZ  q4kncol
+	JMP  q4knnext
 
+	// the transposed form's column loop: Y8 = int16 ones, D and Dmin as vector products
+	// (d_w·d_x and dmin_w·d_x in every lane: the scalar products' bits)
+q4kntcols:
+	VMOVDQU NC_ONES, Y8
+
+q4kntcol:
+	VPMADDUBSW 4(DI), Y0, Y9
+	VPMADDUBSW 36(DI), Y1, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 68(DI), Y2, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDUBSW 100(DI), Y3, Y10
+	VPADDW     Y10, Y9, Y9
+	VPMADDWD   Y8, Y9, Y9
+	VPMADDUBSW 132(DI), Y4, Y10
+	VPMADDUBSW 164(DI), Y5, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDUBSW 196(DI), Y6, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDUBSW 228(DI), Y7, Y11
+	VPADDW     Y11, Y10, Y10
+	VPMADDWD   Y8, Y10, Y10
+	VPADDD     Y10, Y9, Y9 // lane L: unit L's Σ q·a
+	VPMULLD    Y14, Y9, Y9
+	VCVTDQ2PS  Y9, Y9      // float32(sc·Σ q·a)
+	VPMADDWD   260(DI), Y8, Y11
+	VPMULLD    Y15, Y11, Y11
+	VCVTDQ2PS  Y11, Y11    // float32(m·B)
+	VBROADCASTSS (DI), Y12
+	VMULPS       32(SP), Y12, Y13 // Dmin
+	VMULPS       0(SP), Y12, Y12  // D
+	VMOVUPS      (R12), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VFNMADD231PS Y11, Y13, Y10
+	VMOVUPS      Y10, (R12)
+
+	ADDQ xstride+40(FP), DI
+	ADDQ $128, R12
+	DECQ R11
+	JNZ  q4kntcol
+
+q4knnext:
 	ADDQ $128, SI
 	ADDQ $16, BX
 	INCQ R10
