@@ -2066,12 +2066,13 @@ q6kntransposed:
 	VPMOVSXBD X8, Y15       // [sc1 sc3 … sc15]
 
 q6knscales:
-	VPMOVSXBW (BX), Y8
-	VMOVDQU   Y8, 32(SP)    // the 16 scales as int16
-	MOVWLZX   (DX)(R10*2), AX
-	VMOVD     AX, X8
-	VCVTPH2PS X8, X8
-	VMOVSS    X8, 0(SP)     // d_w
+	VPMOVSXBW    (BX), Y8
+	VMOVDQU      Y8, 32(SP)    // the 16 scales as int16
+	MOVWLZX      (DX)(R10*2), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVUPS      Y9, 0(SP)     // d_w, every lane
 
 	// column loop: DI = x + 292·i + c·xstride, R8 = acc + 128c + 32(i mod 4)
 	IMUL3Q $292, R10, DI
@@ -2081,10 +2082,10 @@ q6knscales:
 	SHLQ   $5, R8
 	ADDQ   acc+64(FP), R8
 	MOVQ   ncols+48(FP), R9
+	CMPB   form+72(FP), $FORM_TRANSPOSED
+	JEQ    q6kntcol
 
 q6kncol:
-	CMPB form+72(FP), $FORM_TRANSPOSED
-	JEQ  q6kncoltransposed
 	CMPB form+72(FP), $FORM_VNNI
 	JEQ  q6kncolvnni
 	NC_COLUMN_SUMS(NC_UNIT)
@@ -2099,9 +2100,27 @@ q6kncolsums:
 	VPERM2I128 $0x20, Y12, Y11, Y9
 	VPERM2I128 $0x31, Y12, Y11, Y10
 	VPADDD     Y10, Y9, Y9    // Σ sc·Σ q·a per unit
-	JMP        q6kncolmins
+	VMOVDQU    32(SP), Y13
+	VPMADDWD   260(DI), Y13, Y13
+	VPSLLD     $5, Y13, Y13
+	VPSUBD     Y13, Y9, Y9    // Σ sc·Σ (q−32)·a
+	VCVTDQ2PS  Y9, Y9
+	VMOVSS       0(SP), X12
+	VMULSS       (DI), X12, X12
+	VBROADCASTSS X12, Y12     // D
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VMOVUPS      Y10, (R8)
 
-q6kncoltransposed:
+	ADDQ xstride+40(FP), DI
+	ADDQ $128, R8
+	DECQ R9
+	JNZ  q6kncol
+	JMP  q6knnext
+
+	// the transposed form's column loop: Y8 = the 16 scales as int16, D as a vector
+	// product (d_w·d_x in every lane: the scalar product's bits)
+q6kntcol:
 	VPMADDUBSW 4(DI), Y0, Y9
 	VPMADDUBSW 36(DI), Y1, Y10
 	VPADDW     Y10, Y9, Y9
@@ -2123,16 +2142,12 @@ q6kncoltransposed:
 	VPMULLD    Y14, Y9, Y9
 	VPMULLD    Y15, Y10, Y10
 	VPADDD     Y10, Y9, Y9     // Σ sc·Σ q·a per unit
-
-q6kncolmins:
-	VMOVDQU    32(SP), Y13
-	VPMADDWD   260(DI), Y13, Y13
+	VPMADDWD   260(DI), Y8, Y13
 	VPSLLD     $5, Y13, Y13
-	VPSUBD     Y13, Y9, Y9    // Σ sc·Σ (q−32)·a
+	VPSUBD     Y13, Y9, Y9     // Σ sc·Σ (q−32)·a
 	VCVTDQ2PS  Y9, Y9
-	VMOVSS       0(SP), X12
-	VMULSS       (DI), X12, X12
-	VBROADCASTSS X12, Y12     // D
+	VBROADCASTSS (DI), Y12
+	VMULPS       0(SP), Y12, Y12 // D
 	VMOVUPS      (R8), Y10
 	VFMADD231PS  Y9, Y12, Y10
 	VMOVUPS      Y10, (R8)
@@ -2140,8 +2155,9 @@ q6kncolmins:
 	ADDQ xstride+40(FP), DI
 	ADDQ $128, R8
 	DECQ R9
-	JNZ  q6kncol
+	JNZ  q6kntcol
 
+q6knnext:
 	ADDQ $128, SI
 	ADDQ $16, BX
 	INCQ R10
