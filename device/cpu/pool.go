@@ -33,12 +33,20 @@ type pool struct {
 	closeMu  sync.Once
 }
 
-// job is one parallel-for call.
+// job is one parallel-for call. Each worker's claim counter has a cache line of its own, and
+// a worker reports the pieces it finished once, when it runs out of pieces to claim, so that
+// the workers of a call share a line only when one takes pieces from another's run.
 type job struct {
 	n, pieces int
 	body      func(lo, hi int)
-	next      []atomic.Int64 // per worker: how many pieces of its run have been claimed
-	left      atomic.Int64   // pieces not finished
+	next      []claims     // per worker: how many pieces of its run have been claimed
+	left      atomic.Int64 // pieces not finished
+}
+
+// claims is a worker's claim counter, alone on its cache line.
+type claims struct {
+	atomic.Int64
+	_ [56]byte
 }
 
 // sleeper is a worker's parking place.
@@ -72,7 +80,7 @@ func (j *job) piece(i int) (int, int) {
 // run is worker w's part of j: the pieces of its own run in order, then whatever is left of
 // the others' runs.
 func (j *job) run(w int) {
-	workers := len(j.next)
+	workers, done := len(j.next), int64(0)
 	for k := 0; k < workers; k++ {
 		v := (w + k) % workers
 		first, end := v*j.pieces/workers, (v+1)*j.pieces/workers
@@ -83,8 +91,11 @@ func (j *job) run(w int) {
 			}
 			lo, hi := j.piece(i)
 			j.body(lo, hi)
-			j.left.Add(-1)
+			done++
 		}
+	}
+	if done > 0 {
+		j.left.Add(-done)
 	}
 }
 
@@ -99,7 +110,7 @@ func (p *pool) For(n int, body func(lo, hi int)) {
 		return
 	}
 	defer p.mu.Unlock()
-	j := &job{n: n, pieces: min(n, p.workers*piecesPerWorker), body: body, next: make([]atomic.Int64, p.workers)}
+	j := &job{n: n, pieces: min(n, p.workers*piecesPerWorker), body: body, next: make([]claims, p.workers)}
 	j.left.Store(int64(j.pieces))
 	p.cur.Store(j)
 	p.seq.Add(1)
