@@ -16,12 +16,17 @@ import (
 // BenchmarkDecodeSmall: the one-column matvecs of a small model's decode step in turn (four
 // layers of 256-wide projections and a 768-wide feed-forward, q4_K, and a 1024-row q6_K
 // output: 2.4 MB, beyond a core's L2), one call per op, with the rows forms' prefetching on
-// and off; per step. BenchmarkPrefillSmall: the same matvecs for a 64-token prompt step.
-func BenchmarkDecodeSmall(b *testing.B) { benchSmallStep(b, 1) }
+// and off; per step. BenchmarkPrefillSmall: the same matvecs for a 64-token prompt step (the
+// rows forms' prefetching is a one-column matter).
+func BenchmarkDecodeSmall(b *testing.B) { benchSmallStep(b, 1, false) }
 
-func BenchmarkPrefillSmall(b *testing.B) { benchSmallStep(b, 64) }
+func BenchmarkPrefillSmall(b *testing.B) { benchSmallStep(b, 64, false) }
 
-func benchSmallStep(b *testing.B, n int) {
+// BenchmarkPrefillWide: a 64-token prompt step's matvecs at a 1B model's widths (2048-wide
+// projections, an 8192-wide feed-forward down projection), a slice of their rows.
+func BenchmarkPrefillWide(b *testing.B) { benchSmallStep(b, 64, true) }
+
+func benchSmallStep(b *testing.B, n int, wide bool) {
 	r := rand.New(rand.NewPCG(51, 52))
 	for _, workers := range []int{1, 2} {
 		be := cpu.New(workers)
@@ -55,15 +60,26 @@ func benchSmallStep(b *testing.B, n int) {
 			k, _ := kernels.MatVecFor(t, n)
 			ops = append(ops, op{k, kernels.MatVecArgs{W: upload(b, be, w), X: xs[cols], Y: yp, Rows: int32(rows), Cols: int32(cols), N: int32(n)}})
 		}
-		for layer := 0; layer < 4; layer++ {
+		if wide {
+			add(dtype.Q4_K, 512, 2048)
+			add(dtype.Q4_K, 256, 8192)
+			add(dtype.Q6_K, 256, 8192)
+		}
+		for layer := 0; layer < 4 && !wide; layer++ {
 			for _, rows := range []int{256, 64, 64, 256, 768, 768} {
 				add(dtype.Q4_K, rows, 256)
 			}
 			add(dtype.Q4_K, 256, 768)
 		}
-		add(dtype.Q6_K, 1024, 256)
+		if !wide {
+			add(dtype.Q6_K, 1024, 256)
+		}
 		for _, pf := range []bool{true, false}[:3-min(n, 2)] {
-			b.Run(fmt.Sprintf("threads=%d/prefetch=%v", workers, pf), func(b *testing.B) {
+			name := fmt.Sprintf("threads=%d", workers)
+			if n == 1 {
+				name += fmt.Sprintf("/prefetch=%v", pf)
+			}
+			b.Run(name, func(b *testing.B) {
 				kernels.SetRowsPrefetch(pf)
 				defer kernels.SetRowsPrefetch(true)
 				timeCalls(b, func() error {

@@ -144,8 +144,9 @@ func (d *rowDot) dotsInto(xs []byte, xb, n int, y []float32, stride int, add boo
 		if d.acc == nil {
 			d.acc = new(multiAcc)
 		}
-		for c0 := 0; c0 < n; c0 += maxMultiColumns {
-			m := min(maxMultiColumns, n-c0)
+		step := intoColumns(d.l.Blocks)
+		for c0 := 0; c0 < n; c0 += step {
+			m := min(step, n-c0)
 			into(d.l, d.row, d.xt[c0*xb:(c0+m)*xb], xb, m, d.acc, y[c0*stride:], stride, add)
 		}
 		return

@@ -19,11 +19,23 @@ type multiDotFunc = func(l *repack.Layout, row, x []byte, xb int, out []float32)
 // maxMultiColumns is the most columns a multiDotFunc takes in one call.
 const maxMultiColumns = 8
 
+// maxIntoColumns is the most columns a multiIntoFunc takes in one call.
+const maxIntoColumns = 32
+
+// intoColumns is how many columns a pass of a multiIntoFunc form over a row of the given
+// super-blocks takes: as many as keep their activations (292 bytes a super-block) within
+// about half a core's L1 data cache, 8 to maxIntoColumns. More columns a pass spread a row's
+// unpacking over more of them; past the L1 the activations come from L2 (measured:
+// BenchmarkPrefillSmall and BenchmarkPrefillWide).
+func intoColumns(blocks int64) int {
+	return int(min(maxIntoColumns, max(maxMultiColumns, 16<<10/(max(blocks, 1)*q8KBytes))))
+}
+
 // multiAcc is a several-column form's lane accumulators, column c at [c].
-type multiAcc = [maxMultiColumns][32]float32
+type multiAcc = [maxIntoColumns][32]float32
 
 // multiIntoFunc is a several-column form that puts a packed row's products with the n ≤
-// maxMultiColumns activation rows x[c·xb:] straight into a matvec's output: PackedDot's bits
+// maxIntoColumns activation rows x[c·xb:] straight into a matvec's output: PackedDot's bits
 // stored at y[c·stride] or, with add, added to the value there (a NaN the canonical one, as
 // the add kernel gives). acc is zeroed scratch, left zeroed.
 type multiIntoFunc = func(l *repack.Layout, row, x []byte, xb, n int, acc *multiAcc, y []float32, stride int, add bool)

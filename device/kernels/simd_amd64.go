@@ -584,7 +584,7 @@ var vectorMultiTInto = func() map[dtype.Type]multiIntoFunc {
 // (foldColumnsAVX2).
 func multiKInto(run kMultiRun) multiIntoFunc {
 	return func(l *repack.Layout, row, x []byte, xb, n int, acc *multiAcc, y []float32, stride int, add bool) {
-		if n > maxMultiColumns {
+		if n > maxIntoColumns {
 			panic("kernels: more columns than a several-column form takes")
 		}
 		if n < 1 {
