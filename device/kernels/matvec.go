@@ -142,7 +142,7 @@ func (d *rowDot) dots(xs []byte, xb int, out []float32) {
 func (d *rowDot) dotsInto(xs []byte, xb, n int, y []float32, stride int, add bool) {
 	if into := vectorMultiTInto[d.f.Type]; into != nil && d.xt != nil && n > 1 {
 		if d.acc == nil {
-			d.acc = new(multiAcc)
+			d.acc = multiAccs.Get().(*multiAcc)
 		}
 		step := intoColumns(d.l.Blocks)
 		for c0 := 0; c0 < n; c0 += step {
@@ -161,6 +161,14 @@ func (d *rowDot) dotsInto(xs []byte, xb, n int, y []float32, stride int, add boo
 			v = num.Canon(y[c*stride] + v) // the GPU's NaN, as the add kernel gives
 		}
 		y[c*stride] = v
+	}
+}
+
+// release returns dotsInto's accumulators (zeroed, as the forms leave them) for reuse.
+func (d *rowDot) release() {
+	if d.acc != nil {
+		multiAccs.Put(d.acc)
+		d.acc = nil
 	}
 }
 
@@ -383,6 +391,7 @@ func matvecTwin(x *device.Exec, f *Format, a MatVecArgs) error {
 	}
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
+		defer rd.release()
 		rd.xt = xt
 		for r := lo; r < hi; r++ {
 			rd.load(w[int64(r)*l.RowStride:])

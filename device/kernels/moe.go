@@ -234,6 +234,8 @@ func columnGroups(f *Format, l *repack.Layout, ids []int32, xb int, xrow func(s 
 func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu []byte, gs []expertGroup, xb, out int, y []float32) {
 	x.For(out, func(lo, hi int) {
 		rg, ru := newRowDot(f, l), newRowDot(f, l)
+		defer rg.release()
+		defer ru.release()
 		w := hi - lo
 		for _, gr := range gs {
 			ss := gr.slots
@@ -337,6 +339,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []expertGroup, xb int, weights, shared, gate, out []float32, n, k, rows int) {
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
+		defer rd.release()
 		wd := hi - lo
 		// slot s's products with rows lo … hi−1 at at[s]·wd: a group's slots side by side
 		dot, at := make([]float32, n*k*wd), make([]int, n*k)
