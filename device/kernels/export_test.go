@@ -179,3 +179,13 @@ func UseRows(on bool) func() {
 
 // SetRowsPrefetch sets whether the rows forms prefetch the rows ahead.
 func SetRowsPrefetch(on bool) { rowsPrefetch = on }
+
+// TransposeQ8K lays out n q8_K activation rows as the transposed several-column forms read
+// them, with the vector form (where the CPU has it) or in portable Go.
+func TransposeQ8K(dst, src []byte, xb, n, blocks int, vector bool) {
+	if vector {
+		transposeQ8K(dst, src, xb, n, blocks)
+		return
+	}
+	transposeQ8KGo(dst, src, xb, n, blocks)
+}

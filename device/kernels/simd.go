@@ -78,13 +78,28 @@ var vectorMultiT = vectorMultiTForms()
 func transposeQ8K(dst, src []byte, xb, n, blocks int) {
 	copy(dst[:n*xb], src[:n*xb])
 	for c := 0; c < n; c++ {
-		for i := 0; i < blocks; i++ {
-			q := c*xb + i*q8KBytes + 4
-			in, out := src[q:q+256], dst[q:q+256]
-			for u := 0; u < 8; u++ {
-				for k := 0; k < 8; k++ {
-					copy(out[32*k+4*u:32*k+4*u+4], in[32*u+4*k:32*u+4*k+4])
-				}
+		if !vectorTransposeQ8K(dst[c*xb:], src[c*xb:], blocks) {
+			transposeQ8KRow(dst[c*xb:], src[c*xb:], blocks)
+		}
+	}
+}
+
+// transposeQ8KGo is transposeQ8K in portable Go (tests).
+func transposeQ8KGo(dst, src []byte, xb, n, blocks int) {
+	copy(dst[:n*xb], src[:n*xb])
+	for c := 0; c < n; c++ {
+		transposeQ8KRow(dst[c*xb:], src[c*xb:], blocks)
+	}
+}
+
+// transposeQ8KRow moves the quants of one activation row's super-blocks as transposeQ8K does.
+func transposeQ8KRow(dst, src []byte, blocks int) {
+	for i := 0; i < blocks; i++ {
+		q := i*q8KBytes + 4
+		in, out := src[q:q+256], dst[q:q+256]
+		for u := 0; u < 8; u++ {
+			for k := 0; k < 8; k++ {
+				copy(out[32*k+4*u:32*k+4*u+4], in[32*u+4*k:32*u+4*k+4])
 			}
 		}
 	}

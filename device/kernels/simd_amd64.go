@@ -37,6 +37,20 @@ func q4KRowsAVX2(w, x *byte, a *rowsArgs, out *float32)
 func prepQ4KRowsAVX2(dst, x *byte, blocks int)
 
 //go:noescape
+func transposeQ8KAVX2(dst, src *byte, blocks int)
+
+// vectorTransposeQ8K is transposeQ8K's quant moves for one row of blocks super-blocks (dst
+// already holding the row's scales and block sums), and reports whether it ran.
+func vectorTransposeQ8K(dst, src []byte, blocks int) bool {
+	if !vectorCPU || blocks < 1 {
+		return false
+	}
+	_, _ = dst[:blocks*q8KBytes], src[:blocks*q8KBytes]
+	transposeQ8KAVX2(&dst[0], &src[0], blocks)
+	return true
+}
+
+//go:noescape
 func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add bool)
 
 //go:noescape

@@ -2506,3 +2506,41 @@ foldcolstore:
 
 foldcoldone:
 	RET
+
+// func transposeQ8KAVX2(dst, src *byte, blocks int)
+// transposeQ8K's quants for one activation row of q8_K blocks: each super-block's 8 × 8
+// matrix of 4-byte groups transposed (TRANSPOSE_UNITS). The scales and block sums are left to
+// the caller.
+TEXT ·transposeQ8KAVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  blocks+16(FP), CX
+	TESTQ CX, CX
+	JZ    tq8kdone
+
+tq8k:
+	VMOVDQU 4(SI), Y0
+	VMOVDQU 36(SI), Y1
+	VMOVDQU 68(SI), Y2
+	VMOVDQU 100(SI), Y3
+	VMOVDQU 132(SI), Y4
+	VMOVDQU 164(SI), Y5
+	VMOVDQU 196(SI), Y6
+	VMOVDQU 228(SI), Y7
+	TRANSPOSE_UNITS
+	VMOVDQU Y0, 4(DI)
+	VMOVDQU Y1, 36(DI)
+	VMOVDQU Y2, 68(DI)
+	VMOVDQU Y3, 100(DI)
+	VMOVDQU Y4, 132(DI)
+	VMOVDQU Y5, 164(DI)
+	VMOVDQU Y6, 196(DI)
+	VMOVDQU Y7, 228(DI)
+	ADDQ    $292, SI
+	ADDQ    $292, DI
+	DECQ    CX
+	JNZ     tq8k
+	VZEROUPPER
+
+tq8kdone:
+	RET

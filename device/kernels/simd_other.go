@@ -44,6 +44,9 @@ func vectorSwiGLU(y, a, b []float32) int { return 0 }
 // vectorMultiForms: none here.
 func vectorMultiForms() map[dtype.Type]multiDotFunc { return nil }
 
+// vectorTransposeQ8K: none here.
+func vectorTransposeQ8K(dst, src []byte, blocks int) bool { return false }
+
 // vectorMultiTInto: none here.
 var vectorMultiTInto map[dtype.Type]multiIntoFunc
 

@@ -1,6 +1,7 @@
 package kernels_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -668,5 +669,25 @@ func TestVectorDeltaRuleMatchesPortable(t *testing.T) {
 	}
 	if nonFinite > 0 {
 		t.Errorf("%d outputs not finite in the finite modes", nonFinite)
+	}
+}
+
+// The vector transpose of q8_K activation rows gives the portable transpose's bytes (rows of 1
+// to 9 super-blocks, 1 to 5 of them, random bytes).
+func TestTransposeQ8KMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(71, 72))
+	for trial := 0; trial < 50; trial++ {
+		blocks, n := 1+r.IntN(9), 1+r.IntN(5)
+		xb := blocks * 292
+		src := make([]byte, n*xb)
+		for i := range src {
+			src[i] = byte(r.Uint32())
+		}
+		want, got := make([]byte, n*xb), make([]byte, n*xb)
+		kernels.TransposeQ8K(want, src, xb, n, blocks, false)
+		kernels.TransposeQ8K(got, src, xb, n, blocks, true)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("trial %d (%d blocks, %d rows): the vector transpose differs", trial, blocks, n)
+		}
 	}
 }
