@@ -544,8 +544,13 @@ func chunkWeights(e []float32, softCap float32, vec bool) (m, l float32) {
 		}
 	}
 	m = maxOf(e)
-	var acc [32]float32
 	done := vectorExpShift(e, m, vec)
+	if done == len(e) {
+		if l, ok := vectorLaneSum(e); ok {
+			return m, l
+		}
+	}
+	var acc [32]float32
 	for j := range e {
 		if j >= done {
 			e[j] = num.Exp32(e[j] - m)

@@ -51,6 +51,21 @@ func vectorTransposeQ8K(dst, src []byte, blocks int) bool {
 }
 
 //go:noescape
+func laneSumsAVX2(acc *[32]float32, e *float32, n int)
+
+// vectorLaneSum is num.WarpTotal of the lane sums acc[j mod 32] += e[j] (j in order, from
+// zero), with vector adds (the same adds in the same order: the same bits), and reports
+// whether it ran.
+func vectorLaneSum(e []float32) (float32, bool) {
+	if !vectorCPU || len(e) == 0 {
+		return 0, false
+	}
+	var acc [32]float32
+	laneSumsAVX2(&acc, &e[0], len(e))
+	return vectorWarpTotal(&acc), true
+}
+
+//go:noescape
 func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add bool)
 
 //go:noescape

@@ -2544,3 +2544,46 @@ tq8k:
 
 tq8kdone:
 	RET
+
+// func laneSumsAVX2(acc *[32]float32, e *float32, n int)
+// acc[j mod 32] += e[j] for j = 0 … n−1 in order: whole groups of 32 as four vector adds,
+// then the last values one at a time.
+TEXT ·laneSumsAVX2(SB), NOSPLIT, $0-24
+	MOVQ    acc+0(FP), DI
+	MOVQ    e+8(FP), SI
+	MOVQ    n+16(FP), CX
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+
+lanesums32:
+	CMPQ   CX, $32
+	JLT    lanesumstail
+	VADDPS 0(SI), Y0, Y0
+	VADDPS 32(SI), Y1, Y1
+	VADDPS 64(SI), Y2, Y2
+	VADDPS 96(SI), Y3, Y3
+	ADDQ   $128, SI
+	SUBQ   $32, CX
+	JMP    lanesums32
+
+lanesumstail:
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	XORQ    AX, AX
+
+lanesumsone:
+	CMPQ   AX, CX
+	JGE    lanesumsdone
+	VMOVSS (DI)(AX*4), X0
+	VADDSS (SI)(AX*4), X0, X0
+	VMOVSS X0, (DI)(AX*4)
+	INCQ   AX
+	JMP    lanesumsone
+
+lanesumsdone:
+	RET
