@@ -543,7 +543,10 @@ func chunkWeights(e []float32, softCap float32, vec bool) (m, l float32) {
 			e[j] = SoftCap32(v, softCap)
 		}
 	}
-	m = maxOf(e)
+	var ok bool
+	if m, ok = vectorMaxOf(e); !ok || !vec {
+		m = maxOf(e)
+	}
 	done := vectorExpShift(e, m, vec)
 	if done == len(e) {
 		if l, ok := vectorLaneSum(e); ok {

@@ -189,3 +189,14 @@ func TransposeQ8K(dst, src []byte, xb, n, blocks int, vector bool) {
 	}
 	transposeQ8KGo(dst, src, xb, n, blocks)
 }
+
+// MaxOf is attention's chunk maximum (maxOf), with its vector form where the CPU has it and
+// it settles the result.
+func MaxOf(e []float32, vector bool) float32 {
+	if vector {
+		if m, ok := vectorMaxOf(e); ok {
+			return m
+		}
+	}
+	return maxOf(e)
+}

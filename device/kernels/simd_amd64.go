@@ -51,6 +51,19 @@ func vectorTransposeQ8K(dst, src []byte, blocks int) bool {
 }
 
 //go:noescape
+func maxOfAVX2(e *float32, n int) float32
+
+// vectorMaxOf is maxOf with vector maxima, and reports whether it ran: not for a zero maximum,
+// whose sign the vector form does not settle.
+func vectorMaxOf(e []float32) (float32, bool) {
+	if !vectorCPU || len(e) == 0 {
+		return 0, false
+	}
+	m := maxOfAVX2(&e[0], len(e))
+	return m, m != 0
+}
+
+//go:noescape
 func laneSumsAVX2(acc *[32]float32, e *float32, n int)
 
 // vectorLaneSum is num.WarpTotal of the lane sums acc[j mod 32] += e[j] (j in order, from

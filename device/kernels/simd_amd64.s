@@ -2587,3 +2587,57 @@ lanesumsone:
 
 lanesumsdone:
 	RET
+
+// func maxOfAVX2(e *float32, n int) float32
+// The largest of −Inf and e[0 … n−1], NaNs passed over (each step keeps the running maximum
+// unless the value is greater; a NaN never is). Which zero a zero maximum is may differ from
+// Max32's; the caller redoes that case.
+TEXT ·maxOfAVX2(SB), NOSPLIT, $0-20
+	MOVQ         e+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0xff800000, AX
+	VMOVD        AX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS      Y0, Y1
+	VMOVAPS      Y0, Y2
+	VMOVAPS      Y0, Y3
+
+maxof32:
+	CMPQ    CX, $32
+	JLT     maxoffold
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMAXPS  Y0, Y4, Y0
+	VMAXPS  Y1, Y5, Y1
+	VMAXPS  Y2, Y6, Y2
+	VMAXPS  Y3, Y7, Y3
+	ADDQ    $128, SI
+	SUBQ    $32, CX
+	JMP     maxof32
+
+maxoffold:
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VZEROUPPER
+	XORQ         AX, AX
+
+maxofone:
+	CMPQ   AX, CX
+	JGE    maxofdone
+	VMOVSS (SI)(AX*4), X1
+	VMAXSS X0, X1, X0
+	INCQ   AX
+	JMP    maxofone
+
+maxofdone:
+	VMOVSS X0, ret+16(FP)
+	RET

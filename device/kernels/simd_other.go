@@ -44,6 +44,9 @@ func vectorSwiGLU(y, a, b []float32) int { return 0 }
 // vectorMultiForms: none here.
 func vectorMultiForms() map[dtype.Type]multiDotFunc { return nil }
 
+// vectorMaxOf: none here.
+func vectorMaxOf(e []float32) (float32, bool) { return 0, false }
+
 // vectorLaneSum: none here.
 func vectorLaneSum(e []float32) (float32, bool) { return 0, false }
 

@@ -691,3 +691,28 @@ func TestTransposeQ8KMatchesPortable(t *testing.T) {
 		}
 	}
 }
+
+// The vector chunk maximum gives maxOf's bits: NaNs passed over, +0 above −0, −Inf for no
+// number, on lengths 1 to 70 of random, special and all-equal values.
+func TestVectorMaxOfMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(73, 74))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	special := []float32{nan, -inf, inf, 0, float32(math.Copysign(0, -1)), 1e-45, -1e-45}
+	for trial := 0; trial < 3000; trial++ {
+		e := make([]float32, 1+r.IntN(70))
+		for i := range e {
+			switch mode := trial % 4; {
+			case mode == 0:
+				e[i] = float32(r.NormFloat64())
+			case mode == 1 || r.IntN(3) == 0:
+				e[i] = special[r.IntN(len(special))]
+			default:
+				e[i] = -float32(r.ExpFloat64())
+			}
+		}
+		want, got := kernels.MaxOf(e, false), kernels.MaxOf(e, true)
+		if math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("trial %d: %v: vector %v (%#08x), portable %v (%#08x)", trial, e, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+}
