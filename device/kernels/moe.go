@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"slices"
 
 	"verity/device"
 	"verity/device/dtype"
@@ -180,18 +181,30 @@ func twinMoEGateUp(x *device.Exec, f *Format, a MoEGateUpArgs) error {
 		moeGateUpColumns(x, f, l, wg, wu, gs, xb, out, y)
 		return nil
 	}
+	rf, pf := vectorRows[f.Type], l.ExpertStride > tileResident
 	x.For(n*k*out, func(lo, hi int) {
 		rg, ru := newRowDot(f, l), newRowDot(f, l)
 		// The gate and up dot products of the range first, then SwiGLU's element-wise op over
 		// them (with its vector form): the bits of Canon(SiLU32(gate)·up) per value.
 		g, u := make([]float32, hi-lo), make([]float32, hi-lo)
-		for i := lo; i < hi; i++ {
+		for i := lo; i < hi; {
 			s, o := i/out, i%out
-			off := int64(ids[s])*l.ExpertStride + int64(o)*l.RowStride
+			end := min(hi, (s+1)*out) // the range's run of slot s's rows
 			xr := xs[s/k*xb : (s/k+1)*xb]
-			rg.load(wg[off:])
-			ru.load(wu[off:])
-			g[i-lo], u[i-lo] = rg.dot(xr), ru.dot(xr)
+			base := int64(ids[s]) * l.ExpertStride
+			if rf != nil { // the rows form: the run in one call (PackedDot's bits per row)
+				at := base + int64(o)*l.RowStride
+				rf(l, wg[at:base+l.ExpertStride], xr, g[i-lo:end-lo], pf)
+				rf(l, wu[at:base+l.ExpertStride], xr, u[i-lo:end-lo], pf)
+				i = end
+				continue
+			}
+			for ; i < end; i, o = i+1, o+1 {
+				off := base + int64(o)*l.RowStride
+				rg.load(wg[off:])
+				ru.load(wu[off:])
+				g[i-lo], u[i-lo] = rg.dot(xr), ru.dot(xr)
+			}
 		}
 		swigluOp.apply(y[lo:hi], g, u)
 	})
@@ -313,20 +326,40 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		moeDownColumns(x, f, l, w, gs, xb, weights, shared, gate, out, n, k, rows)
 		return nil
 	}
+	rf, pf := vectorRows[f.Type], l.ExpertStride > tileResident
 	x.For(n*rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
-		for j := lo; j < hi; j++ {
+		var dots []float32 // with the rows form: slot e's products with a run's rows at e·m
+		for j := lo; j < hi; {
 			t, o := j/rows, j%rows
-			var acc float32
-			for e := 0; e < k; e++ {
-				s := t*k + e
-				rd.load(w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
-				acc = num.FMA32(weights[s], rd.dot(xs[s*xb:(s+1)*xb]), acc)
+			end := min(hi, (t+1)*rows) // the range's run of token t's rows
+			m := end - j
+			if rf != nil {
+				dots = slices.Grow(dots[:0], k*m)[:k*m]
+				for e := 0; e < k; e++ {
+					s := t*k + e
+					base := int64(ids[s]) * l.ExpertStride
+					rf(l, w[base+int64(o)*l.RowStride:base+l.ExpertStride], xs[s*xb:(s+1)*xb], dots[e*m:(e+1)*m], pf)
+				}
 			}
-			if shared != nil {
-				acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+			for ; j < end; j, o = j+1, o+1 {
+				var acc float32
+				for e := 0; e < k; e++ {
+					s := t*k + e
+					var d float32
+					if rf != nil {
+						d = dots[e*m+m-(end-j)]
+					} else {
+						rd.load(w[int64(ids[s])*l.ExpertStride+int64(o)*l.RowStride:])
+						d = rd.dot(xs[s*xb : (s+1)*xb])
+					}
+					acc = num.FMA32(weights[s], d, acc)
+				}
+				if shared != nil {
+					acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+				}
+				out[j] = num.Canon(acc)
 			}
-			out[j] = num.Canon(acc)
 		}
 	})
 	return nil

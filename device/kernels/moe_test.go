@@ -15,6 +15,13 @@ func TestMoEGroupedEqualsUnfused(t *testing.T) {
 	testMoEGrouped(t, 3, 2, 5, 256, 512, 512, 256)
 }
 
+// The same for one token (a decode step: its slots go to distinct experts, which the per-slot
+// path takes, a run of each slot's rows at a time).
+func TestMoEDecodeEqualsUnfused(t *testing.T) {
+	testMoEGrouped(t, 1, 2, 5, 40, 512, 56, 256)
+	testMoEGrouped(t, 1, 4, 6, 300, 256, 260, 256)
+}
+
 // The same with row counts that end in part of a tile (the grouped twins' tile forms take
 // whole tiles of 16 rows) and experts shared by several slots.
 func TestMoEGroupedPartialTiles(t *testing.T) {
