@@ -245,6 +245,7 @@ func columnGroups(f *Format, l *repack.Layout, ids []int32, xb int, xrow func(s 
 // the row (rowDot.dots: every column dot's bits); SwiGLU then runs over each slot's range of
 // rows as it does unfused.
 func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu []byte, gs []expertGroup, xb, out int, y []float32) {
+	rf, pf := vectorRows[f.Type], l.ExpertStride > tileResident
 	x.For(out, func(lo, hi int) {
 		rg, ru := newRowDot(f, l), newRowDot(f, l)
 		defer rg.release()
@@ -254,6 +255,14 @@ func moeGateUpColumns(x *device.Exec, f *Format, l *repack.Layout, wg, wu []byte
 			ss := gr.slots
 			rg.xt, ru.xt = gr.xt, gr.xt
 			g, u := make([]float32, len(ss)*w), make([]float32, len(ss)*w) // slot j's rows at j·w
+			if base := int64(gr.expert) * l.ExpertStride; len(ss) == 1 && rf != nil {
+				// one slot: the rows form over the range, as the per-slot path
+				at := base + int64(lo)*l.RowStride
+				rf(l, wg[at:base+l.ExpertStride], gr.x, g, pf)
+				rf(l, wu[at:base+l.ExpertStride], gr.x, u, pf)
+				swigluOp.apply(y[ss[0]*out+lo:ss[0]*out+hi], g, u)
+				continue
+			}
 			for o := lo; o < hi; o++ {
 				off := int64(gr.expert)*l.ExpertStride + int64(o)*l.RowStride
 				rg.load(wg[off:])
@@ -370,6 +379,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 // of the expert's rows applied to all of them in one pass (rowDot.dots: every column dot's
 // bits); then each token's outputs combine its slots' products in slot order, as unfused.
 func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []expertGroup, xb int, weights, shared, gate, out []float32, n, k, rows int) {
+	rf, pf := vectorRows[f.Type], l.ExpertStride > tileResident
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
 		defer rd.release()
@@ -381,6 +391,12 @@ func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []
 			rd.xt = gr.xt
 			for j, s := range gr.slots {
 				at[s] = base + j
+			}
+			if eb := int64(gr.expert) * l.ExpertStride; len(gr.slots) == 1 && rf != nil {
+				// one slot: the rows form over the range
+				rf(l, w[eb+int64(lo)*l.RowStride:eb+l.ExpertStride], gr.x, dot[base*wd:(base+1)*wd], pf)
+				base++
+				continue
 			}
 			for o := lo; o < hi; o++ {
 				rd.load(w[int64(gr.expert)*l.ExpertStride+int64(o)*l.RowStride:])
