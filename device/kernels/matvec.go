@@ -88,10 +88,11 @@ type rowDot struct {
 	// form, or the products before they are stored.
 	acc  *multiAcc
 	vals []float32
+	into multiIntoFunc // the format's multiIntoFunc form, if any
 }
 
 func newRowDot(f *Format, l *repack.Layout) *rowDot {
-	d := &rowDot{f: f, l: l}
+	d := &rowDot{f: f, l: l, into: vectorMultiTInto[f.Type]}
 	if f.PackedDot == nil {
 		d.buf = make([]byte, l.RowBytes)
 	}
@@ -140,7 +141,7 @@ func (d *rowDot) dots(xs []byte, xb int, out []float32) {
 // add kernel gives). Over xt, where the format has a multiIntoFunc form, the products go
 // there straight from the assembly.
 func (d *rowDot) dotsInto(xs []byte, xb, n int, y []float32, stride int, add bool) {
-	if into := vectorMultiTInto[d.f.Type]; into != nil && d.xt != nil && n > 1 {
+	if into := d.into; into != nil && d.xt != nil && n > 1 {
 		if d.acc == nil {
 			d.acc = multiAccs.Get().(*multiAcc)
 		}
