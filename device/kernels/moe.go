@@ -303,14 +303,16 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 	if err != nil {
 		return fmt.Errorf("expert weights: %w", err)
 	}
-	var shared, gate []float32
+	var shared, sg []float32 // sg: the shared expert's weight per token, Sigmoid32(Gate[t])
 	if a.Shared != 0 {
 		if shared, err = x.F32(a.Shared, n*rows); err != nil {
 			return fmt.Errorf("shared expert: %w", err)
 		}
-		if gate, err = x.F32(a.Gate, n); err != nil {
+		gate, err := x.F32(a.Gate, n)
+		if err != nil {
 			return fmt.Errorf("shared expert gate: %w", err)
 		}
+		sg = sigmoids(gate)
 	}
 	out, err := x.F32(a.Out, n*rows)
 	if err != nil {
@@ -322,17 +324,17 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 		x.For((rows+tileRows-1)/tileRows, func(lo, hi int) {
 			r0, r1 := lo*tileRows, min(hi*tileRows, rows)
 			if w1 := min(r1, whole); r0 < w1 {
-				moeDownTiles(tf, l, w, gs, n, k, rows, xb, r0, w1, weights, shared, gate, out)
+				moeDownTiles(tf, l, w, gs, n, k, rows, xb, r0, w1, weights, shared, sg, out)
 			}
 			for t := 0; t < n && r1 > whole; t++ { // the rows after the last whole tile
-				moeDownRows(f, l, w, xs, xb, ids, weights, shared, gate, out, k, rows, t, max(r0, whole), r1)
+				moeDownRows(f, l, w, xs, xb, ids, weights, shared, sg, out, k, rows, t, max(r0, whole), r1)
 			}
 		})
 		return nil
 	}
 	if vectorMulti[f.Type] != nil && expertShared(ids, ne) {
 		gs := columnGroups(f, l, ids, xb, func(s int) []byte { return xs[s*xb : (s+1)*xb] })
-		moeDownColumns(x, f, l, w, gs, xb, weights, shared, gate, out, n, k, rows)
+		moeDownColumns(x, f, l, w, gs, xb, weights, shared, sg, out, n, k, rows)
 		return nil
 	}
 	rf, pf := vectorRows[f.Type], l.ExpertStride > tileResident
@@ -365,7 +367,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 					acc = num.FMA32(weights[s], d, acc)
 				}
 				if shared != nil {
-					acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+					acc += float32(sg[t] * shared[j])
 				}
 				out[j] = num.Canon(acc)
 			}
@@ -378,7 +380,7 @@ func twinMoEDown(x *device.Exec, f *Format, a MoEDownArgs) error {
 // activation rows gathered side by side (and transposed, where the form reads them so), each
 // of the expert's rows applied to all of them in one pass (rowDot.dots: every column dot's
 // bits); then each token's outputs combine its slots' products in slot order, as unfused.
-func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []expertGroup, xb int, weights, shared, gate, out []float32, n, k, rows int) {
+func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []expertGroup, xb int, weights, shared, sg, out []float32, n, k, rows int) {
 	rf, pf := vectorRows[f.Type], l.ExpertStride > tileResident
 	x.For(rows, func(lo, hi int) {
 		rd := newRowDot(f, l)
@@ -413,7 +415,7 @@ func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []
 					acc = num.FMA32(weights[s], dot[at[s]*wd+o-lo], acc)
 				}
 				if shared != nil {
-					acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+					acc += float32(sg[t] * shared[j])
 				}
 				out[j] = num.Canon(acc)
 			}
@@ -421,9 +423,19 @@ func moeDownColumns(x *device.Exec, f *Format, l *repack.Layout, w []byte, gs []
 	})
 }
 
+// sigmoids returns Sigmoid32 of each value (a shared expert's gate per token, computed once
+// for all of the token's rows).
+func sigmoids(v []float32) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = num.Sigmoid32(x)
+	}
+	return out
+}
+
 // moeDownRows computes MoEDown's outputs out[t][o] for token t and rows o in [a, b), one row
 // at a time.
-func moeDownRows(f *Format, l *repack.Layout, w, xs []byte, xb int, ids []int32, weights, shared, gate, out []float32, k, rows, t, a, b int) {
+func moeDownRows(f *Format, l *repack.Layout, w, xs []byte, xb int, ids []int32, weights, shared, sg, out []float32, k, rows, t, a, b int) {
 	rd := newRowDot(f, l)
 	for o := a; o < b; o++ {
 		j := t*rows + o
@@ -434,7 +446,7 @@ func moeDownRows(f *Format, l *repack.Layout, w, xs []byte, xb int, ids []int32,
 			acc = num.FMA32(weights[s], rd.dot(xs[s*xb:(s+1)*xb]), acc)
 		}
 		if shared != nil {
-			acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+			acc += float32(sg[t] * shared[j])
 		}
 		out[j] = num.Canon(acc)
 	}

@@ -80,7 +80,7 @@ func moeGateUpTiles(tf tileFunc, l *repack.Layout, wg, wu []byte, gs []expertGro
 // moeDownTiles computes MoEDown's outputs out[t][o] for rows o in [lo, hi) (whole tiles) and
 // every token: the slots' dots first, then each token's weighted sum in slot order.
 func moeDownTiles(tf tileFunc, l *repack.Layout, w []byte, gs []expertGroup, n, k, rows, xb, lo, hi int,
-	weights, shared, gate, out []float32) {
+	weights, shared, sg, out []float32) {
 	s := tileScratches.Get().(*tileScratch)
 	defer tileScratches.Put(s)
 	dots := make([][tileRows]float32, n*k)
@@ -96,7 +96,7 @@ func moeDownTiles(tf tileFunc, l *repack.Layout, w []byte, gs []expertGroup, n, 
 					acc = num.FMA32(weights[t*k+e], dots[t*k+e][i], acc)
 				}
 				if shared != nil {
-					acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+					acc += float32(sg[t] * shared[j])
 				}
 				out[j] = num.Canon(acc)
 			}

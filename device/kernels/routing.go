@@ -237,14 +237,16 @@ func twinMoECombine(x *device.Exec, a MoECombineArgs) error {
 	if err != nil {
 		return fmt.Errorf("weights: %w", err)
 	}
-	var shared, gate []float32
+	var shared, sg []float32 // sg: the shared expert's weight per token, Sigmoid32(Gate[t])
 	if a.Shared != 0 {
 		if shared, err = x.F32(a.Shared, n*width); err != nil {
 			return fmt.Errorf("shared expert: %w", err)
 		}
-		if gate, err = x.F32(a.Gate, n); err != nil {
+		gate, err := x.F32(a.Gate, n)
+		if err != nil {
 			return fmt.Errorf("shared expert gate: %w", err)
 		}
+		sg = sigmoids(gate)
 	}
 	out, err := x.F32(a.Out, n*width)
 	if err != nil {
@@ -258,7 +260,7 @@ func twinMoECombine(x *device.Exec, a MoECombineArgs) error {
 				acc = num.FMA32(w[t*k+e], y[(t*k+e)*width+i], acc)
 			}
 			if shared != nil {
-				acc += float32(num.Sigmoid32(gate[t]) * shared[j])
+				acc += float32(sg[t] * shared[j])
 			}
 			out[j] = num.Canon(acc)
 		}
