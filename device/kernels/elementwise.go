@@ -67,7 +67,7 @@ func elementwise(entry string, op binaryOp) *device.Kernel[BinaryArgs] {
 var (
 	addOp        = binaryOp{scalar: func(a, b float32) float32 { return a + b }}
 	swigluOp     = binaryOp{scalar: func(a, b float32) float32 { return num.SiLU32(a) * b }, vector: vectorSwiGLU}
-	sigmoidMulOp = binaryOp{scalar: func(a, b float32) float32 { return a * num.Sigmoid32(b) }}
+	sigmoidMulOp = binaryOp{scalar: func(a, b float32) float32 { return a * num.Sigmoid32(b) }, vector: vectorSigmoidMul}
 	gegluOp      = binaryOp{scalar: func(a, b float32) float32 { return num.GELU32(a) * b }}
 )
 

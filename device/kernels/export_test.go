@@ -68,6 +68,16 @@ func SwiGLURow(y, a, b []float32, vector bool) {
 	op.apply(y, a, b)
 }
 
+// SigmoidMulRow is SigmoidMul's element-wise op over a row, with its vector form (where the
+// CPU has it) or in portable Go.
+func SigmoidMulRow(y, a, b []float32, vector bool) {
+	op := sigmoidMulOp
+	if !vector {
+		op.vector = nil
+	}
+	op.apply(y, a, b)
+}
+
 // RowDots is the matvec twin's products of one packed weight row with len(out) activation
 // rows xs[c·xb:].
 func RowDots(f *Format, l *repack.Layout, row, xs []byte, xb int, out []float32) {

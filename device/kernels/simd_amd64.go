@@ -127,6 +127,9 @@ func attnPV32x2AVX2(out *float32, os int, e *float32, es int, vc *float32, offs 
 func exp32ShiftAVX2(e *float32, n int, m float32)
 
 //go:noescape
+func sigmoidMulAVX2(y, a, b *float32, n int)
+
+//go:noescape
 func siluMulAVX2(y, a, b *float32, n int)
 
 //go:noescape
@@ -549,6 +552,17 @@ func vectorSwiGLU(y, a, b []float32) int {
 		return 0
 	}
 	siluMulAVX2(&y[0], &a[0], &b[0], n)
+	return n
+}
+
+// vectorSigmoidMul sets y[i] = Canon(a[i]·Sigmoid32(b[i])) for the first values, 8 at a time,
+// and returns how many it set (0 without the vector forms).
+func vectorSigmoidMul(y, a, b []float32) int {
+	n := min(len(y), len(a), len(b)) &^ 7
+	if !vectorCPU || n == 0 {
+		return 0
+	}
+	sigmoidMulAVX2(&y[0], &a[0], &b[0], n)
 	return n
 }
 

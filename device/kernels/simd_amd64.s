@@ -2641,3 +2641,77 @@ maxofone:
 maxofdone:
 	VMOVSS X0, ret+16(FP)
 	RET
+
+
+// func sigmoidMulAVX2(y, a, b *float32, n int)
+// y[i] = Canon(a[i]·Sigmoid32(b[i])) for i < n, n a multiple of 8: num.Sigmoid32's operations in
+// order (expNeg as siluMulAVX2 has them, then q + c for b ≥ 0 and
+// scale(fma(hi, q, fma(hi, c, lo·q)), j) below), special inputs blended in as Sigmoid32
+// handles them.
+TEXT ·sigmoidMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   sigmoiddone
+
+sigmoidloop:
+	// a = x < 0 ? x : −x
+	VMOVUPS   (DX), Y13
+	VXORPS    EXP_SIGN, Y13, Y0
+	VXORPS    Y14, Y14, Y14
+	VCMPPS    $0x11, Y14, Y13, Y1
+	VBLENDVPS Y1, Y13, Y0, Y0
+	EXPCORE_Y0
+	POW2_SPLIT(Y2, Y4, Y5)
+	// expNeg: eh, el, D = 1 + eh, E, q = 1/D, c
+	VMULPS       Y4, Y10, Y3
+	VMULPS       Y5, Y3, Y3
+	VMULPS       Y4, Y11, Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       EXP_ONE, Y3, Y7
+	VSUBPS       EXP_ONE, Y7, Y8
+	VSUBPS       Y8, Y3, Y8
+	VADDPS       Y6, Y8, Y8
+	VMOVUPS      EXP_ONE, Y9
+	VDIVPS       Y7, Y9, Y9
+	VMOVUPS      EXP_ONE, Y12
+	VFNMADD231PS Y7, Y9, Y12
+	VFNMADD231PS Y8, Y9, Y12
+	VMULPS       Y12, Y9, Y12
+	// x ≥ 0: q + c
+	VADDPS      Y12, Y9, Y1
+	// x < 0: scale(fma(hi, q, fma(hi, c, lo·q)), j)
+	VMULPS      Y9, Y11, Y6
+	VFMADD231PS Y12, Y10, Y6
+	VFMADD231PS Y9, Y10, Y6
+	VMULPS      Y4, Y6, Y6
+	VMULPS      Y5, Y6, Y6
+	VCMPPS      $0x1d, Y14, Y13, Y7
+	VBLENDVPS   Y7, Y1, Y6, Y6
+	// x > 128: 1; x < −128: +0; NaN: NaN
+	VMOVUPS   EXP_ONE, Y8
+	VCMPPS    $0x1e, EXP_POS128, Y13, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	VXORPS    Y8, Y8, Y8
+	VCMPPS    $0x11, EXP_NEG128, Y13, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	VMOVUPS   EXP_NAN, Y8
+	VCMPPS    $3, Y13, Y13, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	// a·, the canonical NaN
+	VMULPS    (SI), Y6, Y6
+	VCMPPS    $3, Y6, Y6, Y7
+	VBLENDVPS Y7, Y8, Y6, Y6
+	VMOVUPS   Y6, (DI)
+
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sigmoidloop
+
+sigmoiddone:
+	VZEROUPPER
+	RET

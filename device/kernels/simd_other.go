@@ -41,6 +41,9 @@ func vectorExpShift(e []float32, m float32, vec bool) int { return 0 }
 // vectorSwiGLU: none here.
 func vectorSwiGLU(y, a, b []float32) int { return 0 }
 
+// vectorSigmoidMul: none here.
+func vectorSigmoidMul(y, a, b []float32) int { return 0 }
+
 // vectorMultiForms: none here.
 func vectorMultiForms() map[dtype.Type]multiDotFunc { return nil }
 

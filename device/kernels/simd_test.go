@@ -716,3 +716,41 @@ func TestVectorMaxOfMatchesPortable(t *testing.T) {
 		}
 	}
 }
+
+// The vector form of SigmoidMul's op gives the portable a·Sigmoid32(b)'s bits: every 509th
+// float32 bit pattern as the gate b (NaNs, infinities, subnormals and ±0 among them) and a
+// fine grid over [−130, 130] (both sides of ±128 and of 0), times normal and special values.
+func TestVectorSigmoidMulMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
+	check := func(b []float32) {
+		a := make([]float32, len(b))
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+			if r.IntN(16) == 0 {
+				a[i] = specials[r.IntN(len(specials))]
+			}
+		}
+		got, want := make([]float32, len(b)), make([]float32, len(b))
+		kernels.SigmoidMulRow(got, a, b, true)
+		kernels.SigmoidMulRow(want, a, b, false)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v·Sigmoid32(%v) = %v (%#08x), want %v (%#08x)", a[i], b[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+	b := make([]float32, 0, 1<<16)
+	for u := uint64(0); u < 1<<32; u += 509 {
+		if b = append(b, math.Float32frombits(uint32(u))); len(b) == cap(b) {
+			check(b)
+			b = b[:0]
+		}
+	}
+	check(b)
+	b = b[:0]
+	for x := float32(-130); x <= 130; x += 1.0 / 2048 {
+		b = append(b, x)
+	}
+	check(b)
+}
