@@ -36,16 +36,9 @@ label:
 	VMOVUPS Y0, 64(R8)  \
 	VMOVUPS Y0, 96(R8)
 
-// Start row 128(SP) at R9: its prefetch pointer and section pointers.
-#define ROW_START(low, high, label) \
-	XORQ AX, AX                  \
-	MOVQ 128(SP), R13            \
-	CMPQ R13, 56(R14)            \
-	JGE  label                   \
-	MOVQ 64(R14), AX             \
-	ADDQ R9, AX                  \
-label:                           \
-	MOVQ AX, 136(SP)             \
+// The section pointers of row 128(SP) at R9, the activations, the super-block count and
+// index.
+#define ROW_SECTIONS(low, high) \
 	MOVQ 8(R14), low             \
 	ADDQ R9, low                 \
 	MOVQ 16(R14), high           \
@@ -58,6 +51,18 @@ label:                           \
 	MOVQ 40(R14), CX             \
 	XORQ R10, R10
 
+// Start row 128(SP) at R9: its prefetch pointer and section pointers.
+#define ROW_START(low, high, label) \
+	XORQ AX, AX                  \
+	MOVQ 128(SP), R13            \
+	CMPQ R13, 56(R14)            \
+	JGE  label                   \
+	MOVQ 64(R14), AX             \
+	ADDQ R9, AX                  \
+label:                           \
+	MOVQ AX, 136(SP)             \
+	ROW_SECTIONS(low, high)
+
 // ROW_START for a form that asks for the lines each super-block of the row ahead reads (rows
 // padded to a chunk hold more lines than they use): 136(SP) the distance to the row ahead, 0
 // for none.
@@ -69,17 +74,7 @@ label:                           \
 	MOVQ 64(R14), AX             \
 label:                           \
 	MOVQ AX, 136(SP)             \
-	MOVQ 8(R14), low             \
-	ADDQ R9, low                 \
-	MOVQ 16(R14), high           \
-	ADDQ R9, high                \
-	MOVQ 24(R14), BX             \
-	ADDQ R9, BX                  \
-	MOVQ 32(R14), DX             \
-	ADDQ R9, DX                  \
-	MOVQ x+8(FP), DI             \
-	MOVQ 40(R14), CX             \
-	XORQ R10, R10
+	ROW_SECTIONS(low, high)
 
 // After ROW_START_AHEAD: ask for the lines q6_K super-block R10 of the row ahead reads (its
 // low-plane bytes at SI, high-plane bytes at R12, scales and d field). Clobbers AX, R13.

@@ -360,6 +360,16 @@ q4krstore:
 	VZEROUPPER
 	RET
 
+// Units k/32 and k/32 + 1 of the q8_K block at SI into the prepared block at DI: their values
+// 0-15 at k, their values 16-31 at k + 32. Clobbers Y0 … Y3.
+#define PREP_PAIR(k) \
+	VMOVDQU    (4+k)(SI), Y0          \
+	VMOVDQU    (36+k)(SI), Y1         \
+	VPERM2I128 $0x20, Y1, Y0, Y2      \
+	VPERM2I128 $0x31, Y1, Y0, Y3      \
+	VMOVDQU    Y2, k(DI)              \
+	VMOVDQU    Y3, (32+k)(DI)
+
 // func prepQ4KRowsAVX2(dst, x *byte, blocks int)
 // The q8_K activation row x laid out for q4KRowsAVX2 (320 bytes per super-block at dst).
 TEXT ·prepQ4KRowsAVX2(SB), NOSPLIT, $0-24
@@ -370,30 +380,10 @@ TEXT ·prepQ4KRowsAVX2(SB), NOSPLIT, $0-24
 	JZ    q4kprepdone
 
 q4kprep:
-	VMOVDQU    4(SI), Y0
-	VMOVDQU    36(SI), Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VMOVDQU    Y2, 0(DI)
-	VMOVDQU    Y3, 32(DI)
-	VMOVDQU    68(SI), Y0
-	VMOVDQU    100(SI), Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VMOVDQU    Y2, 64(DI)
-	VMOVDQU    Y3, 96(DI)
-	VMOVDQU    132(SI), Y0
-	VMOVDQU    164(SI), Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VMOVDQU    Y2, 128(DI)
-	VMOVDQU    Y3, 160(DI)
-	VMOVDQU    196(SI), Y0
-	VMOVDQU    228(SI), Y1
-	VPERM2I128 $0x20, Y1, Y0, Y2
-	VPERM2I128 $0x31, Y1, Y0, Y3
-	VMOVDQU    Y2, 192(DI)
-	VMOVDQU    Y3, 224(DI)
+	PREP_PAIR(0)
+	PREP_PAIR(64)
+	PREP_PAIR(128)
+	PREP_PAIR(192)
 	VMOVDQU    260(SI), Y0
 	VMOVDQU    Y0, 256(DI)
 	MOVL       (SI), AX
@@ -1411,6 +1401,30 @@ expdone:
 
 
 
+// num.expNeg(−|x|) for the 8 values x in Y13, as SiLU32 and Sigmoid32 begin: Y10, Y11 hi and
+// lo, Y4, Y5 the two factors of 2^j (POW2_SPLIT), Y9 q = 1/D, Y12 c, Y14 zero. Clobbers Y0 … Y8.
+#define EXPNEG_Y13 \
+	VXORPS    EXP_SIGN, Y13, Y0 \
+	VXORPS    Y14, Y14, Y14 \
+	VCMPPS    $0x11, Y14, Y13, Y1 \
+	VBLENDVPS Y1, Y13, Y0, Y0 \
+	EXPCORE_Y0 \
+	POW2_SPLIT(Y2, Y4, Y5) \
+	VMULPS       Y4, Y10, Y3 \
+	VMULPS       Y5, Y3, Y3 \
+	VMULPS       Y4, Y11, Y6 \
+	VMULPS       Y5, Y6, Y6 \
+	VADDPS       EXP_ONE, Y3, Y7 \
+	VSUBPS       EXP_ONE, Y7, Y8 \
+	VSUBPS       Y8, Y3, Y8 \
+	VADDPS       Y6, Y8, Y8 \
+	VMOVUPS      EXP_ONE, Y9 \
+	VDIVPS       Y7, Y9, Y9 \
+	VMOVUPS      EXP_ONE, Y12 \
+	VFNMADD231PS Y7, Y9, Y12 \
+	VFNMADD231PS Y8, Y9, Y12 \
+	VMULPS       Y12, Y9, Y12
+
 // func siluMulAVX2(y, a, b *float32, n int)
 // y[i] = Canon(SiLU32(a[i])·b[i]) for i < n, n a multiple of 8: num.SiLU32's operations in
 // order (expNeg, the reciprocal and its correction, the two signs' formulas, the scaling),
@@ -1424,29 +1438,8 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
 	JZ   siludone
 
 siluloop:
-	// a = x < 0 ? x : −x
-	VMOVUPS   (SI), Y13
-	VXORPS    EXP_SIGN, Y13, Y0
-	VXORPS    Y14, Y14, Y14
-	VCMPPS    $0x11, Y14, Y13, Y1
-	VBLENDVPS Y1, Y13, Y0, Y0
-	EXPCORE_Y0
-	POW2_SPLIT(Y2, Y4, Y5)
-	// expNeg: eh, el, D = 1 + eh, E, q = 1/D, c
-	VMULPS       Y4, Y10, Y3
-	VMULPS       Y5, Y3, Y3
-	VMULPS       Y4, Y11, Y6
-	VMULPS       Y5, Y6, Y6
-	VADDPS       EXP_ONE, Y3, Y7
-	VSUBPS       EXP_ONE, Y7, Y8
-	VSUBPS       Y8, Y3, Y8
-	VADDPS       Y6, Y8, Y8
-	VMOVUPS      EXP_ONE, Y9
-	VDIVPS       Y7, Y9, Y9
-	VMOVUPS      EXP_ONE, Y12
-	VFNMADD231PS Y7, Y9, Y12
-	VFNMADD231PS Y8, Y9, Y12
-	VMULPS       Y12, Y9, Y12
+	VMOVUPS (SI), Y13
+	EXPNEG_Y13
 	// x ≥ 0: fma(x, q, x·c)
 	VMULPS      Y12, Y13, Y1
 	VFMADD231PS Y9, Y13, Y1
@@ -2657,29 +2650,8 @@ TEXT ·sigmoidMulAVX2(SB), NOSPLIT, $0-32
 	JZ   sigmoiddone
 
 sigmoidloop:
-	// a = x < 0 ? x : −x
-	VMOVUPS   (DX), Y13
-	VXORPS    EXP_SIGN, Y13, Y0
-	VXORPS    Y14, Y14, Y14
-	VCMPPS    $0x11, Y14, Y13, Y1
-	VBLENDVPS Y1, Y13, Y0, Y0
-	EXPCORE_Y0
-	POW2_SPLIT(Y2, Y4, Y5)
-	// expNeg: eh, el, D = 1 + eh, E, q = 1/D, c
-	VMULPS       Y4, Y10, Y3
-	VMULPS       Y5, Y3, Y3
-	VMULPS       Y4, Y11, Y6
-	VMULPS       Y5, Y6, Y6
-	VADDPS       EXP_ONE, Y3, Y7
-	VSUBPS       EXP_ONE, Y7, Y8
-	VSUBPS       Y8, Y3, Y8
-	VADDPS       Y6, Y8, Y8
-	VMOVUPS      EXP_ONE, Y9
-	VDIVPS       Y7, Y9, Y9
-	VMOVUPS      EXP_ONE, Y12
-	VFNMADD231PS Y7, Y9, Y12
-	VFNMADD231PS Y8, Y9, Y12
-	VMULPS       Y12, Y9, Y12
+	VMOVUPS (DX), Y13
+	EXPNEG_Y13
 	// x ≥ 0: q + c
 	VADDPS      Y12, Y9, Y1
 	// x < 0: scale(fma(hi, q, fma(hi, c, lo·q)), j)

@@ -515,38 +515,7 @@ func TestVectorExp32MatchesExp32(t *testing.T) {
 // (every class and the ±128 edges), a dense sweep of [−130, 130], against random, zero,
 // infinite and NaN up-projections.
 func TestVectorSwiGLUMatchesPortable(t *testing.T) {
-	r := rand.New(rand.NewPCG(31, 32))
-	ups := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
-	check := func(a []float32) {
-		b := make([]float32, len(a))
-		for i := range b {
-			b[i] = float32(r.NormFloat64())
-			if r.IntN(16) == 0 {
-				b[i] = ups[r.IntN(len(ups))]
-			}
-		}
-		got, want := make([]float32, len(a)), make([]float32, len(a))
-		kernels.SwiGLURow(got, a, b, true)
-		kernels.SwiGLURow(want, a, b, false)
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("SiLU(%v)·%v = %v (%#08x), want %v (%#08x)", a[i], b[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-			}
-		}
-	}
-	a := make([]float32, 0, 1<<16)
-	for u := uint64(0); u < 1<<32; u += 509 {
-		if a = append(a, math.Float32frombits(uint32(u))); len(a) == cap(a) {
-			check(a)
-			a = a[:0]
-		}
-	}
-	check(a)
-	a = a[:0]
-	for x := float32(-130); x <= 130; x += 1.0 / 2048 {
-		a = append(a, x)
-	}
-	check(a)
+	checkBinaryVector(t, 31, "SiLU(x)·y", func(y, x, other []float32, vector bool) { kernels.SwiGLURow(y, x, other, vector) })
 }
 
 // BenchmarkRowDots: one weight row times 8 activation rows (a tree's nodes), through the
@@ -717,40 +686,49 @@ func TestVectorMaxOfMatchesPortable(t *testing.T) {
 	}
 }
 
-// The vector form of SigmoidMul's op gives the portable a·Sigmoid32(b)'s bits: every 509th
-// float32 bit pattern as the gate b (NaNs, infinities, subnormals and ±0 among them) and a
-// fine grid over [−130, 130] (both sides of ±128 and of 0), times normal and special values.
+// The vector form of SigmoidMul's op gives the portable y·Sigmoid32(x)'s bits on the same
+// inputs.
 func TestVectorSigmoidMulMatchesPortable(t *testing.T) {
-	r := rand.New(rand.NewPCG(33, 34))
+	checkBinaryVector(t, 33, "y·Sigmoid32(x)", func(out, x, other []float32, vector bool) { kernels.SigmoidMulRow(out, other, x, vector) })
+}
+
+// checkBinaryVector compares an element-wise op of x (the argument of its exponential) and
+// another operand with and without its vector form, bit for bit: every 509th float32 bit
+// pattern as x (NaNs, infinities, subnormals and ±0 among them) and a fine grid over
+// [−130, 130] (both sides of ±128 and of 0), the other operand normal with a sixteenth
+// special values.
+func checkBinaryVector(t *testing.T, seed uint64, name string, op func(out, x, other []float32, vector bool)) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed+1))
 	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
-	check := func(b []float32) {
-		a := make([]float32, len(b))
-		for i := range a {
-			a[i] = float32(r.NormFloat64())
+	check := func(x []float32) {
+		other := make([]float32, len(x))
+		for i := range other {
+			other[i] = float32(r.NormFloat64())
 			if r.IntN(16) == 0 {
-				a[i] = specials[r.IntN(len(specials))]
+				other[i] = specials[r.IntN(len(specials))]
 			}
 		}
-		got, want := make([]float32, len(b)), make([]float32, len(b))
-		kernels.SigmoidMulRow(got, a, b, true)
-		kernels.SigmoidMulRow(want, a, b, false)
+		got, want := make([]float32, len(x)), make([]float32, len(x))
+		op(got, x, other, true)
+		op(want, x, other, false)
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%v·Sigmoid32(%v) = %v (%#08x), want %v (%#08x)", a[i], b[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+				t.Fatalf("%s with x = %v, y = %v: %v (%#08x), want %v (%#08x)", name, x[i], other[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
 			}
 		}
 	}
-	b := make([]float32, 0, 1<<16)
+	x := make([]float32, 0, 1<<16)
 	for u := uint64(0); u < 1<<32; u += 509 {
-		if b = append(b, math.Float32frombits(uint32(u))); len(b) == cap(b) {
-			check(b)
-			b = b[:0]
+		if x = append(x, math.Float32frombits(uint32(u))); len(x) == cap(x) {
+			check(x)
+			x = x[:0]
 		}
 	}
-	check(b)
-	b = b[:0]
-	for x := float32(-130); x <= 130; x += 1.0 / 2048 {
-		b = append(b, x)
+	check(x)
+	x = x[:0]
+	for v := float32(-130); v <= 130; v += 1.0 / 2048 {
+		x = append(x, v)
 	}
-	check(b)
+	check(x)
 }
