@@ -79,7 +79,7 @@ func vectorLaneSum(e []float32) (float32, bool) {
 }
 
 //go:noescape
-func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add bool)
+func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add, one bool)
 
 //go:noescape
 func q2KDotAVX2(plane, scales, d, x *byte, blocks int, acc *[32]float32)
@@ -650,7 +650,7 @@ func multiKInto(run kMultiRun) multiIntoFunc {
 		if l.Blocks > 0 {
 			run(l, row, x, xb, n, &acc[0][0])
 		}
-		foldColumnsAVX2(&acc[0][0], n, &y[0], stride, add)
+		foldColumnsAVX2(&acc[0][0], n, &y[0], stride, add, l.Blocks == 1)
 	}
 }
 

@@ -2443,32 +2443,44 @@ q50done:
 	VZEROUPPER
 	RET
 
-// func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add bool)
+// func foldColumnsAVX2(acc *float32, n int, y *float32, stride int, add, one bool)
 // For each column c < n: the fold of its 32 lane accumulators at acc[32c:] (num.WarpTotal's
 // butterfly, as warpTotalAVX), a NaN made the canonical one, stored at y[c·stride] or, with
 // add, added to the value there (a NaN sum made the canonical one); the accumulators are left
-// zeroed for the next call.
-TEXT ·foldColumnsAVX2(SB), NOSPLIT, $0-33
+// zeroed for the next call. With one (a row of one super-block, which only touches lanes 0-7),
+// lanes 8-31 are zero: their adds are x + 0 with a zero register, the same bits, and only
+// lanes 0-7 are read and zeroed.
+TEXT ·foldColumnsAVX2(SB), NOSPLIT, $0-34
 	MOVQ    acc+0(FP), SI
 	MOVQ    n+8(FP), CX
 	MOVQ    y+16(FP), DI
 	MOVQ    stride+24(FP), DX
 	SHLQ    $2, DX
 	MOVBLZX add+32(FP), BX
+	MOVBLZX one+33(FP), R8
 	VXORPS  Y2, Y2, Y2
 	TESTQ   CX, CX
 	JZ      foldcoldone
 
 foldcol:
-	VMOVUPS      0(SI), Y0
-	VMOVUPS      32(SI), Y1
-	VADDPS       64(SI), Y0, Y0
-	VADDPS       96(SI), Y1, Y1
-	VMOVUPS      Y2, 0(SI)
-	VMOVUPS      Y2, 32(SI)
-	VMOVUPS      Y2, 64(SI)
-	VMOVUPS      Y2, 96(SI)
-	VADDPS       Y1, Y0, Y0
+	TESTQ   R8, R8
+	JZ      foldcolall
+	VADDPS  0(SI), Y2, Y0 // (lanes 0-7 + 0) + (0 + 0)
+	VMOVUPS Y2, 0(SI)
+	JMP     foldcolhalves
+
+foldcolall:
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VADDPS  64(SI), Y0, Y0
+	VADDPS  96(SI), Y1, Y1
+	VMOVUPS Y2, 0(SI)
+	VMOVUPS Y2, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y2, 96(SI)
+	VADDPS  Y1, Y0, Y0
+
+foldcolhalves:
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVHLPS     X0, X0, X1
