@@ -543,8 +543,11 @@ func chunkWeights(e []float32, softCap float32, vec bool) (m, l float32) {
 			e[j] = SoftCap32(v, softCap)
 		}
 	}
-	var ok bool
-	if m, ok = vectorMaxOf(e); !ok || !vec {
+	ok := false
+	if vec {
+		m, ok = vectorMaxOf(e)
+	}
+	if !ok {
 		m = maxOf(e)
 	}
 	done := vectorExpShift(e, m, vec)

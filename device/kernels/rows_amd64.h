@@ -16,6 +16,11 @@
 	VADDPS       64(R8), Y0, Y0   \
 	VADDPS       96(R8), Y1, Y1   \
 	VADDPS       Y1, Y0, Y0       \
+	FOLD8(label)
+
+// The butterfly's last steps over the 8 lanes in Y0 (lane l with l+4, then l+2, then l+1)
+// into X0, a NaN made the canonical one. Clobbers X1, AX.
+#define FOLD8(label) \
 	VEXTRACTF128 $1, Y0, X1       \
 	VADDPS       X1, X0, X0       \
 	VMOVHLPS     X0, X0, X1       \

@@ -3,8 +3,6 @@
 package kernels
 
 import (
-	"unsafe"
-
 	"github.com/klauspost/cpuid/v2"
 
 	"verity/device"
@@ -300,15 +298,8 @@ func rowsQ4KAVX2(l *repack.Layout, w, x []byte, out []float32, pf bool) {
 		return
 	}
 	a := newRowsArgs(l, w, x, len(out), pf)
-	bp := rowsPreps.Get().(*[]byte)
+	p, bp := rowsPrep(int(l.Blocks) * q4KPrepBytes)
 	defer rowsPreps.Put(bp)
-	n := int(l.Blocks) * q4KPrepBytes
-	if cap(*bp) < n+32 {
-		*bp = make([]byte, n+32)
-	}
-	p := (*bp)[:n+32]
-	off := int(-uintptr(unsafe.Pointer(&p[0])) & 31)
-	p = p[off : off+n]
 	prepQ4KRowsAVX2(&p[0], &x[0], int(l.Blocks))
 	q4KRowsAVX2(&w[0], &p[0], &a, &out[0])
 }

@@ -337,18 +337,7 @@ q4krfold:
 	VADDPS       Y10, Y8, Y0
 	VADDPS       Y11, Y9, Y1
 	VADDPS       Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VUCOMISS     X0, X0
-	JPC          q4krstore
-	MOVL         $0x7fffffff, AX
-	VMOVD        AX, X0
-
-q4krstore:
+	FOLD8(q4krstore)
 	MOVQ   0(SP), AX
 	MOVQ   out+24(FP), R13
 	VMOVSS X0, (R13)(AX*4)
@@ -2481,18 +2470,7 @@ foldcolall:
 	VADDPS  Y1, Y0, Y0
 
 foldcolhalves:
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VUCOMISS     X0, X0
-	JPC          foldcolsum
-	MOVL         $0x7fffffff, AX
-	VMOVD        AX, X0
-
-foldcolsum:
+	FOLD8(foldcolsum)
 	TESTQ    BX, BX
 	JZ       foldcolstore
 	VADDSS   (DI), X0, X0

@@ -88,6 +88,18 @@ const rowsPrepBytes = 384
 // rowsPreps recycles prepared activations.
 var rowsPreps = sync.Pool{New: func() any { return new([]byte) }}
 
+// rowsPrep returns n bytes of scratch for a rows form's prepared activations, 32-byte aligned,
+// and the pooled buffer they lie in, for rowsPreps.Put.
+func rowsPrep(n int) ([]byte, *[]byte) {
+	bp := rowsPreps.Get().(*[]byte)
+	if cap(*bp) < n+32 {
+		*bp = make([]byte, n+32)
+	}
+	p := (*bp)[:n+32]
+	off := int(-uintptr(unsafe.Pointer(&p[0])) & 31)
+	return p[off : off+n], bp
+}
+
 // prepRowsK lays out the q8_K activation row x (blocks super-blocks) as q4KRowsVNNI and (q6)
 // q6KRowsVNNI read it, in dst (blocks·rowsPrepBytes bytes): per super-block the quants of
 // values 0-15 of units 0-3, of values 16-31 of units 0-3, the same for units 4-7 (16 bytes a
@@ -124,13 +136,8 @@ func rowsVNNI(q6 bool, run func(w, x *byte, a *rowsArgs, out *float32)) rowsFunc
 			return
 		}
 		a := newRowsArgs(l, w, x, len(out), pf)
-		bp := rowsPreps.Get().(*[]byte)
+		p, bp := rowsPrep(int(l.Blocks) * rowsPrepBytes)
 		defer rowsPreps.Put(bp)
-		n := int(l.Blocks) * rowsPrepBytes
-		if cap(*bp) < n {
-			*bp = make([]byte, n)
-		}
-		p := (*bp)[:n]
 		prepRowsK(p, x, int(l.Blocks), q6)
 		run(&w[0], &p[0], &a, &out[0])
 	}
