@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "9882d6f20598d41ed55b3862ddc9e4b3c7c245a81da02076cfc3515ad6bc8d75",
+	"src/matvec.cu":            "16e837d142c7b78ca02e44ee3482f3a815049b687d70900e70f17b6fdf6026ed",
 	"src/megakernel.cu":        "560bd8ebbd09b169830c3575d4abede52c393053be57f4373802a1a63616c188",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -42,7 +42,7 @@ var sources = map[string]string{
 	"src/megakernel_table.cuh": "65cc651389a383f04777c4b9dc33f6165210355187d053fdb1fc50a68466fbcd",
 	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
-	"src/packed.cuh":           "06a95033beda6d5aba818c53625ecfff9ac135c105b16032560c05ead7e76b0f",
+	"src/packed.cuh":           "0c2e552f43192b7e03e33df508833a2a189f5aec2c3eef9ce0d38f757e6571da",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
@@ -54,7 +54,7 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
-	"matvec.ptx":      "f791572a8b749544c3d0f445a3bbb5d14890ad49df6ca9b1502798aa8d24ea17",
+	"matvec.ptx":      "0443f922457af9c1b4852822a2604ce4bd91fe48c3863cd01c2702f336d40282",
 	"megakernel.ptx":  "649f1c2aca4b2080739097f5004500bbd2bcc2831fde8502694f03052263116e",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
@@ -149,15 +149,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "74c58fdca676c5907273dd234de30f44e5064241ded91ccfe6bff25a0d35dc1e",
+		sha256:  "db51381b1378532d9ef88fd37df46a41ee337c1d30aa9b873f3467fb257f1ac3",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "aa904688bbf4d41cd27ce60dc42d128fbe28b3986f2dc65c88f4358f6e4b6fb5",
+		sha256:  "a5103ae33d8ae881788071ee4b2c7c1ad4d57e8f19d5c543dea1f2421aaf1a72",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "3d67c552a0f082f08bc0e4883728ccf6b5400f5642072608af95cc680e61bd3f",
+		sha256:  "001509ef084bcf0a504c770b2df25c2e1658f57da7e69846ec5784ac30ab355f",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {

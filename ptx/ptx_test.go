@@ -659,7 +659,7 @@ func TestMatVec8Rows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, \d+, \d+, (\d+), (MV8_\w+), (\d+), (MV8_\w+)\)$`)
+	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, \d+, \d+, [01], (\d+), (MV8_\w+), [01], (\d+), (MV8_\w+)\)$`)
 	warps := regexp.MustCompile(`(?m)^#define MV8_STAGED_WARPS (\d+)$`).FindStringSubmatch(string(src))
 	if warps == nil {
 		t.Fatal("src/matvec.cu defines no MV8_STAGED_WARPS")

@@ -29,8 +29,9 @@
 // is the parameter it moves most bytes through per iteration, and the loops sharing a driver
 // run as often as that parameter's requested bytes per warp take. Per warp this gives its
 // lifetime when alone (the critical paths priced at the card's latencies: DRAM for a buffer
-// read about once, the L2's for one read again and again), its instructions and its L1/shared
-// cycles. On the busiest SM the launch then takes the largest of
+// read about once, the L2's for one read again and again — or for one the kernel asks the L2
+// for ahead of its loads, prefetch.global.L2, in a loop's waits), its instructions and its
+// L1/shared cycles. On the busiest SM the launch then takes the largest of
 //
 //	dram     bytes / bandwidth (the floor)
 //	latency  warps × lifetime / resident warps: Little's law, bytes in flight against latency

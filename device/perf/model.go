@@ -136,6 +136,7 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 	// each region's executions per warp, from the bytes its accesses move per execution
 	counts := regionCounts(f, tr, params, p.Warps)
 	stand := standIn(f, tr, params)
+	pre := prefetched(f, stand)
 	var tw, iw, lw, mw float64
 	hotT := -1.0
 	for i, r := range f.Regions {
@@ -143,7 +144,7 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 		if n == 0 {
 			continue
 		}
-		t := float64(regionCycles(c, r, tr, params, stand))
+		t := float64(regionCycles(c, r, tr, params, stand, pre))
 		t = max(t, float64(r.Instrs))
 		tw += n * t
 		iw += n * float64(r.Instrs)
@@ -290,8 +291,11 @@ func fromDRAM(tr Traffic, params []string, i int) bool {
 
 // regionCycles is one execution of a region's critical path on card c; a wait for a load of
 // unknown buffer is priced as one of the buffer it stands for (standIn), as regionCounts
-// counts it.
-func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int) int {
+// counts it. A loop's wait for a buffer the kernel asks the L2 for ahead of its loads (pre:
+// prefetched) is an L2 hit: the kernels issue their prefetches chunks ahead, far enough for a
+// DRAM round trip (MV_PREFETCH in ptx/src/packed.cuh), and the straight code's first loads
+// wait for DRAM as before.
+func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int, pre map[int]bool) int {
 	p := r.Path
 	t := p.Issue + p.ALU + p.Shared*c.SharedLatency + p.Shuffle*c.ShuffleLatency + p.Const*c.ConstLatency +
 		p.Local*c.DRAMLatency + p.Sync*c.SyncLatency
@@ -301,12 +305,31 @@ func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int)
 		if k < 0 {
 			k = stand
 		}
-		if fromDRAM(tr, params, k) {
+		if fromDRAM(tr, params, k) && !(r.Loop && pre[k]) {
 			lat = c.DRAMLatency
 		}
 		t += g.N * lat
 	}
 	return max(t, 0)
+}
+
+// prefetched is the parameters whose buffers the kernel asks the L2 for (sass.Prefetch
+// accesses; one of unknown buffer counts for the stand-in's).
+func prefetched(f *sass.Facts, stand int) map[int]bool {
+	out := map[int]bool{}
+	for _, r := range f.Regions {
+		for _, a := range r.Access {
+			if a.Op != sass.Prefetch {
+				continue
+			}
+			if k := a.Param; k >= 0 {
+				out[k] = true
+			} else if stand >= 0 {
+				out[stand] = true
+			}
+		}
+	}
+	return out
 }
 
 // standIn is the parameter that accesses of unknown buffer stand for: the largest requested
@@ -348,7 +371,7 @@ func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []flo
 	for i, r := range f.Regions {
 		bytes[i] = map[int]float64{}
 		for _, a := range r.Access {
-			if a.Space == sass.Global {
+			if a.Space == sass.Global && a.Op != sass.Prefetch {
 				if k := param(a); k >= 0 {
 					bytes[i][k] += float64(a.Bytes)
 				}

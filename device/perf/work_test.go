@@ -133,3 +133,38 @@ func TestUnknownLoadsPricedAsTheirStandIn(t *testing.T) {
 		t.Errorf("latency %.3f µs with the load unattributed, %.3f attributed", unknown.LatencyUS, known.LatencyUS)
 	}
 }
+
+// TestPrefetchedWaitsAreL2Hits: a loop's wait for a buffer read once from DRAM costs a DRAM
+// round trip, unless the kernel asks the L2 for that buffer ahead (a prefetch access): then
+// an L2 round trip. The prefetch moves no bytes of its own, so the loop's count is the same,
+// and the straight code's waits are priced as before.
+func TestPrefetchedWaitsAreL2Hits(t *testing.T) {
+	c := Cards["H200"]
+	facts := func(prefetch bool) *sass.Facts {
+		loop := sass.Region{Loop: true, Instrs: 20, Path: sass.Path{Issue: 20, Global: []sass.Waits{{Param: 0, N: 1}}},
+			Access: []sass.Access{{Op: sass.Load, Space: sass.Global, Param: 0, Width: 16, Bytes: 512, Sectors: 16, Cycles: 4}}}
+		if prefetch {
+			loop.Access = append(loop.Access, sass.Access{Op: sass.Prefetch, Space: sass.Global, Param: 0, Width: 1, Bytes: 512, Sectors: 16, Cycles: 1})
+		}
+		return &sass.Facts{Entry: "k", Arch: 90, Registers: 32, Regions: []sass.Region{
+			{Instrs: 10, Path: sass.Path{Global: []sass.Waits{{Param: 0, N: 1}}}}, loop}}
+	}
+	geo := device.Geometry{Grid: device.Dim3{X: 1024, Y: 1, Z: 1}, Block: device.Dim3{X: 128, Y: 1, Z: 1}}
+	tr := Traffic{Streams: []Stream{{Param: "W", Bytes: 64 << 20}}}
+	plain, err := Model(c, facts(false), geo, tr, []string{"W"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := Model(c, facts(true), geo, tr, []string{"W"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iters := float64(64<<20) / float64(plain.Warps) / 512
+	want := plain.WarpCycles - iters*float64(c.DRAMLatency-c.L2Latency)
+	if d := pre.WarpCycles - want; d < -1e-6 || d > 1e-6 {
+		t.Errorf("a warp's lifetime %.1f cycles with the prefetch, want %.1f (%.1f without)", pre.WarpCycles, want, plain.WarpCycles)
+	}
+	if pre.LatencyUS >= plain.LatencyUS {
+		t.Errorf("latency %.2f µs with the prefetch, %.2f without", pre.LatencyUS, plain.LatencyUS)
+	}
+}

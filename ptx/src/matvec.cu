@@ -25,7 +25,7 @@
 #include "packed.cuh"
 #include "grid.cuh"
 
-template <typename P, typename F, int MV_AHEAD>
+template <typename P, typename F, int MV_AHEAD, bool PF>
 static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                               float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                               int32_t add_y) {
@@ -38,7 +38,7 @@ static __device__ __forceinline__ void matvec(const Grid &gr, const uint8_t *RES
 	const uint8_t *wr = grid_stage(gr, w + r * l.stride, l.stride); // the megakernel's staged copy, if it holds the row
 	for (int32_t c = 0; c < n; c++) {
 		const uint8_t *xc = x + c * xb;
-		float v = warp_sum(row_fold<P, MV_AHEAD>(wr, l, xc, units, lane)); // MV_AHEAD units in flight a lane
+		float v = warp_sum(row_fold<P, MV_AHEAD, PF>(wr, l, xc, units, lane, c == 0)); // MV_AHEAD units in flight a lane
 		if (lane == 0) {
 			float *yp = y + (int64_t)c * rows + r;
 			*yp = add_y ? __fadd_rn(*yp, v) : v; // the residual add, fused (Acc)
@@ -143,6 +143,11 @@ template <typename P, int G> struct Mv8Staged {
 	// has reports whether the lane has a unit in chunk k (and the warp a row).
 	__device__ __forceinline__ bool has(int32_t k) const { return nr > 0 && lane + 32 * k < units; }
 
+	// prefetch asks the L2 for chunk k of the G rows that exist, if the rows have it.
+	__device__ __forceinline__ void prefetch(int32_t k) const {
+		if (k < chunks) pk_prefetch_lines<P, G>(wr, l, min(nr, G), lane, k);
+	}
+
 	// load loads the weights of the lane's unit of chunk k for the G rows (a row past the last
 	// reads the last one's again, into an accumulator that is never stored).
 	__device__ __forceinline__ void load(typename P::W (&wu)[G], int32_t k) const {
@@ -171,13 +176,15 @@ template <typename P, int G> struct Mv8Staged {
 	}
 
 	// step folds chunk k (in buffer k mod 2, its weights in cur) while chunk k + 1's weights load
-	// into nxt and its activations are copied to the other buffer, and meets the block.
+	// into nxt and its activations are copied to the other buffer, and meets the block. With pf
+	// (the first pass) it asks the L2 for chunk k + 1 + MV_PREFETCH.
 	__device__ __forceinline__ void step(const Grid &gr, float (&acc)[G][C], const typename P::W (&cur)[G],
-	                                     typename P::W (&nxt)[G], int32_t k) const {
+	                                     typename P::W (&nxt)[G], int32_t k, bool pf) const {
 		int b = k & 1;
 		bool more = k + 1 < chunks;
 		typename P::X a[S];
 		if (more) fetch(a, k + 1);
+		if (pf && nr > 0) prefetch(k + 1 + MV_PREFETCH);
 		if (more && has(k + 1)) load(nxt, k + 1);
 		if (has(k)) {
 #pragma unroll
@@ -200,7 +207,7 @@ template <typename P, int G> struct Mv8Staged {
 // chunk k + 1 and the warps load its weights, two sets of weight registers taken in turn; the
 // block meets once a chunk. A warp past the last row still copies and meets. The folds are
 // matvec8's, in the same order, on the same values.
-template <typename P, typename F, int G>
+template <typename P, typename F, int G, bool PF>
 static __device__ __forceinline__ void matvec8_staged(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                                       float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                                       int32_t add_y) {
@@ -220,6 +227,8 @@ static __device__ __forceinline__ void matvec8_staged(const Grid &gr, const uint
 #pragma unroll
 			for (int j = 0; j < C; j++) acc[i][j] = 0.0f;
 		typename P::W wa[G], wb[G];
+		const bool pf = PF && c0 == 0; // the later passes find the rows in the caches
+		if (pf && nr > 0) pk_prefetch_start<P, G>(s.wr, l, min(nr, G), s.lane, 1, s.chunks);
 		if (s.has(0)) s.load(wa, 0);
 		{
 			typename P::X a[Mv8Staged<P, G>::S];
@@ -229,15 +238,15 @@ static __device__ __forceinline__ void matvec8_staged(const Grid &gr, const uint
 		grid_sync(gr);
 #pragma unroll 1
 		for (int32_t k = 0; k < s.chunks; k += 2) {
-			s.step(gr, acc, wa, wb, k);
+			s.step(gr, acc, wa, wb, k, pf);
 			if (k + 1 >= s.chunks) break;
-			s.step(gr, acc, wb, wa, k + 1);
+			s.step(gr, acc, wb, wa, k + 1, pf);
 		}
 		mv8_store<G, C>(acc, s.lane, y, rows, r0, c0, nr, s.nc, add_y);
 	}
 }
 
-template <typename P, typename F, int G, int R, int A>
+template <typename P, typename F, int G, int R, int A, bool PF>
 static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                                float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
                                                int32_t add_y) {
@@ -271,13 +280,21 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 			if (A == MV8_AHEAD) {
 				Mv8Unit<P, R, C> t0, t1;
 				int32_t u = lane, k = 0;
+				const int32_t chunks = (units + 31) / 32;
+				const bool pf = PF && c0 == 0; // the later passes find the rows in the caches
+				auto prefetch = [&](int32_t kk) { // chunk kk of the pass's rows that exist
+					if (pf && kk < chunks) pk_prefetch_lines<P, R>(wr, l, min(nr, R), lane, kk);
+				};
+				if (pf) pk_prefetch_start<P, R>(wr, l, min(nr, R), lane, 1, chunks);
 				if (u < units) mv8_issue<P, R, C>(t0, wr, l, lane, u, k, nr, xc, xb, nc);
 #pragma unroll 1
 				while (u < units) {
+					prefetch(k + 1 + MV_PREFETCH);
 					if (u + 32 < units) mv8_issue<P, R, C>(t1, wr, l, lane, u + 32, k + 1, nr, xc, xb, nc);
 					mv8_fold<P, R, C>(acc, t0);
 					u += 32, k++;
 					if (u >= units) break;
+					prefetch(k + 1 + MV_PREFETCH);
 					if (u + 32 < units) mv8_issue<P, R, C>(t0, wr, l, lane, u + 32, k + 1, nr, xc, xb, nc);
 					mv8_fold<P, R, C>(acc, t1);
 					u += 32, k++;
@@ -323,25 +340,26 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 // mv8_run runs matvec8 in form A; the staged form, which only the quantised formats have, is
 // its own function (the tag picks the overload, so a float format never instantiates it).
 template <int A> struct Mv8Form {};
-template <typename P, typename F, int G, int R, int A>
+template <typename P, typename F, int G, int R, bool PF, int A>
 static __device__ __forceinline__ void mv8_run(Mv8Form<A>, const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
                                                float *RESTRICT y, int32_t rows, int32_t cols, int32_t n, int32_t add_y) {
-	matvec8<P, F, G, R, A>(gr, w, x, y, rows, cols, n, add_y);
+	matvec8<P, F, G, R, A, PF>(gr, w, x, y, rows, cols, n, add_y);
 }
-template <typename P, typename F, int G, int R>
+template <typename P, typename F, int G, int R, bool PF>
 static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &gr, const uint8_t *RESTRICT w,
                                                const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows, int32_t cols,
                                                int32_t n, int32_t add_y) {
-	matvec8_staged<P, F, G>(gr, w, x, y, rows, cols, n, add_y);
+	matvec8_staged<P, F, G, PF>(gr, w, x, y, rows, cols, n, add_y);
 }
 
-// MATVEC(suffix, P, F, AH, B, G, A, M, MA): matvec's units in flight a lane (AH) and resident
-// blocks an SM asked of ptxas (B, MV1_BOUNDS), matvec8's
-// geometry and forms per weight format, chosen by the static model (device/perf) at ffn_up and
-// ffn_down of n = 1 and n = 8. A warp owns G rows
-// (kernels.MatVec8Rows: the grid); the standalone kernel folds all G in one pass over the
-// weights in form A; the megakernel, whose every body must fit its register budget, folds M
-// of them a pass (G/M passes, the same grid) in form MA.
+// MATVEC(suffix, P, F, AH, B, PF1, G, A, PF, M, MA): matvec's units in flight a lane (AH),
+// resident blocks an SM asked of ptxas (B, MV1_BOUNDS) and whether it asks the L2 for its row
+// MV_PREFETCH chunks ahead (PF1), matvec8's geometry and forms per weight format, chosen by the
+// static model (device/perf) at ffn_up and ffn_down of n = 1 and n = 8: the prefetch only
+// where it pays for the registers it holds. A warp owns G rows (kernels.MatVec8Rows: the
+// grid); the standalone kernel folds all G in one pass over the weights in form A, asking the
+// L2 for them ahead where PF is 1; the megakernel, whose every body must fit its register
+// budget, folds M of them a pass (G/M passes, the same grid) in form MA.
 #ifdef MEGAKERNEL
 #define MV1_AHEAD(AH) 2
 #define MV8_PASS(G, M) M
@@ -368,18 +386,18 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 // registers ≤ 64 K / (128 · B).
 #define MV1_BOUNDS_0
 #define MV1_BOUNDS_6 __launch_bounds__(128, 6)
-#define MATVEC(suffix, P, F, AH, B, G, A, M, MA)                                                                                \
+#define MATVEC(suffix, P, F, AH, B, PF1, G, A, PF, M, MA)                                                                                \
 	__device__ __forceinline__ void matvec_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,   \
 	                                                              const uint8_t *RESTRICT x,                  \
 	                                                              float *RESTRICT y, int32_t rows,            \
 	                                                              int32_t cols, int32_t n, int32_t add_y) {       \
-		matvec<P, F, MV1_AHEAD(AH)>(gr, w, x, y, rows, cols, n, add_y);                                                             \
+		matvec<P, F, MV1_AHEAD(AH), PF1>(gr, w, x, y, rows, cols, n, add_y);                                                             \
 	}                                                                                                           \
 	__device__ __forceinline__ void matvec8_##suffix##_body(const Grid &gr, const uint8_t *RESTRICT w,  \
 	                                                               const uint8_t *RESTRICT x,                 \
 	                                                               float *RESTRICT y, int32_t rows,           \
 	                                                               int32_t cols, int32_t n, int32_t add_y) {      \
-		mv8_run<P, F, G, MV8_PASS(G, M)>(Mv8Form<MV8_FORM(A, MA)>(), gr, w, x, y, rows, cols, n, add_y);                                                      \
+		mv8_run<P, F, G, MV8_PASS(G, M), PF>(Mv8Form<MV8_FORM(A, MA)>(), gr, w, x, y, rows, cols, n, add_y);                                                      \
 	}                                                                                                           \
 	ENTRY_BOUNDS(matvec_##suffix, MV1_BOUNDS_##B,                                                                                      \
 	      (const uint8_t *RESTRICT w, const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows,   \
@@ -390,16 +408,16 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 4, MV8_AHEAD, 2, MV8_GUARDED)
-MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 4, MV8_AHEAD, 1, MV8_GUARDED)
-MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 4, MV8_AHEAD, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 2, MV8_STAGED, 2, MV8_GUARDED)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 1, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 0, 2, MV8_STAGED, 1, MV8_GUARDED)
+MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 0, 4, MV8_AHEAD, 0, 2, MV8_GUARDED)
+MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 0, 4, MV8_AHEAD, 0, 1, MV8_GUARDED)
+MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 0, 4, MV8_AHEAD, 0, 4, MV8_AHEAD)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 1, 2, MV8_STAGED, 0, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 1, 2, MV8_STAGED, 1, 2, MV8_GUARDED)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 0, 1, 2, MV8_STAGED, 0, 1, MV8_GUARDED)

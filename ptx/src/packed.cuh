@@ -66,6 +66,23 @@ PK_FN void plane_load(uint32_t *w, const uint8_t *p, int lane, int32_t k, int wi
 
 PK_FN int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+// Prefetches: a hint that asks the L2 for the line holding an address, issued ahead of the
+// load that needs it, so that a lane's wait for that load is an L2 hit rather than a DRAM
+// round trip — memory-level parallelism without the registers a deeper ring of loads would
+// hold. They change no value. The megakernel stages its weights itself (grid_stage), so its
+// instantiations of the bodies ask for nothing.
+PK_FN void pk_prefetch(const uint8_t *p) {
+#if defined(__CUDA_ARCH__) && !defined(MEGAKERNEL)
+	asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+// MV_PREFETCH is how many chunks (a unit of each lane: 32 units) ahead of its loads a matvec
+// warp asks the L2 for its rows' plane bytes. A lane's fold of a chunk takes a resident warp
+// at least ~100 cycles (16 warps share the SM's 4 schedulers), so eight chunks cover a DRAM
+// round trip; device/perf prices the waits of a prefetched stream at the L2's latency.
+#define MV_PREFETCH 8
+
 // PkLayout is repack.Layout for one row (offsets from the row's start).
 struct PkLayout {
 	int64_t stride;  // bytes per row (RowStride)
@@ -147,6 +164,7 @@ PK_FN int32_t sum_bytes(const uint32_t *a) {
 // --- float formats: rows are the GGUF bytes, RowStride apart.
 
 struct PkF32 {
+	static const int PW0 = 16, PW1 = 0; // plane widths (pk_prefetch_lines)
 	struct W {
 		float4 v;
 	};
@@ -191,6 +209,7 @@ PK_FN float f16_fold_to_f32(uint16_t h) {
 // Pk16: fp16 (F16 true) or bf16 weights and activations, widened for the folds
 // (f16_fold_to_f32, bf16_to_f32).
 template <bool F16> struct Pk16 {
+	static const int PW0 = 16, PW1 = 0; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint4 v;
 	};
@@ -249,6 +268,7 @@ PK_FN Q8Act q8_1_act(const uint8_t *x, int32_t u) {
 
 // Q8_0: S = Σ q_j·a_j; acc = fma(float32(S), d·d_x, acc).
 struct PkQ8_0 {
+	static const int PW0 = 32, PW1 = 0; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[8];
 		float d;
@@ -296,6 +316,7 @@ PK_FN int32_t qs5_sum(const uint32_t *q, uint32_t qh, const uint32_t *a) {
 
 // Q4_0: S = Σ (q_j − 8)·a_j; acc = fma(float32(S), d·d_x, acc).
 struct PkQ4_0 {
+	static const int PW0 = 16, PW1 = 0; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[4];
 		float d;
@@ -319,6 +340,7 @@ struct PkQ4_0 {
 
 // Q4_1: S = Σ q_j·a_j; t = fma(float32(S), d·d_x, m·s_x); acc = acc + t.
 struct PkQ4_1 {
+	static const int PW0 = 16, PW1 = 0; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[4];
 		float d, m;
@@ -343,6 +365,7 @@ struct PkQ4_1 {
 
 // Q5_0: S = Σ (q_j − 16)·a_j; acc = fma(float32(S), d·d_x, acc).
 struct PkQ5_0 {
+	static const int PW0 = 16, PW1 = 4; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[4], qh;
 		float d;
@@ -367,6 +390,7 @@ struct PkQ5_0 {
 
 // Q5_1: S = Σ q_j·a_j; t = fma(float32(S), d·d_x, m·s_x); acc = acc + t.
 struct PkQ5_1 {
+	static const int PW0 = 16, PW1 = 4; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[4], qh;
 		float d, m;
@@ -466,6 +490,7 @@ template <int LB, int HB> PK_FN void kq_sums(const uint32_t *lo, const uint32_t 
 // Q2_K: S = sc_2s·Σ_{l<16} q·a + sc_2s+1·Σ_{l≥16} q·a, M = m_2s·bsums[2s] + m_2s+1·bsums[2s+1];
 // acc = fma(D, S, acc); acc = fma(−Dmin, M, acc). Scales: 16 scales then 16 mins.
 struct PkQ2_K {
+	static const int PW0 = 8, PW1 = 0; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[2];
 		float d, dmin;
@@ -505,6 +530,7 @@ struct PkQ2_K {
 // + (sc_2s+1 − 32)·(Σ_{l≥16} u·a − 4·bsums[2s+1]); acc = fma(D, S, acc). Scales: the 16 raw
 // 6-bit values.
 struct PkQ3_K {
+	static const int PW0 = 8, PW1 = 4; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[2], h;
 		float d;
@@ -542,6 +568,7 @@ struct PkQ3_K {
 // Q4_K and Q5_K: S = sc_s·Σ q·a, M = m_s·(bsums[2s] + bsums[2s+1]); acc = fma(D, S, acc);
 // acc = fma(−Dmin, M, acc). Scales: 8 scales then 8 mins. HB: bits of the high plane.
 template <int HB> struct PkK45 {
+	static const int PW0 = 16, PW1 = 4 * HB; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[4], h;
 		float d, dmin;
@@ -583,6 +610,7 @@ typedef PkK45<1> PkQ5_K;
 // Q6_K: q = low | high << 4 (0 … 63); S = sc_2s·(Σ_{l<16} q·a − 32·bsums[2s])
 // + sc_2s+1·(Σ_{l≥16} q·a − 32·bsums[2s+1]) (sc signed); acc = fma(D, S, acc).
 struct PkQ6_K {
+	static const int PW0 = 16, PW1 = 8; // plane widths (pk_prefetch_lines)
 	struct W {
 		uint32_t q[4], h[2];
 		float d;
@@ -617,15 +645,67 @@ struct PkQ6_K {
 	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
 
+// plane_prefetch asks for the lines chunk k (units lane + 32k of a warp's lanes) of a plane
+// of W bytes a unit spans at p: 32 units' bytes, or, for a narrower plane (the units of
+// 16 / W chunks interleaved in 16-byte groups), the four lines they share, asked for with the
+// first of those chunks. Every lane asks for line lane mod 4 of each 512 bytes: the warp's
+// request names four lines, as its loads of the chunk do.
+template <int W> PK_FN void plane_prefetch(const uint8_t *p, int lane, int32_t k) {
+	const int share = W > 0 && W < 16 ? 16 / W : 1; // the chunks sharing a 16-byte group
+	if (W >= 16) {
+#pragma unroll
+		for (int h = 0; h < W / 16; h++) pk_prefetch(p + 512 * ((int64_t)k * (W / 16) + h) + 128 * (lane & 3));
+	} else if (W > 0 && k % share == 0) {
+		pk_prefetch(p + 512 * (int64_t)(k / share) + 128 * (lane & 3));
+	}
+}
+
+// pk_prefetch_lines asks for chunk k of `rows` (≤ MAXR) consecutive packed rows from row0.
+// PW0 and PW1 are the bytes a unit has in plane0 (a float format's row is its plane0) and
+// plane1.
+template <typename P, int MAXR>
+PK_FN void pk_prefetch_lines(const uint8_t *row0, const PkLayout &l, int32_t rows, int lane, int32_t k) {
+#pragma unroll
+	for (int i = 0; i < MAXR; i++) {
+		if (i >= rows) break;
+		plane_prefetch<P::PW0>(row0 + i * l.stride + l.plane0, lane, k);
+		plane_prefetch<P::PW1>(row0 + i * l.stride + l.plane1, lane, k);
+	}
+}
+
+// pk_prefetch_start asks for the head of each of `rows` rows from row0 (≤ MAXR) — its fp16
+// fields and scales, the bytes before its first plane, up to 8 KB: larger heads are read on
+// demand — and for their MV_PREFETCH chunks from `from` (those past the last, chunks, left
+// out); a fold then asks for chunk k + MV_PREFETCH as it loads chunk k. Straight code: the
+// static model counts a loop by the bytes its loads move.
+template <typename P, int MAXR>
+PK_FN void pk_prefetch_start(const uint8_t *row0, const PkLayout &l, int32_t rows, int lane, int32_t from, int32_t chunks) {
+#pragma unroll
+	for (int i = 0; i < MAXR; i++) {
+		if (i >= rows) break;
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			if (128 * (lane + 32 * h) < l.plane0) pk_prefetch(row0 + i * l.stride + 128 * (lane + 32 * h));
+	}
+#pragma unroll
+	for (int k = 0; k < MV_PREFETCH; k++)
+		if (from + k < chunks) pk_prefetch_lines<P, MAXR>(row0, l, rows, lane, from + k);
+}
+
 // row_fold is lane lane's part of one column of the matvec arithmetic (matvec.cu with one
 // column per pass): it folds units lane, lane+32, … of packed row wr against activation row xr
 // in that order, from +0, keeping AH units' loads in flight: the units k ≡ d (mod AH) go
 // through buffer d, each folded and then refilled in place (a ring shifted a register set a
 // fold would wait for the newest loads at every fold).
-template <typename P, int AH>
-PK_FN float row_fold(const uint8_t *wr, const PkLayout &l, const uint8_t *xr, int32_t units, int lane) {
+// With PF and pf it asks the L2 for the row's chunks MV_PREFETCH ahead of its loads (pf: the
+// first column of a pass; the others find the row in the caches).
+template <typename P, int AH, bool PF = false>
+PK_FN float row_fold(const uint8_t *wr, const PkLayout &l, const uint8_t *xr, int32_t units, int lane, bool pf = false) {
 	typename P::W w[AH] = {};
 	typename P::X x[AH] = {};
+	const int32_t chunks = (units + 31) / 32;
+	pf = PF && pf;
+	if (pf) pk_prefetch_start<P, 1>(wr, l, 1, lane, AH, chunks);
 #pragma unroll
 	for (int d = 0; d < AH; d++) {
 		int32_t u = lane + 32 * d;
@@ -644,6 +724,7 @@ PK_FN float row_fold(const uint8_t *wr, const PkLayout &l, const uint8_t *xr, in
 				acc = P::apply(acc, w[d], x[d]);
 				int32_t un = u + 32 * AH;
 				if (un < units) {
+					if (pf && k + d + AH + MV_PREFETCH < chunks) pk_prefetch_lines<P, 1>(wr, l, 1, lane, k + d + AH + MV_PREFETCH);
 					w[d] = P::load(wr, l, lane, un, k + d + AH);
 					x[d] = P::xload(w[d], xr, un);
 				}

@@ -85,6 +85,7 @@ const (
 	cSync
 	cControl
 	cNop
+	cPrefetch // CCTL with a prefetch modifier: an L2 (PML2, PF2) or L1 (PF1) prefetch
 )
 
 var noDst = map[string]bool{"ST": true, "STG": true, "STS": true, "STL": true, "RED": true, "REDG": true, "BRA": true,
@@ -122,6 +123,12 @@ func classify(in *Inst) class {
 		return cSync
 	case "NOP":
 		return cNop
+	case "CCTL":
+		for _, m := range in.Mods {
+			if m == "PML2" || m == "PF2" || m == "PF1" {
+				return cPrefetch
+			}
+		}
 	case "BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL", "BSSY", "BSYNC", "WARPSYNC", "BREAK", "ENDCOLLECTIVE", "YIELD":
 		return cControl
 	}
@@ -655,6 +662,9 @@ func pattern(a *Access, addr *val) {
 		}
 		a.Bytes, a.Sectors = len(bytes), len(sectors)
 		a.Cycles = max(1, (len(lines)+3)/4, (len(sectors)+15)/16, bankCycles(addr, w))
+		if a.Op == Prefetch { // the tag stage alone: no data comes back to the SM
+			a.Bytes, a.Sectors, a.Cycles = 128*len(lines), 4*len(lines), max(1, (len(lines)+3)/4)
+		}
 	}
 }
 
@@ -837,13 +847,15 @@ func Analyse(f *Function, params []ParamSlot) (*Facts, error) {
 			c := classify(in)
 			var a *Access
 			switch c {
-			case cGlobalLoad, cGlobalStore, cGlobalAtomic, cSharedLoad, cSharedStore, cLocalLoad, cLocalStore:
+			case cGlobalLoad, cGlobalStore, cGlobalAtomic, cSharedLoad, cSharedStore, cLocalLoad, cLocalStore, cPrefetch:
 				a = &Access{Addr: in.Addr, Width: width(in), Param: noParam}
 				switch c {
 				case cGlobalStore, cSharedStore, cLocalStore:
 					a.Op = Store
 				case cGlobalAtomic:
 					a.Op = Atomic
+				case cPrefetch:
+					a.Op, a.Width = Prefetch, 1 // the lanes' addresses name the lines asked for
 				}
 				switch c {
 				case cSharedLoad, cSharedStore:

@@ -57,10 +57,11 @@ type AccessOp uint8
 const (
 	Load AccessOp = iota
 	Store
-	Atomic // read-modify-write (atom, red)
+	Atomic   // read-modify-write (atom, red)
+	Prefetch // a hint that asks the L2 for a line (prefetch.global.L2: CCTL.E.PML2); moves nothing to the SM
 )
 
-func (o AccessOp) String() string { return [...]string{"load", "store", "atomic"}[o] }
+func (o AccessOp) String() string { return [...]string{"load", "store", "atomic", "prefetch"}[o] }
 
 // Space is a memory space.
 type Space uint8

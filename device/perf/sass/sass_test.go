@@ -156,3 +156,31 @@ func TestUnprinted(t *testing.T) {
 		t.Errorf("two placeholders: %v", err)
 	}
 }
+
+// TestPrefetchAccess: an L2 prefetch (CCTL.E.PML2) is an access of its own kind, attributed to
+// the parameter its address derives from, whose cost is the tag stage's alone: 32 lanes 16
+// bytes apart name four lines, one cycle.
+func TestPrefetchAccess(t *testing.T) {
+	src := strings.Replace(sample, "        /*00b0*/                   LDG.E.U16.CONSTANT R20, [R12.64+0x2] ;",
+		"        /*00b0*/                   CCTL.E.PML2 [R6.64+0x1000] ;", 1)
+	fns, err := ParseSASS(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Analyse(&fns[0], ParamSlots(ParamBase(90), []string{"u64", "u64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Access
+	for _, a := range f.Regions[1].Access {
+		if a.Op == Prefetch {
+			got = append(got, a)
+		}
+	}
+	if len(got) != 1 || got[0].Param != 0 || got[0].Space != Global || got[0].Bytes != 512 || got[0].Cycles != 1 {
+		t.Fatalf("prefetch accesses %+v", got)
+	}
+	if len(f.Regions[1].Path.Global) != 1 {
+		t.Errorf("the loop waits for %+v: a prefetch is never waited for", f.Regions[1].Path.Global)
+	}
+}
