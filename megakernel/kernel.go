@@ -27,9 +27,22 @@ type Args struct {
 	Shared uint32
 }
 
-// BookBytes is the staging's book at the end of a block's dynamic shared memory: the wait's end
-// and each copying warp's rounds (megakernel.cu).
-const BookBytes = 32
+// BookBytes is the book at the end of a block's dynamic shared memory (megakernel.cu): the
+// staging's words (the wait's end and each copying warp's rounds: 32 bytes), then the queue's
+// first CachedItems item records, each with up to ItemDeps of its dependencies, copied there
+// when the launch starts so that an item's start reads its record and dependencies from shared
+// memory rather than making two dependent trips to the L2.
+const BookBytes = 32 + CachedItems*4*ItemSlotWords
+
+// CachedItems is the item records a block keeps in shared memory (a queue's later items are
+// read from the stream), ItemDeps the dependencies kept with each (an item's further ones
+// likewise), and ItemSlotWords a kept item's words: its record and ItemDeps (instruction,
+// parts) pairs.
+const (
+	CachedItems   = 256
+	ItemDeps      = 4
+	ItemSlotWords = ItemWords + 2*ItemDeps
+)
 
 // MinShared is the least dynamic shared memory a block is launched with: the bodies' buffer
 // and the book.
@@ -51,6 +64,13 @@ func LaunchShared(optin int64) uint32 {
 // KB step and leave the L1 60 KB, where the bodies' activations (a bf16 matvec8's 8 columns of
 // 2048: 32 KB) stay; 227 KiB would take the 228 KB step and leave it 28.
 const L1Room = 32 << 10
+
+// HotPolls is the polls of a counter a wait makes back to back, a trip to the L2 each, before
+// it sleeps between polls (megakernel.cu): a block has nothing else to do while it waits, and a
+// poll that follows the last at once sees a release sooner than one after a sleep, so the
+// hand-offs of a step's critical path (most waits are shorter than these polls, ~8 µs) cost
+// half a trip's wait, not half a sleep's.
+const HotPolls = 64
 
 // DefaultSpins bounds one dependency wait: the first polls come back to back, the rest sleep
 // 256 ns between polls, so 2^22 polls take a few seconds on a GPU (each poll is also a round

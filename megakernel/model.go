@@ -31,14 +31,18 @@ type Machine struct {
 	// L2Latency and DRAMLatency are a load's latency under load, in cycles.
 	L2Latency, DRAMLatency int
 	// ItemCycles is the start of an item when nothing waits: the loop reads the item and then
-	// its dependencies (two dependent loads, from L2 or the read-only cache; the instruction's
-	// words beside them), polls each counter once (an acquire load), and meets at two barriers.
+	// its dependencies (two dependent loads of the copies the block keeps in shared memory; the
+	// instruction's words beside them, from the L2), polls each counter once (an acquire load),
+	// and meets at two barriers.
 	ItemCycles int
 	// WakeCycles is the time from a dependency's last part ending to a waiting block running:
-	// the release reduction reaching L2 behind the part's writes, and half a poll period (the
-	// loop polls back to back, then sleeps up to 256 ns between polls).
-	WakeCycles int
-	// LaunchUS is the launch itself: the driver's call and the blocks' start.
+	// the release reduction reaching L2 behind the part's writes, and half a poll period — the
+	// loop polls back to back (HotWakeCycles for a dependency that ends within HotWaitCycles
+	// of the wait's start: HotPolls trips to the L2), then sleeps up to 256 ns between polls
+	// (WakeCycles).
+	WakeCycles, HotWakeCycles, HotWaitCycles int
+	// LaunchUS is the launch itself: the driver's call and the blocks' start, with the copy of
+	// each queue's item records and dependencies to shared memory.
 	LaunchUS float64
 	// StageBytes is the weights a block staged alone on its SM copies to shared memory while
 	// it waits (megakernel.cu): StageBytes of the dynamic shared memory the runner launches
@@ -62,16 +66,22 @@ func (m Machine) stageBytes(qps int) int64 {
 var H200 = MachineFor(perf.Cards["H200"])
 
 // The megakernel loop's costs on sm_90, from its SASS: an item's start is two dependent loads
-// (its record, then its instruction's dependencies, which the record locates; the
-// instruction's words are read beside them; L2 or read-only-cache hits, counted at L2
-// latency), one poll (an acquire load), two barriers (~40 cycles each) and ~100 issue cycles:
-// ≈ 960 cycles; a hand-off is two L2 trips (the release behind the part's writes,
-// the poll that sees it) and half a backed-off poll period (256 ns and an L2 trip): ≈ 900
-// cycles; a launch ≈ 4 µs (the driver's call and the blocks' start; to calibrate).
+// of shared memory (its record, then its instruction's dependencies, which the record locates:
+// the copies the block made when it started, ~30 cycles each; the instruction's words are read
+// from the L2 beside them and the poll), one poll (an acquire load, an L2 trip), two barriers
+// (~40 cycles each) and ~100 issue cycles: ≈ 500 cycles (≈ 960 when the record and its
+// dependencies came from the L2); a hand-off is two L2 trips (the release behind the part's
+// writes, the poll that sees it) and half a poll period: half an L2 trip while the polls come
+// back to back (the first HotPolls of a wait), ≈ 650 cycles; half of 256 ns and an L2 trip
+// after, ≈ 900 cycles; a launch ≈ 4 µs (the driver's call and the blocks' start; to calibrate) and
+// the copy of the records, then of the dependencies they locate, when the blocks start: two
+// dependent DRAM trips and two barriers, ≈ 1 700 cycles.
 const (
-	loopItemCycles = 960
-	loopWakeCycles = 900
-	loopLaunchUS   = 4
+	loopItemCycles  = 500
+	loopWakeCycles  = 900
+	loopHotWake     = 650
+	loopLaunchUS    = 4
+	loopStartCycles = 1700
 )
 
 func (m Machine) us(cycles int) float64 { return float64(cycles) / (m.ClockGHz * 1e3) }
@@ -220,6 +230,10 @@ type replayResult struct {
 func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	queues := len(s.Queues)
 	item, wake, share, stage := m.us(m.ItemCycles), m.us(m.WakeCycles), m.queueShare(qps), m.stageBytes(qps)
+	hotWake, hotWait := m.us(m.HotWakeCycles), m.us(m.HotWaitCycles)
+	if m.HotWakeCycles == 0 {
+		hotWake = wake
+	}
 	overrun := m.us(m.L2Latency) / 2
 	l2 := float64(m.L2Latency) / float64(m.DRAMLatency)
 	clock := make([]float64, queues)
@@ -260,8 +274,12 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			// the block stages while it waits (a part with a stream and dependencies, in a
 			// schedule with a window, which the staging moves on)
 			stages := stage > 0 && s.PrefetchBytes > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
-			if dep != nil && ready+wake > free {
-				start, r.cause, r.causeEnd, r.byDep = ready+wake, dep, ready, true
+			w := wake
+			if ready <= free+hotWait { // the dependency ends while the polls come back to back
+				w = hotWake
+			}
+			if dep != nil && ready+w > free {
+				start, r.cause, r.causeEnd, r.byDep = ready+w, dep, ready, true
 				if stages { // the copying warps finish their round: half an L2 trip (the window brought its lines)
 					start += overrun
 				}

@@ -22,6 +22,7 @@ func TestPredictKnownAnswers(t *testing.T) {
 	c := newChain(t, 1, 2, 0)
 	mv, _ := kernels.MatVec(dtype.F32)
 	m := megakernel.H200
+	m.ItemCycles = m.WakeCycles + 60 // an item's start dearer than a hand-off: a chain's parts go to queues of their own
 	us := func(cycles int) float64 { return float64(cycles) / (m.ClockGHz * 1e3) }
 	share := m.BandwidthGBs * 1e3 / float64(m.SMs) // bytes per µs, one queue per SM
 	const bytes = 1 << 20
@@ -51,7 +52,7 @@ func TestPredictKnownAnswers(t *testing.T) {
 	}
 
 	for _, stream := range []bool{false, true} {
-		two, err := megakernel.Build([]megakernel.Op{op("a", 1, 2, false), op("b", 2, 3, stream)}, megakernel.Config{SMs: 2, PartBytes: 1 << 30, PrefetchBytes: bytes})
+		two, err := megakernel.Build([]megakernel.Op{op("a", 1, 2, false), op("b", 2, 3, stream)}, megakernel.Config{SMs: 2, Machine: &m, PartBytes: 1 << 30, PrefetchBytes: bytes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestPredictKnownAnswers(t *testing.T) {
 
 	c2 := newChain(t, 8, 4, 40)
 	for _, sms := range []int{1, 3, 8} {
-		s, err := megakernel.Build(c2.ops, megakernel.Config{SMs: sms, PrefetchBytes: -1}) // placement does not count prefetches
+		s, err := megakernel.Build(c2.ops, megakernel.Config{SMs: sms, Machine: &m, PrefetchBytes: -1}) // placement does not count prefetches
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +118,9 @@ func (f fixedModel) PartUS(in *megakernel.Instr, lo, hi, qps, queues int) (float
 
 // The window on one queue, by hand: item a (no stream) asks for b's stream before it starts;
 // b's bytes come in while a's item starts, through a's own run (the bandwidth a, latency-bound,
-// leaves unused) and while b's item starts; b then reads that fraction from L2.
+// leaves unused) and while b waits for it — its item's start, or the poll that sees a's
+// release (a hot wake) and its staging's last round if that is longer; b then reads that
+// fraction from L2.
 func TestPredictWindowAcrossItems(t *testing.T) {
 	c := newChain(t, 1, 2, 0)
 	mv, _ := kernels.MatVec(dtype.F32)
@@ -143,11 +146,15 @@ func TestPredictWindowAcrossItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := us(m.ItemCycles)*share + (run*share - small) + us(m.ItemCycles)*share
+	gap := us(m.ItemCycles)
+	if m.HotWakeCycles > m.ItemCycles { // b waits for the poll that sees a's release, then the copying warps' last round
+		gap = us(m.HotWakeCycles) + us(m.L2Latency)/2
+	}
+	got := us(m.ItemCycles)*share + (run*share - small) + gap*share
 	part := bytes / share
 	f := got / bytes
 	second := part*(1-f) + math.Max(part*f*float64(m.L2Latency)/float64(m.DRAMLatency), f*bytes/(m.L2GBs*1e3/float64(m.SMs)))
-	want := 2*us(m.ItemCycles) + run + second
+	want := us(m.ItemCycles) + gap + run + second
 	// the replay counts bytes in whole numbers at each of its three steps
 	if math.Abs(p.ScheduleUS-want) > 1e-3 || math.Abs(float64(p.Prefetched)-got) > 3 {
 		t.Errorf("prefetched %d bytes, the step %.4f µs; want %.0f bytes, %.4f µs", p.Prefetched, p.ScheduleUS, got, want)
@@ -170,6 +177,7 @@ func TestPredictStagingExtendsWindow(t *testing.T) {
 	for _, stage := range []int64{0, 128 << 10, 4 << 20} {
 		m := megakernel.H200
 		m.StageBytes = stage
+		m.ItemCycles = m.WakeCycles + 60 // an item's start dearer than a hand-off: b goes to a queue of its own
 		pm := fixedModel{run, megakernel.BytesModel{Machine: m}}
 		s, err := megakernel.Build(ops, megakernel.Config{SMs: 2, Machine: &m, PartBytes: 1 << 30, PrefetchBytes: window, Model: pm})
 		if err != nil {
@@ -194,7 +202,7 @@ func TestLaunchShared(t *testing.T) {
 	for _, c := range []struct {
 		optin int64
 		want  uint32
-	}{{0, megakernel.MinShared}, {48 << 10, megakernel.MinShared}, {80 << 10, 48 << 10}, {227 << 10, 195 << 10}, {163<<10 + 7, 131 << 10}, {1 << 10, megakernel.MinShared}} {
+	}{{0, megakernel.MinShared}, {48 << 10, megakernel.MinShared}, {96 << 10, 64 << 10}, {227 << 10, 195 << 10}, {163<<10 + 7, 131 << 10}, {1 << 10, megakernel.MinShared}} {
 		got := megakernel.LaunchShared(c.optin)
 		if got != c.want || got%16 != 0 {
 			t.Errorf("LaunchShared(%d) = %d, want %d", c.optin, got, c.want)

@@ -12,7 +12,8 @@ import (
 // the loop's own costs are read off the megakernel's sm_90 SASS (model.go).
 func MachineFor(c perf.Card) Machine {
 	return Machine{Name: c.Name, SMs: c.SMs, ClockGHz: c.ClockGHz, BandwidthGBs: c.BandwidthGBs, L2GBs: c.L2GBs, L2Bytes: c.L2Bytes, L2Latency: c.L2Latency,
-		DRAMLatency: c.DRAMLatency, ItemCycles: loopItemCycles, WakeCycles: loopWakeCycles, LaunchUS: loopLaunchUS,
+		DRAMLatency: c.DRAMLatency, ItemCycles: loopItemCycles, WakeCycles: loopWakeCycles, HotWakeCycles: loopHotWake, HotWaitCycles: HotPolls * c.L2Latency,
+		LaunchUS:   loopLaunchUS + float64(loopStartCycles)/(c.ClockGHz*1e3),
 		StageBytes: StageBytes(int64(LaunchShared(int64(c.SharedPerSM - c.SharedReserved))))}
 }
 
@@ -39,7 +40,8 @@ func NewKernelModel(c perf.Card) *KernelModel {
 	return &KernelModel{Card: c, preds: map[*Instr]*perf.Prediction{}}
 }
 
-// Prediction is the static model's prediction of in as an eager launch (nil if it has none).
+// Prediction is the static model's prediction of in as an eager launch (nil if it has none),
+// less the standalone kernel's prefetches, which the megakernel's bodies do not make.
 func (k *KernelModel) Prediction(in *Instr) *perf.Prediction {
 	if p, ok := k.preds[in]; ok {
 		return p
@@ -47,7 +49,7 @@ func (k *KernelModel) Prediction(in *Instr) *perf.Prediction {
 	var pp *perf.Prediction
 	spec := Kernels()[in.Kernel]
 	if args, err := device.Unflatten(spec.ArgsType(), in.Params); err == nil {
-		if p, err := perf.Predict(k.Card, spec, args); err == nil {
+		if p, err := perf.PredictUnprefetched(k.Card, spec, args); err == nil {
 			pp = &p
 		}
 	}

@@ -205,6 +205,10 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 	clock := make([]float64, cfg.SMs)
 	mc := *cfg.Machine
 	item, wake := mc.us(mc.ItemCycles), mc.us(mc.WakeCycles)
+	hotWake, hotWait := mc.us(mc.HotWakeCycles), mc.us(mc.HotWaitCycles)
+	if mc.HotWakeCycles == 0 {
+		hotWake = wake
+	}
 	for i, op := range ops {
 		id, ok := ids[op.Kernel.Entry()]
 		if !ok {
@@ -289,20 +293,33 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 			all, _ := cfg.Model.PartUS(in, 0, in.Blocks(), cfg.QueuesPerSM, cfg.SMs)
 			in.Parts = int(min(float64(cfg.SMs), float64(in.Blocks()), math.Max(1, math.Ceil(all/cfg.MinPartUS))))
 		}
-		var ready float64
+		// a part starts once its queue has started the item and the last dependency's end has
+		// reached it: a hot wake if that end comes while the wait's polls come back to back
+		// (as the replay has it)
+		ready := -1.0
 		for _, d := range in.Deps {
-			ready = max(ready, finish[d]+wake)
+			ready = max(ready, finish[d])
+		}
+		start := func(sm int) float64 {
+			free := clock[sm] + item
+			if ready < 0 {
+				return free
+			}
+			if ready <= free+hotWait {
+				return max(free, ready+hotWake)
+			}
+			return max(free, ready+wake)
 		}
 		for p := 0; p < in.Parts; p++ {
 			lo, hi := partBlocks(in, p)
 			cost, _ := cfg.Model.PartUS(in, lo, hi, cfg.QueuesPerSM, cfg.SMs)
 			best := 0
-			for sm := 1; sm < cfg.SMs; sm++ {
-				if max(clock[sm]+item, ready) < max(clock[best]+item, ready) {
+			for sm := 1; sm < cfg.SMs; sm++ { // the earliest start; of equal starts, the queue idle longest
+				if s, sb := start(sm), start(best); s < sb || s == sb && clock[sm] < clock[best] {
 					best = sm
 				}
 			}
-			clock[best] = max(clock[best]+item, ready) + cost
+			clock[best] = start(best) + cost
 			finish[i] = max(finish[i], clock[best])
 			s.Queues[best] = append(s.Queues[best], Item{Instr: int32(i), Part: int32(p)})
 		}

@@ -67,6 +67,17 @@ type Prediction struct {
 // Predict models a launch of spec with args on card c, from the committed facts of spec's
 // entry on the card's architecture and the traffic of its family.
 func Predict(c Card, spec device.Spec, args any) (Prediction, error) {
+	return predict(c, spec, args, true)
+}
+
+// PredictUnprefetched is Predict for the same code without its prefetches (every wait priced
+// as its buffer's): the megakernel's instantiations of the bodies, which ask the L2 for nothing
+// (they stage their weights themselves), priced from the standalone kernel's facts.
+func PredictUnprefetched(c Card, spec device.Spec, args any) (Prediction, error) {
+	return predict(c, spec, args, false)
+}
+
+func predict(c Card, spec device.Spec, args any, prefetch bool) (Prediction, error) {
 	f, err := KernelFacts(c.Arch, spec.Entry())
 	if err != nil {
 		return Prediction{}, err
@@ -87,12 +98,16 @@ func Predict(c Card, spec device.Spec, args any) (Prediction, error) {
 	for i, p := range ps {
 		names[i] = p.Name
 	}
-	return Model(c, f, geo, tr, names)
+	return model(c, f, geo, tr, names, prefetch)
 }
 
 // Model is Predict's arithmetic over given facts: geo is the launch shape, tr its traffic,
 // params the kernel's argument names in order (the PTX parameters).
 func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []string) (Prediction, error) {
+	return model(c, f, geo, tr, params, true)
+}
+
+func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []string, prefetch bool) (Prediction, error) {
 	p := Prediction{Entry: f.Entry, Card: c.Name, Grid: geo.Grid, Block: geo.Block, Registers: f.Registers,
 		LaunchUS: c.LaunchUS, Note: tr.Note}
 	blocks := int64(geo.Grid.X) * int64(geo.Grid.Y) * int64(geo.Grid.Z)
@@ -136,7 +151,10 @@ func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 	// each region's executions per warp, from the bytes its accesses move per execution
 	counts := regionCounts(f, tr, params, p.Warps)
 	stand := standIn(f, tr, params)
-	pre := prefetched(f, stand)
+	pre := map[int]bool{}
+	if prefetch {
+		pre = prefetched(f, stand)
+	}
 	var tw, iw, lw, mw float64
 	hotT := -1.0
 	for i, r := range f.Regions {

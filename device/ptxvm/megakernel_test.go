@@ -1,8 +1,10 @@
 package ptxvm_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -278,3 +280,101 @@ func TestMegakernelWeakCatchesMissingOrdering(t *testing.T) {
 
 // sweep reports whether the longer weak-mode sweeps run (VERITY_PTXVM_SWEEP set).
 func sweep() bool { return os.Getenv("VERITY_PTXVM_SWEEP") != "" }
+
+// Past the items a block keeps in shared memory: a queue of more items than
+// megakernel.CachedItems (a chain of adds on one SM, each waiting for the one before), and an
+// item with more dependencies than megakernel.ItemDeps (the last add, declared to read every
+// output of six independent adds on two SMs), read the rest from the stream and compute what
+// the chain and the adds do.
+func TestMegakernelPastTheItemCache(t *testing.T) {
+	const n = 64
+	for _, c := range []struct {
+		name string
+		sms  int
+		ops  func(alloc func() device.Ptr, x device.Ptr) ([]megakernel.Op, device.Ptr, float32)
+	}{
+		{"long queue", 1, func(alloc func() device.Ptr, x device.Ptr) ([]megakernel.Op, device.Ptr, float32) {
+			chain := megakernel.CachedItems + 40
+			var ops []megakernel.Op
+			prev := x
+			for k := 0; k < chain; k++ { // y_k = y_{k-1} + x: (k + 2)·x
+				y := alloc()
+				ops = append(ops, megakernel.Op{Name: fmt.Sprint("add", k), Kernel: kernels.Add, Args: kernels.BinaryArgs{A: prev, B: x, Y: y, N: n},
+					Reads: []megakernel.Resource{megakernel.Resource(k), 1000}, Writes: []megakernel.Resource{megakernel.Resource(k + 1)}, Bytes: 12 * n})
+				prev = y
+			}
+			return ops, prev, float32(chain + 1)
+		}},
+		{"many dependencies", 2, func(alloc func() device.Ptr, x device.Ptr) ([]megakernel.Op, device.Ptr, float32) {
+			deps := megakernel.ItemDeps + 2
+			var ops []megakernel.Op
+			var ys []device.Ptr
+			var reads []megakernel.Resource
+			for k := 0; k < deps; k++ { // y_k = x + x
+				y := alloc()
+				ys = append(ys, y)
+				ops = append(ops, megakernel.Op{Name: fmt.Sprint("add", k), Kernel: kernels.Add, Args: kernels.BinaryArgs{A: x, B: x, Y: y, N: n},
+					Reads: []megakernel.Resource{1000}, Writes: []megakernel.Resource{megakernel.Resource(k + 1)}, Bytes: 12 * n})
+				reads = append(reads, megakernel.Resource(k+1))
+			}
+			z := alloc()
+			ops = append(ops, megakernel.Op{Name: "last", Kernel: kernels.Add, Args: kernels.BinaryArgs{A: ys[deps-1], B: ys[deps-2], Y: z, N: n},
+				Reads: reads, Writes: []megakernel.Resource{100}, Bytes: 12 * n})
+			return ops, z, 4
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: c.sms, NoRaceCheck: true}})
+			defer b.Close()
+			alloc := func(size int) device.Ptr {
+				p, err := b.Alloc(int64(size))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			x := alloc(4 * n)
+			xs := make([]byte, 4*n)
+			for i := 0; i < n; i++ {
+				binary.LittleEndian.PutUint32(xs[4*i:], math.Float32bits(float32(i%7)))
+			}
+			if err := b.Write(x, xs); err != nil {
+				t.Fatal(err)
+			}
+			ops, out, times := c.ops(func() device.Ptr { return alloc(4 * n) }, x)
+			s, err := megakernel.Build(ops, megakernel.Config{SMs: c.sms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			longest := 0
+			for _, q := range s.Queues {
+				longest = max(longest, len(q))
+			}
+			most := 0
+			for _, in := range s.Instrs {
+				most = max(most, len(in.Deps))
+			}
+			if c.sms == 1 && longest <= megakernel.CachedItems || c.sms > 1 && most <= megakernel.ItemDeps {
+				t.Fatalf("the longest queue has %d items, the most dependencies %d: within the cache", longest, most)
+			}
+			enc := s.Encode()
+			stream, counters, status := alloc(len(enc)), alloc(4*(1+len(s.Instrs))), alloc(4*megakernel.StatusWords)
+			if err := b.Write(stream, enc); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Launch(megakernel.Kernel, megakernel.Args{Stream: stream, Counters: counters, Status: status, SMs: int32(c.sms), Epoch: 1,
+				Spins: megakernel.DefaultSpins, Shared: megakernel.MinShared}); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 4*n)
+			if err := b.Read(got, out); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < n; i++ {
+				if v, want := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])), times*float32(i%7); v != want {
+					t.Fatalf("element %d: %v, want %v", i, v, want)
+				}
+			}
+		})
+	}
+}

@@ -107,11 +107,14 @@ static __device__ __forceinline__ void mv8_store(float (&acc)[R][C], int lane, f
 //                waits for loads that have been in flight for a unit's folds.
 //   MV8_STAGED   the quantised formats (matvec8_staged below): the block copies each column's
 //                activations to shared memory once, a chunk of 32 units at a time, and its
-//                warps read them from there.
+//                warps read them from there; MV8_STAGED_BLOCKS blocks resident an SM;
+//   MV8_STAGED1  the same with one block an SM and the registers that leaves a thread (the
+//                formats whose weight registers, with the prefetch's, would spill at two).
 #define MV8_GUARDED 0
 #define MV8_CLAMPED 1
 #define MV8_AHEAD 2
 #define MV8_STAGED 3
+#define MV8_STAGED1 4
 
 // MV8_STAGED_WARPS is the warps of a staged block (kernels.MatVec8Warps); each copies
 // 8 / MV8_STAGED_WARPS columns of a chunk.
@@ -351,6 +354,12 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
                                                int32_t n, int32_t add_y) {
 	matvec8_staged<P, F, G, PF>(gr, w, x, y, rows, cols, n, add_y);
 }
+template <typename P, typename F, int G, int R, bool PF>
+static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid &gr, const uint8_t *RESTRICT w,
+                                               const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows, int32_t cols,
+                                               int32_t n, int32_t add_y) {
+	matvec8_staged<P, F, G, PF>(gr, w, x, y, rows, cols, n, add_y);
+}
 
 // MATVEC(suffix, P, F, AH, B, PF1, G, A, PF, M, MA): matvec's units in flight a lane (AH),
 // resident blocks an SM asked of ptxas (B, MV1_BOUNDS) and whether it asks the L2 for its row
@@ -380,6 +389,8 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED>, const Grid &
 #define MV8_ENTRY_MV8_AHEAD(name, params, ...) ENTRY(name, params, __VA_ARGS__)
 #define MV8_ENTRY_MV8_STAGED(name, params, ...) \
 	ENTRY_SHARED_BOUNDS(name, Mv8Stage, __launch_bounds__(MV8_STAGED_WARPS * 32, MV8_STAGED_BLOCKS), params, __VA_ARGS__)
+#define MV8_ENTRY_MV8_STAGED1(name, params, ...) \
+	ENTRY_SHARED_BOUNDS(name, Mv8Stage, __launch_bounds__(MV8_STAGED_WARPS * 32, 1), params, __VA_ARGS__)
 
 // MV1_BOUNDS_<B>: the launch bounds of a matvec entry whose MATVEC line asks for B resident
 // blocks of 128 threads an SM (0: none, ptxas's choice of registers), so that ptxas keeps
@@ -419,5 +430,5 @@ MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
 MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
 MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
 MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 0, 1, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 0, 2, MV8_STAGED1, 1, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 0, 1, 2, MV8_STAGED1, 1, 1, MV8_GUARDED)

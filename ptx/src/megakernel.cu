@@ -26,7 +26,7 @@
 // would, so the results are those of the eager launches, bit for bit; the order only follows
 // the dependencies. All blocks must be resident at once: a block may wait for any other.
 //
-// A wait polls a few times back to back, then sleeps between polls (64 ns, doubling to 256).
+// A wait polls MK_HOT_POLLS times back to back, then sleeps between polls (64 ns, doubling to 256).
 // After `spins` polls of one counter (the launch's argument; megakernel.DefaultSpins is a few
 // seconds) the block gives up: it writes the status words (megakernel.Status: why, which
 // block, which item, its instruction and part, the counter it waited for, the value it saw
@@ -39,7 +39,11 @@
 // mk_shared, of at least MK_SHARED_BYTES (the largest body's struct, megakernel.SharedBytes), so
 // bodies' needs do not add up. The launch gives the buffer `shared` bytes (its argument, at
 // least MK_SHARED_BYTES + MK_BOOK; what the device lets a block opt in to, less room for the
-// L1: megakernel.LaunchShared), the last MK_BOOK of them the staging's book.
+// L1: megakernel.LaunchShared), the last MK_BOOK of them the book: the staging's words, then the
+// queue's first MK_CACHED_ITEMS item records, each with up to MK_ITEM_DEPS of its dependencies,
+// which the block copies there when it starts — an item's start then reads its record and its
+// dependencies from shared memory, not by two dependent trips to the L2; a later item, or a
+// further dependency, is read from the stream.
 //
 // Weights staged in shared memory. The L2 window bounds what a queue may have asked for and
 // not yet read; a wait longer than the window's fetch leaves the bandwidth idle. So while the
@@ -93,9 +97,8 @@ static __device__ __forceinline__ MkPtr mk_ptr(uint64_t v) { return MkPtr{v}; }
 // vectors a thread of those warps.
 #define MK_STAGE_UNROLL 4
 #define MK_STAGE_ROUND (16u * MK_STAGE_UNROLL * (MK_THREADS - 32))
-// MK_HOT_POLLS polls of a counter come back to back; then the wait sleeps between polls,
-// MK_SLEEP_MIN nanoseconds doubling up to MK_SLEEP_MAX.
-#define MK_HOT_POLLS 8u
+// MK_HOT_POLLS polls of a counter come back to back (megakernel_table.cuh); then the wait
+// sleeps between polls, MK_SLEEP_MIN nanoseconds doubling up to MK_SLEEP_MAX.
 #define MK_SLEEP_MIN 64u
 #define MK_SLEEP_MAX 256u
 
@@ -174,11 +177,25 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 #define MK_STAGE_CAP (shared - MK_BOOK)
 #define MK_BOOK_WORDS ((volatile uint32_t *)(mk_shared + MK_STAGE_CAP))
 	if (threadIdx.x == 0) MK_BOOK_WORDS[0] = 0;
+	// the queue's cached items: records first, then the dependencies they locate
+	const uint32_t q0 = queues[blockIdx.x], q1 = queues[blockIdx.x + 1];
+	const uint32_t ncached = min(q1 - q0, (uint32_t)MK_CACHED_ITEMS);
+	uint32_t *cache = (uint32_t *)(mk_shared + MK_STAGE_CAP + 32);
+	for (uint32_t w = threadIdx.x; w < ncached * MK_ITEM; w += MK_THREADS)
+		cache[(w / MK_ITEM) * MK_ITEM_SLOT + w % MK_ITEM] = __ldg(items + (uint64_t)MK_ITEM * q0 + w);
+	__syncthreads();
+	for (uint32_t w = threadIdx.x; w < ncached * 2 * MK_ITEM_DEPS; w += MK_THREADS) {
+		uint32_t *slot = cache + (w / (2 * MK_ITEM_DEPS)) * MK_ITEM_SLOT, j = w % (2 * MK_ITEM_DEPS);
+		if (j / 2 < slot[7]) slot[MK_ITEM + j] = __ldg(deps + 2 * (uint64_t)slot[6] + j);
+	}
 	__syncthreads();
 
-	for (uint32_t it = queues[blockIdx.x]; it < queues[blockIdx.x + 1]; it++) {
-		const uint32_t *item = items + (uint64_t)MK_ITEM * it;
-		uint32_t i = __ldg(item), part = __ldg(item + 1), lo = __ldg(item + 2), hi = __ldg(item + 3);
+	for (uint32_t it = q0; it < q1; it++) {
+		// word k of the item's record: from the cache, or from the stream past it
+		const bool cached = it - q0 < MK_CACHED_ITEMS;
+		const uint32_t *citem = cache + (it - q0) * MK_ITEM_SLOT, *item = items + (uint64_t)MK_ITEM * it;
+		auto iw = [&](int k) -> uint32_t { return cached ? citem[k] : __ldg(item + k); };
+		uint32_t i = iw(0), part = iw(1), lo = iw(2), hi = iw(3);
 		// the instruction's words, asked for now and used after the wait (the item repeats its
 		// dependencies, so the wait does not wait for these)
 		const uint32_t *in = instrs + (uint64_t)MK_INSTR * i;
@@ -189,7 +206,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		// holds, in a stream with a prefetch window (which the staging moves on)
 		uint64_t sfrom = 0;
 		uint32_t sbytes = 0;
-		if (pf != 0 && __ldg(stream + 8) != 0 && __ldg(item + 7) != 0 && !mk_exclusive(k)) {
+		if (pf != 0 && __ldg(stream + 8) != 0 && iw(7) != 0 && !mk_exclusive(k)) {
 			uint64_t per = __ldg(in + 10), total = __ldg(in + 11);
 			uint64_t from = min((uint64_t)lo * per, total), to = min((uint64_t)hi * per, total);
 			sfrom = __ldg(params + pw + pf - 1) + from;
@@ -199,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		// L2 before the wait: every line the range touches, a line a thread at a time — by
 		// the warps after the first, so that its poll does not wait behind their loads
 		if (threadIdx.x >= 32)
-			for (uint32_t r = __ldg(item + 4), rend = r + __ldg(item + 5); r < rend; r++) {
+			for (uint32_t r = iw(4), rend = r + iw(5); r < rend; r++) {
 				const uint32_t *rg = ranges + (uint64_t)MK_RANGE * r;
 				uint64_t base = __ldg(params + __ldg(rg)), end = base + __ldg(rg + 2);
 				for (uint64_t a = ((base + __ldg(rg + 1)) & ~(uint64_t)(MK_LINE - 1)) + MK_LINE * (threadIdx.x - 32); a < end;
@@ -214,9 +231,9 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 		if (threadIdx.x >= 32 && sbytes != 0) {
 			volatile uint32_t *book = MK_BOOK_WORDS;
 			uint32_t t = threadIdx.x - 32, rounds = 0;
-			uint32_t ri = __ldg(item + 4) + __ldg(item + 5), roff = 0; // the extension's next range and offset
+			uint32_t ri = iw(4) + iw(5), roff = 0; // the extension's next range and offset
 			// the extension stops at the end of the queue's ranges (its last item's)
-			const uint32_t *last = items + (uint64_t)MK_ITEM * (queues[blockIdx.x + 1] - 1);
+			const uint32_t *last = items + (uint64_t)MK_ITEM * (q1 - 1);
 			uint32_t qend = __ldg(last + 4) + __ldg(last + 5);
 			for (uint32_t off = 0; off < sbytes; off += MK_STAGE_ROUND, rounds++) {
 				if (__shfl_sync(0xffffffffu, book[0] == it + 1 ? 1u : 0u, 0) != 0) break; // the wait is over
@@ -244,8 +261,11 @@ extern "C" __global__ void __launch_bounds__(MK_THREADS)
 			if ((threadIdx.x & 31) == 0) book[threadIdx.x / 32] = rounds;
 		}
 		if (threadIdx.x < 32) { // the first warp's lanes wait on the dependencies side by side
-			for (uint32_t j = __ldg(item + 6) + threadIdx.x, end = __ldg(item + 6) + __ldg(item + 7); j < end; j += 32) {
-				uint32_t d = __ldg(deps + 2 * j), need = epoch * __ldg(deps + 2 * j + 1);
+			const uint32_t first = iw(6), nd = iw(7);
+			for (uint32_t j = threadIdx.x; j < nd; j += 32) {
+				const bool kept = cached && j < MK_ITEM_DEPS;
+				uint32_t d = kept ? citem[MK_ITEM + 2 * j] : __ldg(deps + 2 * (uint64_t)(first + j));
+				uint32_t need = epoch * (kept ? citem[MK_ITEM + 2 * j + 1] : __ldg(deps + 2 * (uint64_t)(first + j) + 1));
 				uint32_t sleep = MK_SLEEP_MIN;
 				for (uint32_t n = 0;; n++) {
 					uint32_t seen = mk_acquire(&done[d]);

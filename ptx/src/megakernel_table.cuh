@@ -14,8 +14,16 @@
 #define MK_ITEM 8
 #define MK_RANGE 3
 
-// The staging's book: bytes at the end of the dynamic shared buffer (megakernel.BookBytes).
-#define MK_BOOK 32u
+// The book: bytes at the end of the dynamic shared buffer (megakernel.BookBytes), the staging's
+// words and the queue's cached items: how many, the dependencies kept with each, the words a
+// kept item takes (megakernel.CachedItems, ItemDeps, ItemSlotWords).
+#define MK_BOOK 16416u
+#define MK_CACHED_ITEMS 256u
+#define MK_ITEM_DEPS 4u
+#define MK_ITEM_SLOT 16u
+
+// The polls of a counter a wait makes back to back before it sleeps (megakernel.HotPolls).
+#define MK_HOT_POLLS 64u
 
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
 static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const uint64_t *p) {

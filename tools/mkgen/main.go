@@ -121,13 +121,22 @@ func Generate() ([]byte, int, error) {
 #define MK_ITEM %d
 #define MK_RANGE %d
 
-// The staging's book: bytes at the end of the dynamic shared buffer (megakernel.BookBytes).
+// The book: bytes at the end of the dynamic shared buffer (megakernel.BookBytes), the staging's
+// words and the queue's cached items: how many, the dependencies kept with each, the words a
+// kept item takes (megakernel.CachedItems, ItemDeps, ItemSlotWords).
 #define MK_BOOK %du
+#define MK_CACHED_ITEMS %du
+#define MK_ITEM_DEPS %du
+#define MK_ITEM_SLOT %du
+
+// The polls of a counter a wait makes back to back before it sleeps (megakernel.HotPolls).
+#define MK_HOT_POLLS %du
 
 // mk_run runs kernel k's body for the virtual block of gr, with its parameter words p.
 static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const uint64_t *p) {
 	switch (k) {
-`, len(ks), len(ks), megakernel.TableHash(), megakernel.StreamVersion, megakernel.HeaderWords, megakernel.InstrWords, megakernel.ItemWords, megakernel.RangeWords, megakernel.BookBytes)
+`, len(ks), len(ks), megakernel.TableHash(), megakernel.StreamVersion, megakernel.HeaderWords, megakernel.InstrWords, megakernel.ItemWords, megakernel.RangeWords, megakernel.BookBytes,
+		megakernel.CachedItems, megakernel.ItemDeps, megakernel.ItemSlotWords, megakernel.HotPolls)
 	var exclusive []int
 	var sharedUse []string
 	shared := 0

@@ -176,8 +176,12 @@ func printSchedule(out io.Writer, s *megakernel.Schedule, st megakernel.Stats, p
 	fmt.Fprintf(out, "  %d instructions in %d parts (items), %d dependencies, %d levels; the busiest queue runs %d items\n",
 		st.Instrs, st.Parts, st.Deps, st.Levels, pr.MaxItems)
 	fmt.Fprintf(out, "  %.1f MB moved: the floor is %.0f µs at %.0f GB/s\n", float64(st.Bytes)/1e6, pr.FloorUS, m.BandwidthGBs)
-	fmt.Fprintf(out, "  modelled: %.0f µs — the critical path's parts %.0f µs + its %d item starts %.0f µs (%.2f µs each) + its %d hand-offs %.0f µs (%.2f µs each) + the launch %.0f µs",
-		pr.US, pr.PartsUS, countStarts(pr), pr.ItemsUS, float64(m.ItemCycles)/(m.ClockGHz*1e3), pr.Handoffs, pr.WakesUS, float64(m.WakeCycles)/(m.ClockGHz*1e3), pr.LaunchUS)
+	perHandoff := 0.0
+	if pr.Handoffs > 0 {
+		perHandoff = pr.WakesUS / float64(pr.Handoffs)
+	}
+	fmt.Fprintf(out, "  modelled: %.0f µs — the critical path's parts %.0f µs + its %d item starts %.0f µs (%.2f µs each) + its %d hand-offs %.0f µs (%.2f µs each on average) + the launch %.0f µs",
+		pr.US, pr.PartsUS, countStarts(pr), pr.ItemsUS, float64(m.ItemCycles)/(m.ClockGHz*1e3), pr.Handoffs, pr.WakesUS, perHandoff, pr.LaunchUS)
 	if pr.FloorUS > pr.ScheduleUS {
 		fmt.Fprintf(out, " (the floor, %.0f µs, is longer than the path, %.0f µs)", pr.FloorUS, pr.ScheduleUS)
 	}
