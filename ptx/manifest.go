@@ -23,7 +23,7 @@ var PtxasFlags = []string{"-O3"}
 
 // sources are the SHA-256 of the files the PTX was compiled from.
 var sources = map[string]string{
-	"src/act.cu":               "852b27a92beab0177a2f7019eb989f64b7373b096f426082cf239249847fcc51",
+	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
 	"src/attention.cu":         "22ec595f22692b07013ae24672ad226cae76f3aba43c8562f73d9a17fab0f760",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
@@ -40,24 +40,24 @@ var sources = map[string]string{
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "034fa3cb9ec6240f80f4c2e2862d9845ecd93a5ece7bef0edf7756f324c47c55",
 	"src/megakernel_table.cuh": "f0e40883080103363c621327dfc9386eccd7d2d1e5205a17553c6147b43cc3cc",
-	"src/norm.cuh":             "de367d45375ac189fcc24e917011268e44fd0c9754bf8dae90a6f088ddac74a8",
+	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
 	"src/packed.cuh":           "0c2e552f43192b7e03e33df508833a2a189f5aec2c3eef9ce0d38f757e6571da",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "68412d35479dfe912df7c85a84d5a9bcb32268b95236b806dc628ea8467ef4b7",
+	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
 	"attention.ptx":   "14e8f4fb3e296a946ad337e52f87dd3f18cfcb1e418944d8508475a5361a6a18",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
-	"gate.ptx":        "91f1085ab92e562e2201de8a8d2c2847d00915186bec486658ce552b558d65f9",
+	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "be2a54be682af1bdf31fe2babd3e903e36dc5a350306807ff9c935e742b36a12",
-	"megakernel.ptx":  "81f4cd59ddd36cd46169f93b9d501f53eb0cb96f39635002a557919bb1a3bbe5",
+	"megakernel.ptx":  "ef7d11dd60a7f0aae0d84c6541ab8c51fbfe9d311ac5c0a8f0674c0490f8928a",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
-	"norm.ptx":        "759677f57cfa5a27566a2ab72ae8ed2fb098ff705aa6fb801cf2a8d6066c4c7d",
+	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
 	"routing.ptx":     "322de3232e0695e7cc2c667e5aa4b7039e08f2faa89f8486a5526954f70401ab",
 }
@@ -65,15 +65,15 @@ var ptxHashes = map[string]string{
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "5ccd9b7cb79156d252f32b879d4c22e45af6a2fde674dfe4907e072eb524b78a",
+		sha256:  "0c9a8983f1f235081dc9690f7d2cc0eded293dffac1e4b159c6c4f588515ea3f",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_80.cubin": {
-		sha256:  "de2b0bba8337301a7711eade7de5d457bf3bf69a3881ce436330afa3b76cf851",
+		sha256:  "f0a30c909ff86dfd6bec735d05a7dfde0205ac8b67d8a38cb02477f2414364a0",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_90.cubin": {
-		sha256:  "e04291976aebabb21b4181390f86bd45d0928677294d25950ec071b30139a7fb",
+		sha256:  "dbd9da9be65efd2f555be55deaadf19261ac537f6e950a6151fd523b8a51e69d",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
@@ -125,15 +125,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"embed_bf16", "embed_f16", "embed_f32", "embed_q2_K", "embed_q3_K", "embed_q4_0", "embed_q4_1", "embed_q4_K", "embed_q5_0", "embed_q5_1", "embed_q5_K", "embed_q6_K", "embed_q8_0"},
 	},
 	"gate.sm_37.cubin": {
-		sha256:  "4bb962e9f434a784c8ec7aa951684ed39c8989dcce41cabe09e2f527713e24ae",
+		sha256:  "17821770d95c16768a368611dafe5826c35f5891a59a7ffc79423849cd250f74",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gate.sm_80.cubin": {
-		sha256:  "4440cdb3ab5b9206b5f6493f492a44c1b2ce485c0d05acde14f9c7307dd7f5df",
+		sha256:  "4da71e801c674c02ecad5907a90759ed573d49d24b21f8c03a73ea30f37945e6",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gate.sm_90.cubin": {
-		sha256:  "91fc57304680768bf97448f81c82e5ea22b2f865d9a38b77e5f00f269f3d140b",
+		sha256:  "59b4958b5e6debfabe40b814194313a4664245706dcfc983879d2f865ab7a89c",
 		entries: []string{"gated_rmsnorm_f32", "split_gate_f32"},
 	},
 	"gdn.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "b635fb6f2ba8e8ac6b8676377e7e4a1287930ad09104da70fbe3f59cf930f852",
+		sha256:  "c90aba9bcb581368fbc8a5375108b73d35af6ada3f2c7e4741871734f2f4dcdb",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "e584b9d3ee4a4af866c0d6fb444652a271f146677f9918487bf74ca0bebb0784",
+		sha256:  "85df7cf4f05a38568392aa937c74ffd53ddfbed0169360f4a7f4d4205e50c9ed",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -181,15 +181,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"moe_down_bf16_bf16", "moe_down_f16_f16", "moe_down_f32_f32", "moe_down_q2_K_q8_K", "moe_down_q3_K_q8_K", "moe_down_q4_0_q8_0", "moe_down_q4_1_q8_1", "moe_down_q4_K_q8_K", "moe_down_q5_0_q8_0", "moe_down_q5_1_q8_1", "moe_down_q5_K_q8_K", "moe_down_q6_K_q8_K", "moe_down_q8_0_q8_0", "moe_gate_up_bf16_bf16", "moe_gate_up_f16_f16", "moe_gate_up_f32_f32", "moe_gate_up_q2_K_q8_K", "moe_gate_up_q3_K_q8_K", "moe_gate_up_q4_0_q8_0", "moe_gate_up_q4_1_q8_1", "moe_gate_up_q4_K_q8_K", "moe_gate_up_q5_0_q8_0", "moe_gate_up_q5_1_q8_1", "moe_gate_up_q5_K_q8_K", "moe_gate_up_q6_K_q8_K", "moe_gate_up_q8_0_q8_0"},
 	},
 	"norm.sm_37.cubin": {
-		sha256:  "543ddd058dc371c44b7c0568234761d4dff4d435aef7472e052b84469341d7f4",
+		sha256:  "b172bb8f003490863da0e3ac750c56032f4916e0f0896c65905707c422864f6d",
 		entries: []string{"rmsnorm_f32"},
 	},
 	"norm.sm_80.cubin": {
-		sha256:  "6be6bc685ae20395e080993555bedd948c6e046c90811e6c5118eafb8ec65790",
+		sha256:  "2da8276bfc44405dc5d3e7c8a05a52653fc3824157960b53dc73146b58800ef8",
 		entries: []string{"rmsnorm_f32"},
 	},
 	"norm.sm_90.cubin": {
-		sha256:  "fcd86a1ea0c1191189cac9730993b7a1c20858eb020a7683f885ededee3221a7",
+		sha256:  "082a3901bff1cc278575549ef198a1826588bd261d878e04a8fc1f98ff5d3f31",
 		entries: []string{"rmsnorm_f32"},
 	},
 	"rope.sm_37.cubin": {

@@ -227,13 +227,17 @@ __device__ __forceinline__ void rmsnorm_act(const Grid &gr, int fmt, const float
 	if (!row_piece(gr, rows, width, r, at0, n)) return;
 	const float *xs = x + (int64_t)r * width;
 	int t = gr.tid, lane = t & 31, warp = t >> 5;
+	// a thread's first value of the piece and its weight, asked for before the scale's wait, so
+	// that the two round trips overlap (the piece is at most a value a thread: ROW_ACT_SEG)
+	const float xv = t < n ? xs[at0 + t] : 0.0f, wv = t < n ? w[at0 + t] : 0.0f;
 	if (warp == 0) {
 		float s = rms_scale(xs, width, eps, lane);
 		if (lane == 0) scale = s;
 	}
 	grid_sync(gr);
 	float s = scale;
-	for (int32_t i = t; i < n; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[at0 + i], s), w[at0 + i]);
+	if (t < n) ys[t] = __fmul_rn(__fmul_rn(xv, s), wv);
+	for (int32_t i = t + gr.ntid; i < n; i += gr.ntid) ys[i] = __fmul_rn(__fmul_rn(xs[at0 + i], s), w[at0 + i]);
 	grid_sync(gr);
 	convert_staged(gr, fmt, sh, out, r, width, at0, n); // ends with a barrier: scale and ys are free again
 }
