@@ -221,3 +221,35 @@ func TestLaunchShared(t *testing.T) {
 		t.Errorf("the A100 stages %d bytes", m.StageBytes)
 	}
 }
+
+// The static model inside a step: an instruction that reads what an earlier one wrote finds it
+// in the L2 (its waits an L2 trip, not a DRAM one), one that reads only the step's inputs is
+// timed as its own launch (less prefetches, which neither makes).
+func TestKernelModelFindsWhatTheStepWrote(t *testing.T) {
+	c := newChain(t, 3, 4, 0)
+	card := perf.Cards["H200"]
+	km := megakernel.NewKernelModel(card)
+	first := kernels.BinaryArgs{A: c.bufs[0], B: c.bufs[1], Y: c.bufs[2], N: chainN}
+	second := kernels.BinaryArgs{A: c.bufs[2], B: c.bufs[2], Y: c.bufs[3], N: chainN} // both inputs what a wrote
+	ops := []megakernel.Op{
+		{Name: "a", Kernel: kernels.Add, Args: first, Reads: []megakernel.Resource{0, 1}, Writes: []megakernel.Resource{2}, Bytes: 12 * chainN},
+		{Name: "b", Kernel: kernels.Add, Args: second, Reads: []megakernel.Resource{2}, Writes: []megakernel.Resource{3}, Bytes: 12 * chainN},
+	}
+	s, err := megakernel.Build(ops, megakernel.Config{SMs: 2, Model: km})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, args := range []kernels.BinaryArgs{first, second} {
+		alone, err := perf.PredictWith(card, kernels.Add, args, perf.Options{Unprefetched: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := km.Prediction(&s.Instrs[i])
+		if in == nil {
+			t.Fatalf("%s: no prediction", s.Instrs[i].Name)
+		}
+		if i == 0 && in.WarpCycles != alone.WarpCycles || i == 1 && in.WarpCycles >= alone.WarpCycles {
+			t.Errorf("%s: a warp's lifetime %.0f cycles in the step, %.0f as a launch of its own", s.Instrs[i].Name, in.WarpCycles, alone.WarpCycles)
+		}
+	}
+}

@@ -30,18 +30,25 @@ func MachineFor(c perf.Card) Machine {
 //	issue    its instructions over the SM's schedulers, shared likewise
 //
 // Instructions the static model has no facts for fall back to BytesModel.
+//
+// A KernelModel times the instructions of one step, each first in program order (as Build's
+// placement and Predict's replay ask for them): an instruction reads a buffer an earlier one
+// wrote, at least as many bytes of it (an activation the previous op produced), from the L2,
+// where the write left it moments before, not from DRAM as a launch of its own would find it.
 type KernelModel struct {
-	Card  perf.Card
-	preds map[*Instr]*perf.Prediction
+	Card    perf.Card
+	preds   map[*Instr]*perf.Prediction
+	written map[uint64]int64 // the bytes the instructions seen so far wrote at each address
 }
 
 // NewKernelModel returns the static model's PartModel on card c.
 func NewKernelModel(c perf.Card) *KernelModel {
-	return &KernelModel{Card: c, preds: map[*Instr]*perf.Prediction{}}
+	return &KernelModel{Card: c, preds: map[*Instr]*perf.Prediction{}, written: map[uint64]int64{}}
 }
 
-// Prediction is the static model's prediction of in as an eager launch (nil if it has none),
-// less the standalone kernel's prefetches, which the megakernel's bodies do not make.
+// Prediction is the static model's prediction of in as the megakernel runs it (nil if it has
+// none): an eager launch less the standalone kernel's prefetches, which the megakernel's bodies
+// do not make, its reads of what earlier instructions wrote found in the L2.
 func (k *KernelModel) Prediction(in *Instr) *perf.Prediction {
 	if p, ok := k.preds[in]; ok {
 		return p
@@ -49,8 +56,29 @@ func (k *KernelModel) Prediction(in *Instr) *perf.Prediction {
 	var pp *perf.Prediction
 	spec := Kernels()[in.Kernel]
 	if args, err := device.Unflatten(spec.ArgsType(), in.Params); err == nil {
-		if p, err := perf.PredictUnprefetched(k.Card, spec, args); err == nil {
+		opts := perf.Options{Unprefetched: true, Resident: map[string]bool{}}
+		tr, terr := perf.TrafficOf(spec, args)
+		ps, perr := device.Params(args)
+		addr := map[string]uint64{}
+		if terr == nil && perr == nil {
+			for _, p := range ps {
+				addr[p.Name] = p.Bits
+			}
+			for _, st := range tr.Streams {
+				if a, ok := addr[st.Param]; ok && !st.Write && st.Bytes > 0 && k.written[a] >= st.Bytes {
+					opts.Resident[st.Param] = true
+				}
+			}
+		}
+		if p, err := perf.PredictWith(k.Card, spec, args, opts); err == nil {
 			pp = &p
+		}
+		if terr == nil && perr == nil {
+			for _, st := range tr.Streams {
+				if a, ok := addr[st.Param]; ok && st.Write && a != 0 {
+					k.written[a] = max(k.written[a], st.Bytes)
+				}
+			}
 		}
 	}
 	k.preds[in] = pp

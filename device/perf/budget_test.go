@@ -205,7 +205,7 @@ func TestPrefetchesOnlyHelp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := PredictUnprefetched(c, l.spec, l.shape.Args)
+		u, err := PredictWith(c, l.spec, l.shape.Args, Options{Unprefetched: true})
 		if err != nil {
 			t.Fatal(err)
 		}

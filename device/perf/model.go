@@ -67,17 +67,23 @@ type Prediction struct {
 // Predict models a launch of spec with args on card c, from the committed facts of spec's
 // entry on the card's architecture and the traffic of its family.
 func Predict(c Card, spec device.Spec, args any) (Prediction, error) {
-	return predict(c, spec, args, true)
+	return PredictWith(c, spec, args, Options{})
 }
 
-// PredictUnprefetched is Predict for the same code without its prefetches (every wait priced
-// as its buffer's): the megakernel's instantiations of the bodies, which ask the L2 for nothing
-// (they stage their weights themselves), priced from the standalone kernel's facts.
-func PredictUnprefetched(c Card, spec device.Spec, args any) (Prediction, error) {
-	return predict(c, spec, args, false)
+// Options say what the launch finds that its facts and traffic cannot: the context it runs in.
+type Options struct {
+	// Unprefetched prices the code as if it made none of its prefetches (every wait as its
+	// buffer's): the megakernel's instantiations of the bodies, which ask the L2 for nothing
+	// (they stage their weights themselves), priced from the standalone kernel's facts.
+	Unprefetched bool
+	// Resident names the arguments whose buffers an earlier launch of the same step wrote, so
+	// that the launch finds them in the L2 (an activation the previous op produced): their
+	// waits cost an L2 trip, not a DRAM one.
+	Resident map[string]bool
 }
 
-func predict(c Card, spec device.Spec, args any, prefetch bool) (Prediction, error) {
+// PredictWith is Predict in the context opts describe.
+func PredictWith(c Card, spec device.Spec, args any, opts Options) (Prediction, error) {
 	f, err := KernelFacts(c.Arch, spec.Entry())
 	if err != nil {
 		return Prediction{}, err
@@ -98,16 +104,16 @@ func predict(c Card, spec device.Spec, args any, prefetch bool) (Prediction, err
 	for i, p := range ps {
 		names[i] = p.Name
 	}
-	return model(c, f, geo, tr, names, prefetch)
+	return model(c, f, geo, tr, names, opts)
 }
 
 // Model is Predict's arithmetic over given facts: geo is the launch shape, tr its traffic,
 // params the kernel's argument names in order (the PTX parameters).
 func Model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []string) (Prediction, error) {
-	return model(c, f, geo, tr, params, true)
+	return model(c, f, geo, tr, params, Options{})
 }
 
-func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []string, prefetch bool) (Prediction, error) {
+func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []string, opts Options) (Prediction, error) {
 	p := Prediction{Entry: f.Entry, Card: c.Name, Grid: geo.Grid, Block: geo.Block, Registers: f.Registers,
 		LaunchUS: c.LaunchUS, Note: tr.Note}
 	blocks := int64(geo.Grid.X) * int64(geo.Grid.Y) * int64(geo.Grid.Z)
@@ -151,9 +157,12 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 	// each region's executions per warp, from the bytes its accesses move per execution
 	counts := regionCounts(f, tr, params, p.Warps)
 	stand := standIn(f, tr, params)
-	pre := map[int]bool{}
-	if prefetch {
+	pre, res := map[int]bool{}, map[int]bool{}
+	if !opts.Unprefetched {
 		pre = prefetched(f, stand)
+	}
+	for i, name := range params {
+		res[i] = opts.Resident[name]
 	}
 	var tw, iw, lw, mw float64
 	hotT := -1.0
@@ -162,7 +171,7 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 		if n == 0 {
 			continue
 		}
-		t := float64(regionCycles(c, r, tr, params, stand, pre))
+		t := float64(regionCycles(c, r, tr, params, stand, pre, res))
 		t = max(t, float64(r.Instrs))
 		tw += n * t
 		iw += n * float64(r.Instrs)
@@ -312,8 +321,9 @@ func fromDRAM(tr Traffic, params []string, i int) bool {
 // counts it. A loop's wait for a buffer the kernel asks the L2 for ahead of its loads (pre:
 // prefetched) is an L2 hit: the kernels issue their prefetches chunks ahead, far enough for a
 // DRAM round trip (MV_PREFETCH in ptx/src/packed.cuh), and the straight code's first loads
-// wait for DRAM as before.
-func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int, pre map[int]bool) int {
+// wait for DRAM as before. A wait for a buffer an earlier launch of the step wrote (res:
+// Options.Resident) is an L2 hit.
+func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int, pre, res map[int]bool) int {
 	p := r.Path
 	t := p.Issue + p.ALU + p.Shared*c.SharedLatency + p.Shuffle*c.ShuffleLatency + p.Const*c.ConstLatency +
 		p.Local*c.DRAMLatency + p.Sync*c.SyncLatency
@@ -323,7 +333,7 @@ func regionCycles(c Card, r sass.Region, tr Traffic, params []string, stand int,
 		if k < 0 {
 			k = stand
 		}
-		if fromDRAM(tr, params, k) && !(r.Loop && pre[k]) {
+		if fromDRAM(tr, params, k) && !(r.Loop && pre[k]) && !res[k] {
 			lat = c.DRAMLatency
 		}
 		t += g.N * lat
