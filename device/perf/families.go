@@ -329,6 +329,15 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	// (another), each warp compares the whole chunk and votes, and it returns (no barrier:
 	// every warp reaches the same answer); the blocks past a row's last chunk return at once
 	work.Returning = &Work{Blocks: returning * nkv, L2Waits: 2, Instrs: attnReturningInstrs, LSUCycles: attnReturningLSU}
+	// the blocks that bring a (row, KV head)'s chunk count to its end merge the row's chunks:
+	// at most one a (row, KV head), each merging that row's query heads (a block computing
+	// several rows' shared chunk may be the last of them all and merge them together: fewer
+	// merging blocks, each merging more)
+	if merging := min(rows*nkv, work.Blocks); merging > 0 {
+		m := attnMerge(g, (hist+rows+chunk-1)/chunk, hd)
+		m.Blocks = merging
+		work.Merging = &m
+	}
 	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
 		float64(kv*(kes+ves))/1e6), Streams: []Stream{
 		{Param: "Q", Bytes: q, Requested: pairs * nkv * hd * f32},
@@ -346,9 +355,9 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 // (row, query head) pairs over a chunk of keys keys: warp instructions and L1/shared cycles
 // of its loops as the source writes them, and its waits in order — the row's key offsets and
 // slots (L2), each pair of staged slices (DRAM: two are in flight ahead; each slice's queries
-// are asked of the L1 before that wait, so they add none), the rows' counters (one
-// acquire-release atomic a row, the first warp's lanes side by side: L2) and, for the last
-// block, the merge's three passes over the partial results (L2). A block of a later row than its group's first
+// are asked of the L1 before that wait, so they add none) and the rows' counters (one
+// acquire-release atomic a row, the first warp's lanes side by side: L2); the last block of a
+// row adds the merge (attnMerge). A block of a later row than its group's first
 // (later) compares its chunk with the first row's before anything else (an L2 round trip
 // more).
 func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
@@ -395,13 +404,25 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 	lsu += 50
 	total := passes * 2 * ns
 	w := Work{Instrs: in, LSUCycles: lsu, DRAMWaits: int((total + 1) / 2),
-		L2Waits: 2 + 1 + 3, Syncs: int(3 + 2*total + 3*passes)}
+		L2Waits: 2 + 1, Syncs: int(3 + 2*total + 3*passes)}
 	if later {
 		w.Instrs += attnReturningInstrs
 		w.LSUCycles += attnReturningLSU
 		w.L2Waits++
 	}
 	return w
+}
+
+// attnMerge counts what merging one row's p (row, query head) pairs over its nc chunks adds
+// to a block, as attention.cu's merge writes it: three passes over the partial results, each
+// waiting for the L2 (the pairs' maxima; the chunks' weights exp32(m_c − M); the sums
+// L = fma(l_c, w_c, L) and O[d] = fma(o_c[d], w_c, O[d]) in chunk order) and meeting the block,
+// and per pair and chunk a load and an operation for the maximum, the weight (exp32: ~20) and
+// the sum, and a load and an FMA for each of its hd output values.
+func attnMerge(p, nc, hd int64) Work {
+	thread := float64(p*nc*(2+22+2) + p*nc*hd*2)
+	loads := float64(p * nc * (3 + hd))
+	return Work{Instrs: thread / 32, LSUCycles: loads / 32, L2Waits: 3, Syncs: 4}
 }
 
 // attnReturningInstrs is the warp instructions of an attention block that returns after

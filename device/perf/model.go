@@ -233,7 +233,9 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 // BlocksPerSM of them at once; each wave of resident blocks waits through one block's chain
 // together, and the busiest SM computes its blocks' instructions at its issue rate (or their
 // L1/shared cycles, if more) besides; the blocks that return having found their work done
-// (Work.Returning) add their own waves and instructions the same way.
+// (Work.Returning) add their own waves and instructions the same way. The blocks that also
+// merge (Work.Merging) are among the working ones, spread over the SMs: the busiest SM computes
+// its share of the merges, and its last wave waits for one merge's chain more.
 func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 	clock := c.ClockGHz * 1e3
 	var cycles, instrs, lsu float64 // the busiest SM's
@@ -254,6 +256,17 @@ func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 		p.WarpInstrs += frac * k.Instrs / float64(wpb)
 		p.WarpLSUCycles += frac * k.LSUCycles / float64(wpb)
 		p.WarpCycles += frac * (chain + k.Instrs/float64(wpb))
+	}
+	if m := w.Merging; m != nil && m.Blocks > 0 {
+		perSM := (m.Blocks + int64(c.SMs) - 1) / int64(c.SMs)
+		chain := float64(m.DRAMWaits*c.DRAMLatency + m.L2Waits*c.L2Latency + m.Syncs*c.SyncLatency)
+		cycles += chain
+		instrs += float64(perSM) * m.Instrs
+		lsu += float64(perSM) * m.LSUCycles
+		frac := float64(m.Blocks) / float64(blocks)
+		p.WarpInstrs += frac * m.Instrs / float64(wpb)
+		p.WarpLSUCycles += frac * m.LSUCycles / float64(wpb)
+		p.WarpCycles += frac * (chain + m.Instrs/float64(wpb))
 	}
 	p.LatencyUS = (cycles + max(instrs/float64(c.Schedulers), lsu)) / clock
 	p.IssueUS = instrs / float64(c.Schedulers) / clock

@@ -42,6 +42,10 @@ type Work struct {
 	// another (Blocks of them), with what they do before they return (attention's rows whose
 	// chunk an earlier row computes first read the group's key lists to find that out).
 	Returning *Work
+	// Merging, if set, counts what some of the working blocks (Blocks of them, among those
+	// above) do besides: finish a reduction the launch's blocks share — attention's block that
+	// brings a row's chunk count to its end merges the row's chunks — its waits and work alone.
+	Merging *Work
 }
 
 // Stream is one buffer's traffic in a launch.

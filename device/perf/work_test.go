@@ -45,6 +45,22 @@ func TestWorkModel(t *testing.T) {
 	if want := 4240 / (c.ClockGHz * 1e3); math.Abs(p.TimeUS-want) > 1e-9 || p.Limiter != "latency" {
 		t.Errorf("with returning blocks: time %.4f µs (%s), want %.4f µs (latency)", p.TimeUS, p.Limiter, want)
 	}
+	// and 64 of the working blocks merging besides (three L2 round trips and 600 instructions
+	// each): at most one on the busiest SM, whose last wave waits for one merge (780 cycles)
+	// and issues its 600 instructions (150 cycles): 5170 cycles; per warp of the launch, on
+	// average, 64/792 of a merge
+	before := p
+	tr.Work.Merging = &Work{Blocks: 64, Instrs: 600, L2Waits: 3}
+	p, err = Model(c, f, geo, tr, []string{"A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 5170 / (c.ClockGHz * 1e3); math.Abs(p.TimeUS-want) > 1e-9 {
+		t.Errorf("with merging blocks: time %.4f µs, want %.4f µs", p.TimeUS, want)
+	}
+	if d, want := p.WarpCycles-before.WarpCycles, 64.0/792*(780+600.0/8); math.Abs(d-want) > 1e-9 {
+		t.Errorf("with merging blocks: a warp's lifetime %.2f cycles more, want %.2f", d, want)
+	}
 }
 
 // attentionKVFloorUS is the time an attention launch's K and V caches take at the card's
