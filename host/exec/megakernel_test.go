@@ -387,7 +387,9 @@ func TestMegakernelPatchedStreamsAreEncoded(t *testing.T) {
 // (the interpreter's 36 KiB, less than the part's 128 KiB) and reads the rest from global
 // memory: its result equals the eager launch's bit for bit, and the body read staged rows.
 func TestMegakernelStagesPartOfAPart(t *testing.T) {
-	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 2, NoRaceCheck: true}})
+	// the weak mode's seeded interleaving of the blocks on one goroutine, so that whether the
+	// matvec's block waits for the add (and stages) does not depend on the machine's load
+	b := ptxvm.New(ptxvm.Options{Config: ptxvm.Config{Workers: 2, NoRaceCheck: true, Weak: &ptxvm.Weak{Seed: 17}}})
 	defer b.Close()
 	const rows, cols, n = 64, 512, 1 << 17 // 128 KiB of float32 weights; a long add before them
 	r := rand.New(rand.NewPCG(5, 9))
@@ -408,6 +410,7 @@ func TestMegakernelStagesPartOfAPart(t *testing.T) {
 		return p
 	}
 	a, x, w, y := alloc(n, true), alloc(n, false), alloc(rows*cols, true), alloc(rows, false)
+	a2, z := alloc(2*n, true), alloc(2*n, false)
 	mv, err := kernels.MatVec(dtype.F32)
 	if err != nil {
 		t.Fatal(err)
@@ -415,15 +418,22 @@ func TestMegakernelStagesPartOfAPart(t *testing.T) {
 	mvArgs := kernels.MatVecArgs{W: w, X: x, Y: y, Rows: rows, Cols: cols, N: 1}
 	ops := []megakernel.Op{
 		{Name: "x", Kernel: kernels.Add, Args: kernels.BinaryArgs{A: a, B: a, Y: x, N: n}, Reads: []megakernel.Resource{1}, Writes: []megakernel.Resource{2}, Bytes: 12 * n},
-		{Name: "y", Kernel: mv, Args: mvArgs, Reads: []megakernel.Resource{2, 3}, Writes: []megakernel.Resource{4}, Bytes: 4 * rows * cols,
+		// z: twice x's work, but the same bytes to the placement, which puts the two on
+		// different queues and the matvec, which waits for both, after x on x's: the
+		// matvec's block then waits for z there (and stages) however the blocks interleave
+		{Name: "z", Kernel: kernels.Add, Args: kernels.BinaryArgs{A: a2, B: a2, Y: z, N: 2 * n}, Reads: []megakernel.Resource{5}, Writes: []megakernel.Resource{6}, Bytes: 12 * n},
+		{Name: "y", Kernel: mv, Args: mvArgs, Reads: []megakernel.Resource{2, 3, 6}, Writes: []megakernel.Resource{4}, Bytes: 4 * rows * cols,
 			Stream: &megakernel.Stream{Param: 0, Bytes: 4 * rows * cols}},
 	}
 	s, err := megakernel.Build(ops, megakernel.Config{SMs: 2, PartBytes: 1 << 30, MinPartUS: 1e9})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Instrs[1].Parts != 1 || s.Instrs[1].Prefetch.Param != 0 || len(s.Instrs[1].Deps) != 1 {
-		t.Fatalf("the matvec: %+v", s.Instrs[1])
+	if mi := s.Instrs[2]; mi.Parts != 1 || mi.Prefetch.Param != 0 || len(mi.Deps) != 2 {
+		t.Fatalf("the matvec: %+v", mi)
+	}
+	if q := s.Queues; len(q) != 2 || len(q[0]) != 2 || q[0][0].Instr != 0 || q[0][1].Instr != 2 || len(q[1]) != 1 {
+		t.Fatalf("the queues: %+v, want x and the matvec on one, z on the other", q)
 	}
 	runner, err := exec.NewMegakernelRunner(b, 2)
 	if err != nil {
@@ -433,6 +443,9 @@ func TestMegakernelStagesPartOfAPart(t *testing.T) {
 	if err := b.Launch(kernels.Add, ops[0].Args); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Launch(kernels.Add, ops[1].Args); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Launch(mv, mvArgs); err != nil {
 		t.Fatal(err)
 	}
@@ -440,8 +453,8 @@ func TestMegakernelStagesPartOfAPart(t *testing.T) {
 	if err := b.Read(want, y); err != nil {
 		t.Fatal(err)
 	}
-	// the megakernel's, until a run's matvec waited (its block's goroutine may start late on
-	// a loaded machine, after the add is done)
+	// the megakernel's, until a run's matvec waited (a seed's order may start its block
+	// after the add is done)
 	var staged int64
 	for run := 0; run < 3 && staged == 0; run++ {
 		if err := b.Write(y, make([]byte, 4*rows)); err != nil {
