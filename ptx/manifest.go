@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "22ec595f22692b07013ae24672ad226cae76f3aba43c8562f73d9a17fab0f760",
+	"src/attention.cu":         "a3682593d02c5802f8d62094135c152bc23d9098f512c00744c0c170ee2ef8ce",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -39,7 +39,7 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "034fa3cb9ec6240f80f4c2e2862d9845ecd93a5ece7bef0edf7756f324c47c55",
-	"src/megakernel_table.cuh": "f0e40883080103363c621327dfc9386eccd7d2d1e5205a17553c6147b43cc3cc",
+	"src/megakernel_table.cuh": "df0464661ef179d868435c8a77fa33defa9d072a1a612076024df6cb251e8eef",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
 	"src/packed.cuh":           "0c2e552f43192b7e03e33df508833a2a189f5aec2c3eef9ce0d38f757e6571da",
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "14e8f4fb3e296a946ad337e52f87dd3f18cfcb1e418944d8508475a5361a6a18",
+	"attention.ptx":   "dfe9a06c9b3bbf54ad2b44a07a4c6935d80133df7fb96e3e6427c8f1f6e1d162",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "be2a54be682af1bdf31fe2babd3e903e36dc5a350306807ff9c935e742b36a12",
-	"megakernel.ptx":  "ef7d11dd60a7f0aae0d84c6541ab8c51fbfe9d311ac5c0a8f0674c0490f8928a",
+	"megakernel.ptx":  "abd05ac45c7610ba90b4b8043b5973afd29318ccdd84c40d64669aece969460a",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "bee70ee6d42eeab1ccd7602cb7d210ef46d3294bea0ded2ee086968ec8904e7b",
+		sha256:  "77e8ba0f9f4baa8f60fc49bcbee0e0ec11d4f80fc5995937f52ea000da35f488",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "ddd283bcc1bb46a4946e5fb703f9489cc1e3e854fb2a19825712afd9f331dcda",
+		sha256:  "5a08744c57a05104c9a839981ab14c10d2a38c47687f9e36dec54c5be8bc7733",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "56a084bdb508d78f09950c1dedbf7c2798223e1f9a12b87f230717352c8ef504",
+		sha256:  "286e4846041082f1cab5299c10847a0e5a1fbbeca5391dd82f36af4ca821c7ee",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "c90aba9bcb581368fbc8a5375108b73d35af6ada3f2c7e4741871734f2f4dcdb",
+		sha256:  "8467dc3ab735ed69fb949a0801f57ff877f94b7667aa632d6b69e14731aa7068",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "85df7cf4f05a38568392aa937c74ffd53ddfbed0169360f4a7f4d4205e50c9ed",
+		sha256:  "adb599ae8acc9281edfaecf98e83c40d6370ce41798d99b5c00e1c8d096e3624",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

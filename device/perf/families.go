@@ -353,7 +353,9 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 
 // attnBlock counts one working block of attention_f32 (ptx/src/attention.cu) computing p
 // (row, query head) pairs over a chunk of keys keys: warp instructions and L1/shared cycles
-// of its loops as the source writes them, and its waits in order — the row's key offsets and
+// of its loops as the source writes them (a pass of more than 16 pairs in the tiled forms,
+// their loops' instructions per FMA as ptxas emits them for sm_90; fewer in attnUntiled's),
+// and its waits in order — the row's key offsets and
 // slots (L2), each pair of staged slices (DRAM: two are in flight ahead; each slice's queries
 // are asked of the L1 before that wait, so they add none) and the rows' counters (one
 // acquire-release atomic a row, the first warp's lanes side by side: L2); the last block of a
@@ -367,27 +369,27 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 	var in, lsu float64
 	for p0 := int64(0); p0 < p; p0 += pmax {
 		np := min(pmax, p-p0)
-		for pg := int64(0); pg < 4; pg++ { // two warps per pair group
-			ni := (np - pg + 3) / 4
-			if ni <= 0 {
-				continue
-			}
-			nt := int64(1) // att_scores and att_values are instantiated for 1, 2, 4 and 8 pairs
-			for nt < ni {
-				nt *= 2
-			}
+		if np > pmax/2 { // the tiled forms (att_scores_tiled, att_softmax_tiled, att_values_tiled)
 			for d0 := int64(0); d0 < hd; d0 += ds {
 				w := min(ds, hd-d0)
-				// scores: per 4 dims, 4 key loads, nt query vectors, 4·nt FMAs and the loop
-				in += 2 * float64(w/4) * float64(4+nt+4*nt+2)
-				lsu += 2 * float64(w/4) * float64(4+nt)
-				// values: per 4 keys, 4 value loads, nt weight vectors, 4·nt FMAs
-				in += 2 * float64((keys+3)/4) * float64(4+nt+4*nt+2)
-				lsu += 2 * float64((keys+3)/4) * float64(4+nt)
+				// scores: per 4 dims, each warp 2 key vectors and 4 query vectors (8 and 4
+				// rows: a wavefront each) for 32 FMAs, ~40 instructions as ptxas unrolls it
+				in += warps * float64(w/4) * 40
+				lsu += warps * float64(w/4) * 6
+				// values: per 4 keys, each warp 4 weight vectors and 4 value pairs (8 and 4
+				// rows: a wavefront each) for 32 FMAs, ~44 instructions; every warp runs it,
+				// whatever the slice's width
+				in += warps * float64((keys+3)/4) * 44
+				lsu += warps * float64((keys+3)/4) * 8
 			}
-			// softmax: scale, the warp maximum, exp32, the sum (about 60 instructions a pair)
-			in += 2 * float64(nt) * 60
-			lsu += 2 * float64(nt) * 4
+			// softmax, per thread (8 scores of 4 pairs): the scale (2 each), the maxima (a
+			// max32, ~6, of the two keys, 3 butterfly steps and 3 across the key groups a
+			// pair), the weights (exp32 ~20 and 3 more each) and a warp's 4 sums (2 loads,
+			// 2 adds and the 5-step butterfly each)
+			in += warps * (8*2 + 4*(6+3*7+4+3*6) + 8*24 + 4*(4+5*2+4))
+			lsu += warps * (4 + 4 + 8 + 4*2)
+		} else {
+			in, lsu = attnUntiled(in, lsu, np, keys, hd)
 		}
 		for d0 := int64(0); d0 < hd; d0 += ds {
 			w := min(ds, hd-d0)
@@ -411,6 +413,36 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 		w.L2Waits++
 	}
 	return w
+}
+
+// attnUntiled adds to in and lsu a pass of np pairs (at most half of a pass's) over a chunk
+// of keys keys in the untiled forms (att_scores, att_values and the softmax beside them): a
+// pair group of two warps a quarter of the pairs, a thread a key (or a dim) of each.
+func attnUntiled(in, lsu float64, np, keys, hd int64) (float64, float64) {
+	const ds = 64
+	for pg := int64(0); pg < 4; pg++ { // two warps per pair group
+		ni := (np - pg + 3) / 4
+		if ni <= 0 {
+			continue
+		}
+		nt := int64(1) // att_scores and att_values are instantiated for 1, 2, 4 and 8 pairs
+		for nt < ni {
+			nt *= 2
+		}
+		for d0 := int64(0); d0 < hd; d0 += ds {
+			w := min(ds, hd-d0)
+			// scores: per 4 dims, 4 key loads, nt query vectors, 4·nt FMAs and the loop
+			in += 2 * float64(w/4) * float64(4+nt+4*nt+2)
+			lsu += 2 * float64(w/4) * float64(4+nt)
+			// values: per 4 keys, 4 value loads, nt weight vectors, 4·nt FMAs
+			in += 2 * float64((keys+3)/4) * float64(4+nt+4*nt+2)
+			lsu += 2 * float64((keys+3)/4) * float64(4+nt)
+		}
+		// softmax: scale, the warp maximum, exp32, the sum (about 60 instructions a pair)
+		in += 2 * float64(nt) * 60
+		lsu += 2 * float64(nt) * 4
+	}
+	return in, lsu
 }
 
 // attnMerge counts what merging one row's p (row, query head) pairs over its nc chunks adds

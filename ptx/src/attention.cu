@@ -17,15 +17,19 @@
 // then a block per (group of ATT_GROUP rows, KV head, chunk c < Shared), which computes the
 // chunk for every row of the group (the chunks the host promised are the same for all of them,
 // kernels.AttentionArgs.Shared; a row whose chunk is not is counted as bad, below):
-//   - s_j = float32(dot·Scale), dot = fma(q[d], k_j[d], dot) for d = 0 … HeadDim−1 from +0: one
-//     thread per (head, key), sequentially over d, the keys and queries staged in shared memory
-//     in slices of 64 dims (the dot's chain continues across slices); with SoftCap > 0,
-//     s_j = tanh32(s_j·(1/SoftCap))·SoftCap;
-//   - m_c = max32 of the chunk's s_j (each warp's butterfly, then the two warps of the chunk);
+//   - s_j = float32(dot·Scale), dot = fma(q[d], k_j[d], dot) for d = 0 … HeadDim−1 from +0: a
+//     thread per key and a quarter of the pairs, or, for a pass of more than 16 pairs, a tile of
+//     2 keys × 4 pairs a thread (att_scores_tiled), sequentially over d, the keys and queries
+//     staged in shared memory in slices of 64 dims (the dot's chain continues across slices;
+//     rows of 68 floats: 16-byte aligned, and 8 consecutive rows' vectors on distinct banks);
+//     with SoftCap > 0, s_j = tanh32(s_j·(1/SoftCap))·SoftCap;
+//   - m_c = max32 of the chunk's s_j (each warp's butterfly, then the two warps of the chunk;
+//     tiled, each thread's two keys, the warp's 8 key lanes, then the 4 key groups: max32 is
+//     a total order's maximum, so the grouping does not change it);
 //   - e_j = exp32(s_j − m_c); l_c: lane i adds e_j for j = i, i+32 of the chunk in order from +0,
 //     then warp_sum (num.WarpSum's butterfly);
-//   - o_c[d] = fma(e_j, v_j[d], o_c[d]) over the chunk's keys in order from +0, one thread per
-//     (head, dim);
+//   - o_c[d] = fma(e_j, v_j[d], o_c[d]) over the chunk's keys in order from +0, a thread per
+//     dim and a quarter of the pairs, or a tile of 4 pairs × 2 dims (att_values_tiled);
 //   - (m_c, l_c, o_c) are written to Part; every block then adds one to its row's counter in
 //     Count (an acquire-release atomic at GPU scope, a lane of the first warp a row), and the
 //     block that brings it to the row's chunk
@@ -71,7 +75,9 @@ ENTRY(kv_store_f32, (const float *k, const float *v, const int32_t *slots, void 
 #define ATT_CHUNK 64            // kernels.AttnChunk
 #define ATT_THREADS 256         // kernels.AttnBlockThreads
 #define ATT_DS 64               // dims per staged slice
-#define ATT_KS (ATT_DS + 1)     // shared row stride of a staged slice (no bank conflicts)
+#define ATT_KS (ATT_DS + 4)     // shared row stride of a staged slice: 16-byte rows, 8 in a row on distinct banks
+#define ATT_QS (ATT_DS + 4)     // shared row stride of the pairs' query slice
+#define ATT_PS (ATT_CHUNK + 4)  // shared row stride of the pairs' weights e_j
 #define ATT_PMAX 32             // (row, query head) pairs per pass over the slices
 #define ATT_GROUP 8             // rows whose chunks are compared for sharing
 #define ATT_VEC 4               // 16-byte vectors per thread and slice, at most
@@ -121,18 +127,24 @@ static __device__ __forceinline__ void att_put(float *kv, const AttStage &st, co
 	for (int i = 0; i < ATT_VEC; i++) {
 		int32_t v = tid + i * ATT_THREADS;
 		if (v < len * vpk) {
-			float *dst = kv + (v / vpk) * ATT_KS + (v % vpk) * per;
+			float *dst = kv + (v / vpk) * ATT_KS + (v % vpk) * per; // 16-byte aligned (ATT_KS)
 			uint32_t w[4] = {st.v[i].x, st.v[i].y, st.v[i].z, st.v[i].w};
+			float4 lo4, hi4;
 			if (es == 4) {
-#pragma unroll
-				for (int e = 0; e < 4; e++) dst[e] = __uint_as_float(w[e]);
+				lo4.x = __uint_as_float(w[0]), lo4.y = __uint_as_float(w[1]), lo4.z = __uint_as_float(w[2]), lo4.w = __uint_as_float(w[3]);
+				*(float4 *)dst = lo4;
 			} else {
+				float f[8];
 #pragma unroll
 				for (int e = 0; e < 4; e++) {
 					uint16_t lo = (uint16_t)(w[e] & 0xffffu), hi = (uint16_t)(w[e] >> 16);
-					dst[2 * e] = t == CACHE_F16 ? f16_to_f32(lo) : bf16_to_f32(lo);
-					dst[2 * e + 1] = t == CACHE_F16 ? f16_to_f32(hi) : bf16_to_f32(hi);
+					f[2 * e] = t == CACHE_F16 ? f16_to_f32(lo) : bf16_to_f32(lo);
+					f[2 * e + 1] = t == CACHE_F16 ? f16_to_f32(hi) : bf16_to_f32(hi);
 				}
+				lo4.x = f[0], lo4.y = f[1], lo4.z = f[2], lo4.w = f[3];
+				hi4.x = f[4], hi4.y = f[5], hi4.z = f[6], hi4.w = f[7];
+				*(float4 *)dst = lo4;
+				*(float4 *)(dst + 4) = hi4;
 			}
 		}
 	}
@@ -157,7 +169,7 @@ static __device__ __forceinline__ void att_scores(float *acc, const float *kv, c
 		float k0 = kr[d], k1 = kr[d + 1], k2 = kr[d + 2], k3 = kr[d + 3];
 #pragma unroll
 		for (int i = 0; i < NI; i++) {
-			float4 qv = *(const float4 *)(qs + (pg + 4 * i) * ATT_DS + d);
+			float4 qv = *(const float4 *)(qs + (pg + 4 * i) * ATT_QS + d);
 			acc[i] = __fmaf_rn(qv.x, k0, acc[i]);
 			acc[i] = __fmaf_rn(qv.y, k1, acc[i]);
 			acc[i] = __fmaf_rn(qv.z, k2, acc[i]);
@@ -167,7 +179,7 @@ static __device__ __forceinline__ void att_scores(float *acc, const float *kv, c
 	for (; d < w; d++) {
 		float kd = kr[d];
 #pragma unroll
-		for (int i = 0; i < NI; i++) acc[i] = __fmaf_rn(qs[(pg + 4 * i) * ATT_DS + d], kd, acc[i]);
+		for (int i = 0; i < NI; i++) acc[i] = __fmaf_rn(qs[(pg + 4 * i) * ATT_QS + d], kd, acc[i]);
 	}
 }
 
@@ -182,7 +194,7 @@ static __device__ __forceinline__ void att_values(float *o, const float *kv, con
 		float v0 = kv[j * ATT_KS + d], v1 = kv[(j + 1) * ATT_KS + d], v2 = kv[(j + 2) * ATT_KS + d], v3 = kv[(j + 3) * ATT_KS + d];
 #pragma unroll
 		for (int i = 0; i < NI; i++) {
-			float4 e = *(const float4 *)(ps + (pg + 4 * i) * ATT_CHUNK + j);
+			float4 e = *(const float4 *)(ps + (pg + 4 * i) * ATT_PS + j);
 			o[i] = __fmaf_rn(e.x, v0, o[i]);
 			o[i] = __fmaf_rn(e.y, v1, o[i]);
 			o[i] = __fmaf_rn(e.z, v2, o[i]);
@@ -192,7 +204,131 @@ static __device__ __forceinline__ void att_values(float *o, const float *kv, con
 	for (; j < len; j++) {
 		float vd = kv[j * ATT_KS + d];
 #pragma unroll
-		for (int i = 0; i < NI; i++) o[i] = __fmaf_rn(ps[(pg + 4 * i) * ATT_CHUNK + j], vd, o[i]);
+		for (int i = 0; i < NI; i++) o[i] = __fmaf_rn(ps[(pg + 4 * i) * ATT_PS + j], vd, o[i]);
+	}
+}
+
+// The tiled forms, for a pass of more than ATT_PMAX / 2 pairs: a thread computes a tile of
+// the pass's scores or sums, so that each value it loads from shared memory feeds several
+// chains. Every chain keeps its order (a score over d = 0 … HeadDim−1, a sum over the chunk's
+// keys in order, each from +0): the tiles change which thread computes a chain, not its bits.
+//
+// att_scores_tiled continues thread tid's chains of 2 keys × 4 pairs over the staged slice's
+// w dims: warp wp takes keys 16·(wp mod 4) … +15 and pairs 16·(wp / 4) … +15; lane l the keys
+// 16·(wp mod 4) + l mod 8 + 8u (u < 2) and the pairs 16·(wp / 4) + l / 8 + 4t (t < 4), into
+// acc[4u + t]. Each step of 4 dims loads 2 key vectors (8 rows a warp, ATT_KS apart: every bank
+// once) and 4 query vectors (4 rows a warp) for 32 FMAs.
+static __device__ __forceinline__ void att_scores_tiled(float *acc, const float *kv, const float *qs, int tid, int32_t w) {
+	const int wp = tid / 32, lane = tid % 32;
+	const float *k0 = kv + (16 * (wp % 4) + lane % 8) * ATT_KS, *k1 = k0 + 8 * ATT_KS;
+	const float *q0 = qs + (16 * (wp / 4) + lane / 8) * ATT_QS;
+	int32_t d = 0;
+#pragma unroll 4
+	for (; d + 4 <= w; d += 4) {
+		const float4 ka = *(const float4 *)(k0 + d), kb = *(const float4 *)(k1 + d);
+#pragma unroll
+		for (int t = 0; t < 4; t++) {
+			const float4 qv = *(const float4 *)(q0 + 4 * t * ATT_QS + d);
+			acc[t] = __fmaf_rn(qv.x, ka.x, acc[t]);
+			acc[t] = __fmaf_rn(qv.y, ka.y, acc[t]);
+			acc[t] = __fmaf_rn(qv.z, ka.z, acc[t]);
+			acc[t] = __fmaf_rn(qv.w, ka.w, acc[t]);
+			acc[4 + t] = __fmaf_rn(qv.x, kb.x, acc[4 + t]);
+			acc[4 + t] = __fmaf_rn(qv.y, kb.y, acc[4 + t]);
+			acc[4 + t] = __fmaf_rn(qv.z, kb.z, acc[4 + t]);
+			acc[4 + t] = __fmaf_rn(qv.w, kb.w, acc[4 + t]);
+		}
+	}
+	for (; d < w; d++) {
+		const float ka = k0[d], kb = k1[d];
+#pragma unroll
+		for (int t = 0; t < 4; t++) {
+			const float qd = q0[4 * t * ATT_QS + d];
+			acc[t] = __fmaf_rn(qd, ka, acc[t]);
+			acc[4 + t] = __fmaf_rn(qd, kb, acc[4 + t]);
+		}
+	}
+}
+
+// att_softmax_tiled finishes the tiled scores (att_scores_tiled's layout) of a pass of np
+// pairs over a chunk of len keys: s = float32(dot·scale) (soft-capped), the pairs' maxima
+// m_c (each thread's two keys, the warp's 8 key lanes by butterfly, then the 4 key groups'
+// through red), e_j = exp32(s_j − m_c) into ps (0 past len) and m_c into mm, and the sums
+// l_c in the contract's order (a warp a pair: lane i adds e_i, e_{i+32}, then warp_sum) into
+// msum. max32 is a total order's maximum, so how the maxima are grouped does not change m_c.
+static __device__ __forceinline__ void att_softmax_tiled(const Grid &gr, float *acc, float *red, float *ps, float *mm, float *msum,
+                                                         int tid, int32_t np, int32_t len, float scale, float soft_cap) {
+	const int wp = tid / 32, lane = tid % 32, kg = wp % 4;
+	const int32_t j0 = 16 * kg + lane % 8, j1 = j0 + 8, pb = 16 * (wp / 4) + lane / 8;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		acc[i] = __fmul_rn(acc[i], scale);
+		if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
+	}
+#pragma unroll
+	for (int t = 0; t < 4; t++) {
+		float m = max32(j0 < len ? acc[t] : -inf32(), j1 < len ? acc[4 + t] : -inf32());
+#pragma unroll
+		for (int off = 1; off < 8; off <<= 1) m = max32(m, __shfl_xor_sync(NUM_FULL_MASK, m, off));
+		if (lane % 8 == 0) red[(pb + 4 * t) * 4 + kg] = m;
+	}
+	grid_sync(gr);
+#pragma unroll
+	for (int t = 0; t < 4; t++) {
+		const int32_t p = pb + 4 * t;
+		const float m = max32(max32(red[p * 4], red[p * 4 + 1]), max32(red[p * 4 + 2], red[p * 4 + 3]));
+		ps[p * ATT_PS + j0] = j0 < len ? exp32(__fsub_rn(acc[t], m)) : 0.0f;
+		ps[p * ATT_PS + j1] = j1 < len ? exp32(__fsub_rn(acc[4 + t], m)) : 0.0f;
+		if (kg == 0 && lane % 8 == 0) mm[p] = m;
+	}
+	grid_sync(gr);
+	for (int32_t pp = wp; pp < np; pp += ATT_THREADS / 32) {
+		float a = 0.0f;
+		if (lane < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane]);
+		if (lane + 32 < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane + 32]);
+		a = warp_sum(a);
+		if (lane == 0) msum[pp] = a;
+	}
+	grid_sync(gr);
+}
+
+// att_values_tiled computes thread tid's weighted value sums of 4 pairs × 2 dims over the
+// chunk's len keys in order, each from +0: warp wp takes dims 8·wp … +7; lane l the dims
+// 8·wp + 2·(l mod 4) + e (e < 2) and the pairs l / 4 + 8t (t < 4), into o[2t + e]. Each step of
+// 4 keys loads 4 weight vectors (8 rows a warp, ATT_PS apart: every bank once) and 4 value
+// pairs (4 a warp) for 32 FMAs. Dims past the slice's width compute unused values.
+static __device__ __forceinline__ void att_values_tiled(float *o, const float *kv, const float *ps, int tid, int32_t len) {
+	const int wp = tid / 32, lane = tid % 32;
+	const float *vv = kv + 8 * wp + 2 * (lane % 4), *e0 = ps + (lane / 4) * ATT_PS;
+#pragma unroll
+	for (int i = 0; i < 8; i++) o[i] = 0.0f;
+	int32_t j = 0;
+#pragma unroll 2
+	for (; j + 4 <= len; j += 4) {
+		float2 v[4];
+#pragma unroll
+		for (int jj = 0; jj < 4; jj++) v[jj] = *(const float2 *)(vv + (j + jj) * ATT_KS);
+#pragma unroll
+		for (int t = 0; t < 4; t++) {
+			const float4 e = *(const float4 *)(e0 + 8 * t * ATT_PS + j);
+			o[2 * t] = __fmaf_rn(e.x, v[0].x, o[2 * t]);
+			o[2 * t + 1] = __fmaf_rn(e.x, v[0].y, o[2 * t + 1]);
+			o[2 * t] = __fmaf_rn(e.y, v[1].x, o[2 * t]);
+			o[2 * t + 1] = __fmaf_rn(e.y, v[1].y, o[2 * t + 1]);
+			o[2 * t] = __fmaf_rn(e.z, v[2].x, o[2 * t]);
+			o[2 * t + 1] = __fmaf_rn(e.z, v[2].y, o[2 * t + 1]);
+			o[2 * t] = __fmaf_rn(e.w, v[3].x, o[2 * t]);
+			o[2 * t + 1] = __fmaf_rn(e.w, v[3].y, o[2 * t + 1]);
+		}
+	}
+	for (; j < len; j++) {
+		const float2 v = *(const float2 *)(vv + j * ATT_KS);
+#pragma unroll
+		for (int t = 0; t < 4; t++) {
+			const float e = e0[8 * t * ATT_PS + j];
+			o[2 * t] = __fmaf_rn(e, v.x, o[2 * t]);
+			o[2 * t + 1] = __fmaf_rn(e, v.y, o[2 * t + 1]);
+		}
 	}
 }
 
@@ -240,12 +376,12 @@ static __device__ __forceinline__ void att_out(void *out, int32_t act, int64_t i
 // AttShared is attention_f32's shared memory (grid_shared).
 struct AttShared {
 	float kv[ATT_CHUNK * ATT_KS];     // the staged slice: [key][dim]
-	float qs[ATT_PMAX * ATT_DS];      // the pairs' query slice; the merge's sums
-	float ps[ATT_PMAX * ATT_CHUNK];   // e_j per pair; the merge's weights
+	float qs[ATT_PMAX * ATT_QS];      // the pairs' query slice; the merge's sums
+	float ps[ATT_PMAX * ATT_PS];      // e_j per pair; the merge's weights
 	int32_t sl[ATT_GROUP * ATT_CHUNK]; // the group's chunk slots
 	int32_t slen[ATT_GROUP], snc[ATT_GROUP], lead[ATT_GROUP], sbad[ATT_GROUP]; // chunk c's length, the chunk count
 	int32_t mem[ATT_GROUP], nmem, last, orph;
-	float red[ATT_PMAX * 2], mm[ATT_PMAX], msum[ATT_PMAX];
+	float red[ATT_PMAX * 4], mm[ATT_PMAX], msum[ATT_PMAX];
 	int32_t lrow[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows and pairs
 };
 
@@ -381,7 +517,8 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		auto step = [&](AttStage &st, int32_t k) {
 			const int32_t p0 = (k / nu) * ATT_PMAX, np = min(ATT_PMAX, P - p0), u = k % nu;
 			const AttSlice s = att_slice(u, ns, hd);
-			const int32_t ni = (np - pg + 3) / 4; // this thread's pairs: p0 + pg + 4i, i < ni
+			const int32_t ni = (np - pg + 3) / 4; // this thread's pairs: p0 + pg + 4i, i < ni (untiled)
+			const bool tiled = np > ATT_PMAX / 2;  // the same for the whole block
 			// the pairs' query slice: its lines asked of the L1 before the slice's widening
 			// waits for its loads, so that the two round trips overlap, and read after it
 			auto query = [&](int32_t i) {
@@ -393,14 +530,16 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) att_prefetch_l1(query(i));
 			put(st, k);
 			if (!s.val)
-				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) qs[(i / s.w) * ATT_DS + i % s.w] = *query(i);
+				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) qs[(i / s.w) * ATT_QS + i % s.w] = *query(i);
 			if (k + 2 < total) fetch(st, k + 2);
 			grid_sync(gr);
 			if (!s.val) {
 				if (u == 0)
 #pragma unroll
 					for (int i = 0; i < ATT_PMAX / 4; i++) acc[i] = 0.0f;
-				if (ni == 1)
+				if (tiled)
+					att_scores_tiled(acc, kv, qs, tid, s.w);
+				else if (ni == 1)
 					att_scores<1>(acc, kv, qs, j, pg, s.w);
 				else if (ni == 2)
 					att_scores<2>(acc, kv, qs, j, pg, s.w);
@@ -409,46 +548,64 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 				else if (ni > 0)
 					att_scores<8>(acc, kv, qs, j, pg, s.w);
 				if (u == ns - 1) { // the scores are complete: softmax of the chunk
-					int lane = tid % 32, half = (tid / 32) % 2;
+					if (tiled) {
+						att_softmax_tiled(gr, acc, red, ps, mm, msum, tid, np, len, scale, soft_cap);
+					} else {
+						int lane = tid % 32, half = (tid / 32) % 2;
 #pragma unroll
-					for (int i = 0; i < ATT_PMAX / 4; i++) {
-						if (i < ni) {
-							acc[i] = __fmul_rn(acc[i], scale);
-							if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
-							float m = warp_max(j < len ? acc[i] : -inf32());
-							if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
+						for (int i = 0; i < ATT_PMAX / 4; i++) {
+							if (i < ni) {
+								acc[i] = __fmul_rn(acc[i], scale);
+								if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
+								float m = warp_max(j < len ? acc[i] : -inf32());
+								if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
+							}
 						}
-					}
-					grid_sync(gr);
-#pragma unroll
-					for (int i = 0; i < ATT_PMAX / 4; i++) {
-						if (i < ni) {
-							int32_t pp = pg + 4 * i;
-							float m = max32(red[pp * 2], red[pp * 2 + 1]);
-							ps[pp * ATT_CHUNK + j] = j < len ? exp32(__fsub_rn(acc[i], m)) : 0.0f;
-							if (j == 0) mm[pp] = m;
-						}
-					}
-					grid_sync(gr);
-					if (half == 0)
+						grid_sync(gr);
 #pragma unroll
 						for (int i = 0; i < ATT_PMAX / 4; i++) {
 							if (i < ni) {
 								int32_t pp = pg + 4 * i;
-								float a = 0.0f;
-								if (lane < len) a = __fadd_rn(a, ps[pp * ATT_CHUNK + lane]);
-								if (lane + 32 < len) a = __fadd_rn(a, ps[pp * ATT_CHUNK + lane + 32]);
-								a = warp_sum(a);
-								if (lane == 0) msum[pp] = a;
+								float m = max32(red[pp * 2], red[pp * 2 + 1]);
+								ps[pp * ATT_PS + j] = j < len ? exp32(__fsub_rn(acc[i], m)) : 0.0f;
+								if (j == 0) mm[pp] = m;
 							}
 						}
-					grid_sync(gr);
+						grid_sync(gr);
+						if (half == 0)
+#pragma unroll
+							for (int i = 0; i < ATT_PMAX / 4; i++) {
+								if (i < ni) {
+									int32_t pp = pg + 4 * i;
+									float a = 0.0f;
+									if (lane < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane]);
+									if (lane + 32 < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane + 32]);
+									a = warp_sum(a);
+									if (lane == 0) msum[pp] = a;
+								}
+							}
+						grid_sync(gr);
+					}
 					if (tid < np) {
 						int32_t pp = p0 + tid;
 						int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
 						float *pt = part + (((int64_t)x * n_head + h) * chunks + c) * pw;
 						pt[0] = mm[tid];
 						pt[1] = msum[tid];
+					}
+				}
+			} else if (tiled) {
+				float o[8];
+				att_values_tiled(o, kv, ps, tid, len);
+				const int32_t d = 8 * (tid / 32) + 2 * (tid % 4);
+#pragma unroll
+				for (int t = 0; t < 4; t++) {
+					const int32_t pp = tid % 32 / 4 + 8 * t;
+					if (pp < np) {
+						int32_t x = g0 + mem[(p0 + pp) / G], h = kvh * G + (p0 + pp) % G;
+						float *po = part + (((int64_t)x * n_head + h) * chunks + c) * pw + 2 + s.d0 + d;
+						if (d < s.w) po[0] = o[2 * t];
+						if (d + 1 < s.w) po[1] = o[2 * t + 1];
 					}
 				}
 			} else if (j < s.w) {

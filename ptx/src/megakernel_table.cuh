@@ -446,7 +446,7 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 // structs, in bytes, from their entries' PTX:
 //   act_q8_K                         72
 //   argmax_f32                      256
-//   attention_f32                 36176
+//   attention_f32                 38224
 //   gdn_scan_f32                   8192
 //   geglu_act_bf16                 1100
 //   geglu_act_f16                  1100
@@ -478,4 +478,4 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 //   swiglu_act_q8_0                1100
 //   swiglu_act_q8_1                1100
 //   swiglu_act_q8_K                1100
-#define MK_SHARED_BYTES 36176u
+#define MK_SHARED_BYTES 38224u
