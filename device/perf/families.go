@@ -300,6 +300,9 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	}
 	for g0 := int64(0); g0 < rows; g0 += int64(kernels.AttnGroup) { // the shared chunks
 		add(shared, min(int64(kernels.AttnGroup), rows-g0), chunk, false)
+		// a shared chunk's block for KV head h > 0 follows head h−1's in the grid, which
+		// asked the L2 for its keys and values
+		work.Successors += shared * (nkv - 1)
 	}
 	for r := range rows {
 		n := hist + r + 1

@@ -57,11 +57,14 @@ type Prediction struct {
 	WarpCycles    float64 `json:"warp_cycles"`
 	WarpInstrs    float64 `json:"warp_instrs"`
 	WarpLSUCycles float64 `json:"warp_lsu_cycles"`
-	Blocks        int64   `json:"blocks"`
-	WarpsPerBlock int     `json:"warps_per_block"`
-	Hot           string  `json:"hot_loop"` // the SASS address range of the hottest loop
-	LaunchUS      float64 `json:"launch_us"`
-	Note          string  `json:"note,omitempty"`
+	// WarpCyclesSaved is what a warp's lifetime is shorter by, on average over the launch's
+	// blocks, when the block before it ran just before on its SM (Work.Successors).
+	WarpCyclesSaved float64 `json:"warp_cycles_saved,omitempty"`
+	Blocks          int64   `json:"blocks"`
+	WarpsPerBlock   int     `json:"warps_per_block"`
+	Hot             string  `json:"hot_loop"` // the SASS address range of the hottest loop
+	LaunchUS        float64 `json:"launch_us"`
+	Note            string  `json:"note,omitempty"`
 }
 
 // Predict models a launch of spec with args on card c, from the committed facts of spec's
@@ -257,6 +260,9 @@ func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 		p.WarpLSUCycles += frac * k.LSUCycles / float64(wpb)
 		p.WarpCycles += frac * (chain + k.Instrs/float64(wpb))
 	}
+	if w.Successors > 0 && blocks > 0 {
+		p.WarpCyclesSaved = float64(min(w.Successors, w.Blocks)) / float64(blocks) * float64(w.DRAMWaits*(c.DRAMLatency-c.L2Latency))
+	}
 	if m := w.Merging; m != nil && m.Blocks > 0 {
 		perSM := (m.Blocks + int64(c.SMs) - 1) / int64(c.SMs)
 		chain := float64(m.DRAMWaits*c.DRAMLatency + m.L2Waits*c.L2Latency + m.Syncs*c.SyncLatency)
@@ -286,7 +292,14 @@ func (p Prediction) PartUS(c Card, n int) float64 {
 	warps := float64(n * p.WarpsPerBlock)
 	resident := float64(min(n, p.BlocksPerSM) * p.WarpsPerBlock)
 	dram := float64(p.Bytes) * float64(n) / float64(p.Blocks) / (c.BandwidthGBs * 1e3 / float64(c.SMs))
-	return max(dram, warps*p.WarpCycles/resident/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
+	return max(dram, p.PartCycles(n, min(n, p.BlocksPerSM))/resident/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
+}
+
+// PartCycles is the warp cycles of n of the launch's blocks run on one SM, at most resident
+// of them at once, one after another: their warps' lifetimes, less what a block saves when
+// the block before it ran just before (WarpCyclesSaved: all but the first resident ones).
+func (p Prediction) PartCycles(n, resident int) float64 {
+	return float64(n*p.WarpsPerBlock)*p.WarpCycles - float64(max(0, n-resident)*p.WarpsPerBlock)*p.WarpCyclesSaved
 }
 
 // paramIndex maps argument names to parameter indices.

@@ -46,6 +46,12 @@ type Work struct {
 	// above) do besides: finish a reduction the launch's blocks share — attention's block that
 	// brings a row's chunk count to its end merges the row's chunks — its waits and work alone.
 	Merging *Work
+	// Successors is how many of Blocks find what their DRAM waits wait for in the L2 when the
+	// grid's block before them ran just before on their SM, as a megakernel's part runs its
+	// blocks one after another: that block asked the L2 for it (attention's block of a shared
+	// chunk asks for the next KV head's keys and values). An eager launch gains nothing: the
+	// blocks run side by side.
+	Successors int64
 }
 
 // Stream is one buffer's traffic in a launch.

@@ -367,6 +367,13 @@ static __device__ __forceinline__ void att_prefetch_l1(const float *p) {
 #endif
 }
 
+// att_prefetch_l2 asks the L2 for the line holding p (a hint; host builds have none).
+static __device__ __forceinline__ void att_prefetch_l2(const void *p) {
+#ifdef __CUDA_ARCH__
+	asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 // att_out writes element i of the output, of type act (kernels.AttentionArgs.OutAct: float32,
 // or rounded to nearest even as the act kernels round it — as the cache's store rounds it).
 static __device__ __forceinline__ void att_out(void *out, int32_t act, int64_t i, float v) {
@@ -631,6 +638,22 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		};
 		fetch(sa, 0);
 		if (total > 1) fetch(sb, 1);
+		// the next block, if it computes the same shared chunk for the next KV head (the same
+		// slots, the head's dims after this one's): its keys' and values' lines asked of the
+		// L2 after this block's own first loads, so that a queue of the megakernel that runs
+		// it next finds them there (a grid's block running beside it on another SM finds them
+		// sooner, or asks for them too)
+		if (sblk && kvh + 1 < n_kv) {
+			const int32_t kl = (hd * kes + 127) / 128, vl = (hd * ves + 127) / 128; // a line-aligned row's lines
+			for (int32_t i = tid; i < len * (kl + vl); i += ATT_THREADS) {
+				const int32_t jj = i / (kl + vl), l = i % (kl + vl);
+				const int64_t e = (int64_t)ksl[jj] * stride + base + hd; // the next head's first element
+				if (l < kl)
+					att_prefetch_l2((const uint8_t *)k_cache + e * kes + (int64_t)l * 128);
+				else
+					att_prefetch_l2((const uint8_t *)v_cache + e * ves + (int64_t)(l - kl) * 128);
+			}
+		}
 		for (int32_t k = 0; k < total; k += 2) {
 			step(sa, k);
 			if (k + 1 < total) step(sb, k + 1);
