@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "9a46c2428d8e300cdf47fb2192126aeccbf2bd3fd6b1b4da32aeba405158ec1d",
+	"src/attention.cu":         "8b68d989350808cc1fd421bf323865fb63ef40817c3201ddfd0aa88eefae34d5",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "f3aba6ffd1468dd27b0ce6c44bfd69e0dc3e51f5ba32b1cc44820822e647f08e",
+	"attention.ptx":   "205c42aaf25389d442f1beda384ce6fb7b3279d726ca128525300b7ffe7bea30",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "be2a54be682af1bdf31fe2babd3e903e36dc5a350306807ff9c935e742b36a12",
-	"megakernel.ptx":  "ab49906121fe5b85d1041a85137c842a4e9f4c4c16d81d5ed60c17b940d9cdba",
+	"megakernel.ptx":  "8a60289100890462130376c7b55d4d1356ebabbff080bd6eb9a3f15bc1186ae1",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "5e4cf2043b4973df3370c0b27dcd6a5a6d083ae6f4437cf672e2d269121f43f5",
+		sha256:  "99c6067868c6eedad9bdc47889861166869f367d52f7f357c1ca23c22d8066df",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "36d4942919f710c37d9b60a0a1729c2c61e70c1ffadf6f1290694477fa570624",
+		sha256:  "bb366f8b65a3f26356d9ca23b8cabecfdd9d2a05532bbb6e997125581532c722",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "aa3a1dcd546b3af84c92fea1de20d3890b8ee801dfc88343363e654f811f9377",
+		sha256:  "12acc703c2a44e22787d887941041f6b4058877a4a77746758670ced4d55e75a",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "1c5917374a328cf35c9470f065e9322c7e58bba1659d3d971b398b124f2a4aea",
+		sha256:  "42dfd22f05f411c4536271931a4997637e71411aeedfd93a116e1b8aeea772bf",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "f678bbe7090340215471283d6efb9aba3fabadd39c6c0e0794ebedf605d06bfc",
+		sha256:  "023d911fd87ecb8c29e33cdd6c78160522c67f052fb3b5acfe0de7a0c5b73009",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

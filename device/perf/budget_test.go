@@ -94,7 +94,8 @@ var budgets = []budget{
 	{"swiglu_act_", "/n=1", 1},
 	{"swiglu_act_", "", 8},
 	{"rmsnorm_act_", "", 0.32},
-	{"attention_", "", 12}, // and its K/V budgets (attentionKVBudgets)
+	{"attention_", "qwen3.5-moe/", 5}, // 64 pairs of 256 dims merged by one block a KV head, 8 at a time
+	{"attention_", "", 12},            // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},
 	{"gdn_conv_", "", 4},
 	{"gdn_scan_", "", 1.8}, // 16 state values loaded a pass (GDN_AHEAD)

@@ -332,12 +332,17 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	// (another), each warp compares the whole chunk and votes, and it returns (no barrier:
 	// every warp reaches the same answer); the blocks past a row's last chunk return at once
 	work.Returning = &Work{Blocks: returning * nkv, L2Waits: 2, Instrs: attnReturningInstrs, LSUCycles: attnReturningLSU}
-	// the blocks that bring a (row, KV head)'s chunk count to its end merge the row's chunks:
-	// at most one a (row, KV head), each merging that row's query heads (a block computing
-	// several rows' shared chunk may be the last of them all and merge them together: fewer
-	// merging blocks, each merging more)
-	if merging := min(rows*nkv, work.Blocks); merging > 0 {
-		m := attnMerge(g, (hist+rows+chunk-1)/chunk, hd)
+	// the blocks that bring a (row, KV head)'s chunk count to its end merge the row's chunks.
+	// Over a shared history a group's rows differ only in their own chunks, whose blocks come
+	// first in the grid: the last of a row's blocks is one of the shared chunks', the same for
+	// all the group's rows, and it merges them all together — one block a (group, KV head),
+	// the group's pairs. Without shared chunks, one a (row, KV head), the row's query heads.
+	nc := (hist + rows + chunk - 1) / chunk
+	m, merging := attnMerge(g, nc, hd), rows*nkv
+	if shared > 0 {
+		m, merging = attnMerge(min(rows, int64(kernels.AttnGroup))*g, nc, hd), (rows+int64(kernels.AttnGroup)-1)/int64(kernels.AttnGroup)*nkv
+	}
+	if merging = min(merging, work.Blocks); merging > 0 {
 		m.Blocks = merging
 		work.Merging = &m
 	}
@@ -448,16 +453,37 @@ func attnUntiled(in, lsu float64, np, keys, hd int64) (float64, float64) {
 	return in, lsu
 }
 
-// attnMerge counts what merging one row's p (row, query head) pairs over its nc chunks adds
-// to a block, as attention.cu's merge writes it: three passes over the partial results, each
-// waiting for the L2 (the pairs' maxima; the chunks' weights exp32(m_c − M); the sums
-// L = fma(l_c, w_c, L) and O[d] = fma(o_c[d], w_c, O[d]) in chunk order) and meeting the block,
-// and per pair and chunk a load and an operation for the maximum, the weight (exp32: ~20) and
-// the sum, and a load and an FMA for each of its hd output values.
+// attnMerge counts what merging p (row, query head) pairs over their nc chunks adds to a
+// block, as attention.cu's merge writes it, in batches of up to 32 pairs (fewer for heads of
+// more than 64 dims), each in windows of the chunks its weights' room holds: the pairs' maxima
+// (a lane's four chunks loaded at once: an L2 trip per 128 chunks; the maxima kept for the
+// weights when one window holds them all, else reloaded, a trip per weight a thread), the
+// weights exp32(m_c − M), and the sums L = fma(l_c, w_c, L) and O[d] = fma(o_c[d], w_c, O[d])
+// in chunk order, four chunks of a thread's outputs loaded at once (an L2 trip a step, and one
+// for the rest); per pair and chunk ~26 instructions for the maximum, the weight (exp32: ~20)
+// and the sum, and ~7.5 per output and chunk (ptxas's loop for sm_90: 270 instructions a step
+// of 4 chunks × 9 chains), the loads one per output and chunk.
 func attnMerge(p, nc, hd int64) Work {
-	thread := float64(p*nc*(2+22+2) + p*nc*hd*2)
+	const pmax, ds, chunk, threads, step = 32, 64, 64, 256, 4
+	hb := max(1, min(pmax, pmax*ds/hd))
+	wn := pmax * chunk / hb
+	waits, syncs := 0, 0
+	for b0 := int64(0); b0 < p; b0 += hb {
+		nb := min(hb, p-b0)
+		waits += int((nc + 127) / 128)
+		syncs += 3
+		for cw := int64(0); cw < nc; cw += wn {
+			cn := min(wn, nc-cw)
+			if nc > wn {
+				waits += int((nb*wn + threads - 1) / threads)
+			}
+			waits += int(cn/step) + int(min(1, cn%step))
+			syncs += 2
+		}
+	}
+	thread := float64(p*nc*(2+22+2)) + float64(p*nc*hd)*7.5
 	loads := float64(p * nc * (3 + hd))
-	return Work{Instrs: thread / 32, LSUCycles: loads / 32, L2Waits: 3, Syncs: 4}
+	return Work{Instrs: thread / 32, LSUCycles: loads / 32, L2Waits: waits, Syncs: syncs}
 }
 
 // attnReturningInstrs is the warp instructions of an attention block that returns after

@@ -60,11 +60,14 @@ type Prediction struct {
 	// WarpCyclesSaved is what a warp's lifetime is shorter by, on average over the launch's
 	// blocks, when the block before it ran just before on its SM (Work.Successors).
 	WarpCyclesSaved float64 `json:"warp_cycles_saved,omitempty"`
-	Blocks          int64   `json:"blocks"`
-	WarpsPerBlock   int     `json:"warps_per_block"`
-	Hot             string  `json:"hot_loop"` // the SASS address range of the hottest loop
-	LaunchUS        float64 `json:"launch_us"`
-	Note            string  `json:"note,omitempty"`
+	// MergeCycles is what a merging block's warp lives longer (Work.Merging): a part of the
+	// launch that holds such a block is that much longer; WarpCycles leaves it out.
+	MergeCycles   float64 `json:"merge_cycles,omitempty"`
+	Blocks        int64   `json:"blocks"`
+	WarpsPerBlock int     `json:"warps_per_block"`
+	Hot           string  `json:"hot_loop"` // the SASS address range of the hottest loop
+	LaunchUS      float64 `json:"launch_us"`
+	Note          string  `json:"note,omitempty"`
 }
 
 // Predict models a launch of spec with args on card c, from the committed facts of spec's
@@ -238,11 +241,12 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 // L1/shared cycles, if more) besides; the blocks that return having found their work done
 // (Work.Returning) add their own waves and instructions the same way. The blocks that also
 // merge (Work.Merging) are among the working ones, spread over the SMs: the busiest SM computes
-// its share of the merges, and its last wave waits for one merge's chain more.
+// its share of the merges, and its last wave waits for one merge's chain more; per warp, a
+// merge is MergeCycles, not averaged into WarpCycles (a part holding one is that much longer).
 func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 	clock := c.ClockGHz * 1e3
 	var cycles, instrs, lsu float64 // the busiest SM's
-	p.WarpInstrs, p.WarpLSUCycles, p.WarpCycles = 0, 0, 0
+	p.WarpInstrs, p.WarpLSUCycles, p.WarpCycles, p.MergeCycles = 0, 0, 0, 0
 	for _, k := range []*Work{w, w.Returning} {
 		if k == nil || k.Blocks <= 0 {
 			continue
@@ -272,7 +276,7 @@ func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 		frac := float64(m.Blocks) / float64(blocks)
 		p.WarpInstrs += frac * m.Instrs / float64(wpb)
 		p.WarpLSUCycles += frac * m.LSUCycles / float64(wpb)
-		p.WarpCycles += frac * (chain + m.Instrs/float64(wpb))
+		p.MergeCycles = chain + m.Instrs/float64(wpb)
 	}
 	p.LatencyUS = (cycles + max(instrs/float64(c.Schedulers), lsu)) / clock
 	p.IssueUS = instrs / float64(c.Schedulers) / clock
@@ -292,7 +296,7 @@ func (p Prediction) PartUS(c Card, n int) float64 {
 	warps := float64(n * p.WarpsPerBlock)
 	resident := float64(min(n, p.BlocksPerSM) * p.WarpsPerBlock)
 	dram := float64(p.Bytes) * float64(n) / float64(p.Blocks) / (c.BandwidthGBs * 1e3 / float64(c.SMs))
-	return max(dram, p.PartCycles(n, min(n, p.BlocksPerSM))/resident/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
+	return max(dram, (p.PartCycles(n, min(n, p.BlocksPerSM))/resident+p.MergeCycles)/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
 }
 
 // PartCycles is the warp cycles of n of the launch's blocks run on one SM, at most resident

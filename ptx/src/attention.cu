@@ -82,6 +82,8 @@ ENTRY(kv_store_f32, (const float *k, const float *v, const int32_t *slots, void 
 #define ATT_GROUP 8             // rows whose chunks are compared for sharing
 #define ATT_VEC 4               // 16-byte vectors per thread and slice, at most
 #define ATT_BAD 0x10000u        // Count: added for a chunk with a bad slot (chunk counts < 2^16)
+#define ATT_MERGE_OUT 8         // the merge's sums a thread: ATT_PMAX · ATT_DS / ATT_THREADS
+#define ATT_MERGE_STEP 4        // chunks whose partial results a merge thread loads at once
 #define ATT_OUT_F16 1           // OutAct: kernels.ActF16
 #define ATT_OUT_BF16 2          // OutAct: kernels.ActBF16
 
@@ -688,7 +690,9 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	if (lastm == 0) return;
 
 	// merge: the (row, head) pairs of the rows whose last chunk this was, hb at a time — each
-	// pair's M by a warp, its weights in ps (hb × wn chunks at a time), its sums O in qs
+	// pair's M by a warp, its weights in ps (hb × wn chunks at a time), its sums O in qs. The
+	// partial results are in the L2 (other blocks wrote them): every pass issues a step's loads
+	// before it uses any, so that a pass waits for one L2 trip a step, not one a chunk
 	if (tid == 0) {
 		int32_t k = 0;
 		for (int32_t i = 0; i < nm; i++)
@@ -711,12 +715,24 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		grid_sync(gr);
 		int32_t ncmax = 0;
 		for (int32_t pi = 0; pi < nb; pi++) ncmax = max(ncmax, sh.mnc[pi]);
-		{ // M per pair: warp w takes pairs w, w+8, …
+		// the chunks' maxima m_c kept in ps for the weights' pass when one window holds them all
+		const bool keep = ncmax <= wn;
+		{ // M per pair: warp w takes pairs w, w+8, …; a lane its chunks lane, lane + 32, …
 			int w = tid / 32, lane = tid % 32;
 			for (int32_t pi = w; pi < nb; pi += ATT_THREADS / 32) {
 				const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
+				const int32_t nc = sh.mnc[pi];
 				float m = -inf32();
-				for (int32_t cc = lane; cc < sh.mnc[pi]; cc += 32) m = max32(m, __ldcg(pr + (int64_t)cc * pw));
+				for (int32_t c0 = lane; c0 < nc; c0 += 4 * 32) {
+					float v[4];
+#pragma unroll
+					for (int u = 0; u < 4; u++) v[u] = c0 + 32 * u < nc ? __ldcg(pr + (int64_t)(c0 + 32 * u) * pw) : -inf32();
+#pragma unroll
+					for (int u = 0; u < 4; u++) {
+						m = max32(m, v[u]);
+						if (keep && c0 + 32 * u < nc) ps[pi * wn + c0 + 32 * u] = v[u];
+					}
+				}
 				m = warp_max(m);
 				if (lane == 0) mm[pi] = m;
 			}
@@ -727,24 +743,62 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 				int32_t pi = o / wn, cc = o % wn;
 				if (cw + cc < sh.mnc[pi]) {
 					const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
-					ps[o] = exp32(__fsub_rn(__ldcg(pr + (int64_t)(cw + cc) * pw), mm[pi]));
+					ps[o] = exp32(__fsub_rn(keep ? ps[o] : __ldcg(pr + (int64_t)(cw + cc) * pw), mm[pi]));
 				}
 			}
 			grid_sync(gr);
-			if (tid < nb) {
-				const float *pr = part + ((int64_t)sh.mx[tid] * n_head + sh.mh[tid]) * chunks * pw;
-				const int32_t cn = min(wn, sh.mnc[tid] - cw);
-				float L = msum[tid];
-				for (int32_t cc = 0; cc < cn; cc++) L = __fmaf_rn(__ldcg(pr + (int64_t)(cw + cc) * pw + 1), ps[tid * wn + cc], L);
-				msum[tid] = L;
-			}
-			for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
-				int32_t pi = o / hd, d = o % hd;
-				const int32_t cn = min(wn, sh.mnc[pi] - cw);
-				const float *po = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw + (int64_t)cw * pw + 2 + d;
-				float O = qs[o];
-				for (int32_t cc = 0; cc < cn; cc++) O = __fmaf_rn(__ldcg(po + (int64_t)cc * pw), ps[pi * wn + cc], O);
-				qs[o] = O;
+			// the sums: thread tid's outputs o = tid + ATT_THREADS·k (k < ATT_MERGE_OUT; nb·hd is
+			// at most ATT_PMAX·ATT_DS) and, below nb, pair tid's L, each chain in chunk order: the
+			// chunks every chain of the thread has, ATT_MERGE_STEP at a time with all their loads
+			// made before the step's first FMA, then each chain's rest one by one
+			{
+				float O[ATT_MERGE_OUT];
+				const float *po[ATT_MERGE_OUT];
+				const float *pe[ATT_MERGE_OUT];
+				int32_t cn[ATT_MERGE_OUT];
+				int32_t cmin = wn;
+#pragma unroll
+				for (int k = 0; k < ATT_MERGE_OUT; k++) {
+					const int32_t o = tid + k * ATT_THREADS;
+					const bool ok = o < nb * hd;
+					const int32_t pi = ok ? o / hd : 0, d = ok ? o % hd : 0;
+					cn[k] = ok ? min(wn, sh.mnc[pi] - cw) : 0;
+					if (ok) cmin = min(cmin, cn[k]);
+					po[k] = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw + (int64_t)cw * pw + 2 + d;
+					pe[k] = ps + pi * wn;
+					O[k] = ok ? qs[o] : 0.0f;
+				}
+				const bool lrow = tid < nb;
+				const int32_t cl = lrow ? min(wn, sh.mnc[tid] - cw) : 0;
+				const float *pl = part + (lrow ? ((int64_t)sh.mx[tid] * n_head + sh.mh[tid]) * chunks * pw + (int64_t)cw * pw + 1 : 0);
+				float L = lrow ? msum[tid] : 0.0f;
+				if (lrow) cmin = min(cmin, cl);
+				if (tid >= nb * hd && !lrow) cmin = 0; // no chain here: no loads either
+				int32_t c0 = 0;
+				for (; c0 + ATT_MERGE_STEP <= cmin; c0 += ATT_MERGE_STEP) {
+					float v[ATT_MERGE_OUT][ATT_MERGE_STEP], vl[ATT_MERGE_STEP];
+#pragma unroll
+					for (int u = 0; u < ATT_MERGE_STEP; u++) {
+#pragma unroll
+						for (int k = 0; k < ATT_MERGE_OUT; k++) v[k][u] = __ldcg(po[k] + (int64_t)(c0 + u) * pw);
+						vl[u] = lrow ? __ldcg(pl + (int64_t)(c0 + u) * pw) : 0.0f;
+					}
+#pragma unroll
+					for (int u = 0; u < ATT_MERGE_STEP; u++) {
+#pragma unroll
+						for (int k = 0; k < ATT_MERGE_OUT; k++)
+							if (k * ATT_THREADS + tid < nb * hd) O[k] = __fmaf_rn(v[k][u], pe[k][c0 + u], O[k]);
+						if (lrow) L = __fmaf_rn(vl[u], ps[tid * wn + c0 + u], L);
+					}
+				}
+#pragma unroll
+				for (int k = 0; k < ATT_MERGE_OUT; k++)
+					for (int32_t cc = c0; cc < cn[k]; cc++) O[k] = __fmaf_rn(__ldcg(po[k] + (int64_t)cc * pw), pe[k][cc], O[k]);
+				for (int32_t cc = c0; cc < cl; cc++) L = __fmaf_rn(__ldcg(pl + (int64_t)cc * pw), ps[tid * wn + cc], L);
+#pragma unroll
+				for (int k = 0; k < ATT_MERGE_OUT; k++)
+					if (tid + k * ATT_THREADS < nb * hd) qs[tid + k * ATT_THREADS] = O[k];
+				if (lrow) msum[tid] = L;
 			}
 			grid_sync(gr);
 		}
