@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "8b68d989350808cc1fd421bf323865fb63ef40817c3201ddfd0aa88eefae34d5",
+	"src/attention.cu":         "c51a5750cc3d21a3ca491dbe6b82c76f5c5e81f2038f8747c2ec21f36a0dcb2c",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "205c42aaf25389d442f1beda384ce6fb7b3279d726ca128525300b7ffe7bea30",
+	"attention.ptx":   "46d760513d003cfdef3fe7c9931cdb30e12420a7c4e0e20d905c547c45a756e7",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "be2a54be682af1bdf31fe2babd3e903e36dc5a350306807ff9c935e742b36a12",
-	"megakernel.ptx":  "8a60289100890462130376c7b55d4d1356ebabbff080bd6eb9a3f15bc1186ae1",
+	"megakernel.ptx":  "616f1fc2df25f1f211108c2fb3ca567226f738eabd2d5e87a8e3485f99a0cc21",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "99c6067868c6eedad9bdc47889861166869f367d52f7f357c1ca23c22d8066df",
+		sha256:  "c50000fbb2b2ab1fdbecc58224912e5489bac3fb4eea5967fd3bd4cf8d734ac0",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "bb366f8b65a3f26356d9ca23b8cabecfdd9d2a05532bbb6e997125581532c722",
+		sha256:  "dbdf01156e6a9b7d82f8917040e37f4511b92f6af3fd2daf5ae44f2937ac972a",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "12acc703c2a44e22787d887941041f6b4058877a4a77746758670ced4d55e75a",
+		sha256:  "af346ce05d682fafc5c37e89b07a341bdbd6ab5ba554b34077a1296bb9664db1",
 		entries: []string{"attention_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "42dfd22f05f411c4536271931a4997637e71411aeedfd93a116e1b8aeea772bf",
+		sha256:  "3ffb164f4a99d48816bb34e9f0fc1bd3b369a9b911daa85aeee09b371d1ca4e8",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "023d911fd87ecb8c29e33cdd6c78160522c67f052fb3b5acfe0de7a0c5b73009",
+		sha256:  "451423dadac82e30c3ac6c7557bd6cefff8ae970caba2b3c56383b12f9193954",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

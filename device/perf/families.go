@@ -456,22 +456,31 @@ func attnUntiled(in, lsu float64, np, keys, hd int64) (float64, float64) {
 // attnMerge counts what merging p (row, query head) pairs over their nc chunks adds to a
 // block, as attention.cu's merge writes it, in batches of up to 32 pairs (fewer for heads of
 // more than 64 dims), each in windows of the chunks its weights' room holds: the pairs' maxima
-// (a lane's four chunks loaded at once: an L2 trip per 128 chunks; the maxima kept for the
-// weights when one window holds them all, else reloaded, a trip per weight a thread), the
-// weights exp32(m_c − M), and the sums L = fma(l_c, w_c, L) and O[d] = fma(o_c[d], w_c, O[d])
-// in chunk order, four chunks of a thread's outputs loaded at once (an L2 trip a step, and one
-// for the rest); per pair and chunk ~26 instructions for the maximum, the weight (exp32: ~20)
-// and the sum, and ~7.5 per output and chunk (ptxas's loop for sm_90: 270 instructions a step
-// of 4 chunks × 9 chains), the loads one per output and chunk.
+// (a lane's four chunks loaded at once: an L2 trip per 128 chunks; kept in shared memory for
+// the weights when one window holds them all, else reloaded, a trip per weight a thread), the
+// weights exp32(m_c − M) (~26 instructions a pair and chunk with the maxima's), and the sums
+// L = fma(l_c, w_c, L) and O[d] = fma(o_c[d], w_c, O[d]) in chunk order (att_merge_sums: a
+// thread's K outputs, a step of chunks loaded at once — an L2 trip a step and one for the
+// rest — at the instructions ptxas's sm_90 loop takes a step).
 func attnMerge(p, nc, hd int64) Work {
-	const pmax, ds, chunk, threads, step = 32, 64, 64, 256, 4
+	const pmax, ds, chunk, threads = 32, 64, 64, 256
 	hb := max(1, min(pmax, pmax*ds/hd))
 	wn := pmax * chunk / hb
 	waits, syncs := 0, 0
+	var instrs float64 // thread instructions
 	for b0 := int64(0); b0 < p; b0 += hb {
 		nb := min(hb, p-b0)
 		waits += int((nc + 127) / 128)
 		syncs += 3
+		// att_merge_sums<K, step>: the outputs a thread, the chunks a step, the instructions a step
+		k := (nb*hd + threads - 1) / threads
+		step, perStep := int64(4), 212.0
+		switch {
+		case k <= 1:
+			step, perStep = 16, 164
+		case k <= 4:
+			step, perStep = 8, 197
+		}
 		for cw := int64(0); cw < nc; cw += wn {
 			cn := min(wn, nc-cw)
 			if nc > wn {
@@ -479,11 +488,12 @@ func attnMerge(p, nc, hd int64) Work {
 			}
 			waits += int(cn/step) + int(min(1, cn%step))
 			syncs += 2
+			instrs += float64(threads) * (float64(cn/step)*perStep + float64(cn%step*k)*6)
 		}
+		instrs += float64(nb * nc * (2 + 22 + 2))
 	}
-	thread := float64(p*nc*(2+22+2)) + float64(p*nc*hd)*7.5
 	loads := float64(p * nc * (3 + hd))
-	return Work{Instrs: thread / 32, LSUCycles: loads / 32, L2Waits: waits, Syncs: syncs}
+	return Work{Instrs: instrs / 32, LSUCycles: loads / 32, L2Waits: waits, Syncs: syncs}
 }
 
 // attnReturningInstrs is the warp instructions of an attention block that returns after

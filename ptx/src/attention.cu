@@ -83,7 +83,6 @@ ENTRY(kv_store_f32, (const float *k, const float *v, const int32_t *slots, void 
 #define ATT_VEC 4               // 16-byte vectors per thread and slice, at most
 #define ATT_BAD 0x10000u        // Count: added for a chunk with a bad slot (chunk counts < 2^16)
 #define ATT_MERGE_OUT 8         // the merge's sums a thread: ATT_PMAX · ATT_DS / ATT_THREADS
-#define ATT_MERGE_STEP 4        // chunks whose partial results a merge thread loads at once
 #define ATT_OUT_F16 1           // OutAct: kernels.ActF16
 #define ATT_OUT_BF16 2          // OutAct: kernels.ActBF16
 
@@ -393,6 +392,68 @@ struct AttShared {
 	float red[ATT_PMAX * 4], mm[ATT_PMAX], msum[ATT_PMAX];
 	int32_t lrow[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows and pairs
 };
+
+// att_merge_sums adds window cw's chunks to the merge's sums (sh.qs, sh.msum): thread tid's
+// outputs o = tid + ATT_THREADS·k (k < K; nb·hd is at most K·ATT_THREADS) and, below nb, pair
+// tid's L, each chain in chunk order — the chunks every chain of the thread has, STEP at a time
+// with all their loads made before the step's first FMA, then each chain's rest one by one. The
+// partial results are in the L2 (other blocks wrote them): a step is one trip.
+template <int K, int STEP>
+static __device__ __forceinline__ void att_merge_sums(AttShared &sh, const float *part, int tid, int32_t nb, int32_t hd, int32_t wn,
+                                                      int32_t cw, int32_t chunks, int32_t n_head, int32_t pw) {
+	float O[K];
+	const float *po[K]; // output k's partial result in the window's next chunk
+	int32_t pe[K];      // its pair's weights in sh.ps
+	int32_t cn[K];
+	int32_t cmin = wn;
+	auto row = [&](int32_t pi) { return part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw + (int64_t)cw * pw; };
+#pragma unroll
+	for (int k = 0; k < K; k++) {
+		const int32_t o = tid + k * ATT_THREADS;
+		const bool ok = o < nb * hd;
+		const int32_t pi = ok ? o / hd : 0, d = ok ? o % hd : 0;
+		cn[k] = ok ? min(wn, sh.mnc[pi] - cw) : 0;
+		if (ok) cmin = min(cmin, cn[k]);
+		po[k] = row(pi) + 2 + d;
+		pe[k] = pi * wn;
+		O[k] = ok ? sh.qs[o] : 0.0f;
+	}
+	// L's chain (pair tid's); a thread without one loads its first output's pair's l_c, unused
+	const bool lrow = tid < nb;
+	const int32_t cl = lrow ? min(wn, sh.mnc[tid] - cw) : 0;
+	const float *pl = row(lrow ? tid : (tid < nb * hd ? tid / hd : 0)) + 1;
+	float L = lrow ? sh.msum[tid] : 0.0f;
+	if (lrow) cmin = min(cmin, cl);
+	if (tid >= nb * hd && !lrow) cmin = 0; // no chain here: no loads either
+	int32_t c0 = 0;
+	for (; c0 + STEP <= cmin; c0 += STEP) {
+		float v[K][STEP], vl[STEP];
+#pragma unroll
+		for (int u = 0; u < STEP; u++) {
+#pragma unroll
+			for (int k = 0; k < K; k++) v[k][u] = __ldcg(po[k] + u * pw);
+			vl[u] = __ldcg(pl + u * pw);
+		}
+#pragma unroll
+		for (int u = 0; u < STEP; u++) {
+#pragma unroll
+			for (int k = 0; k < K; k++)
+				if (k * ATT_THREADS + tid < nb * hd) O[k] = __fmaf_rn(v[k][u], sh.ps[pe[k] + c0 + u], O[k]);
+			if (lrow) L = __fmaf_rn(vl[u], sh.ps[tid * wn + c0 + u], L);
+		}
+#pragma unroll
+		for (int k = 0; k < K; k++) po[k] += STEP * pw;
+		pl += STEP * pw;
+	}
+#pragma unroll
+	for (int k = 0; k < K; k++)
+		for (int32_t cc = c0; cc < cn[k]; cc++) O[k] = __fmaf_rn(__ldcg(po[k] + (cc - c0) * pw), sh.ps[pe[k] + cc], O[k]);
+	for (int32_t cc = c0; cc < cl; cc++) L = __fmaf_rn(__ldcg(pl + (cc - c0) * pw), sh.ps[tid * wn + cc], L);
+#pragma unroll
+	for (int k = 0; k < K; k++)
+		if (tid + k * ATT_THREADS < nb * hd) sh.qs[tid + k * ATT_THREADS] = O[k];
+	if (lrow) sh.msum[tid] = L;
+}
 
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendChunk, mergeChunks).
 __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
@@ -747,59 +808,14 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 				}
 			}
 			grid_sync(gr);
-			// the sums: thread tid's outputs o = tid + ATT_THREADS·k (k < ATT_MERGE_OUT; nb·hd is
-			// at most ATT_PMAX·ATT_DS) and, below nb, pair tid's L, each chain in chunk order: the
-			// chunks every chain of the thread has, ATT_MERGE_STEP at a time with all their loads
-			// made before the step's first FMA, then each chain's rest one by one
-			{
-				float O[ATT_MERGE_OUT];
-				const float *po[ATT_MERGE_OUT];
-				const float *pe[ATT_MERGE_OUT];
-				int32_t cn[ATT_MERGE_OUT];
-				int32_t cmin = wn;
-#pragma unroll
-				for (int k = 0; k < ATT_MERGE_OUT; k++) {
-					const int32_t o = tid + k * ATT_THREADS;
-					const bool ok = o < nb * hd;
-					const int32_t pi = ok ? o / hd : 0, d = ok ? o % hd : 0;
-					cn[k] = ok ? min(wn, sh.mnc[pi] - cw) : 0;
-					if (ok) cmin = min(cmin, cn[k]);
-					po[k] = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw + (int64_t)cw * pw + 2 + d;
-					pe[k] = ps + pi * wn;
-					O[k] = ok ? qs[o] : 0.0f;
-				}
-				const bool lrow = tid < nb;
-				const int32_t cl = lrow ? min(wn, sh.mnc[tid] - cw) : 0;
-				const float *pl = part + (lrow ? ((int64_t)sh.mx[tid] * n_head + sh.mh[tid]) * chunks * pw + (int64_t)cw * pw + 1 : 0);
-				float L = lrow ? msum[tid] : 0.0f;
-				if (lrow) cmin = min(cmin, cl);
-				if (tid >= nb * hd && !lrow) cmin = 0; // no chain here: no loads either
-				int32_t c0 = 0;
-				for (; c0 + ATT_MERGE_STEP <= cmin; c0 += ATT_MERGE_STEP) {
-					float v[ATT_MERGE_OUT][ATT_MERGE_STEP], vl[ATT_MERGE_STEP];
-#pragma unroll
-					for (int u = 0; u < ATT_MERGE_STEP; u++) {
-#pragma unroll
-						for (int k = 0; k < ATT_MERGE_OUT; k++) v[k][u] = __ldcg(po[k] + (int64_t)(c0 + u) * pw);
-						vl[u] = lrow ? __ldcg(pl + (int64_t)(c0 + u) * pw) : 0.0f;
-					}
-#pragma unroll
-					for (int u = 0; u < ATT_MERGE_STEP; u++) {
-#pragma unroll
-						for (int k = 0; k < ATT_MERGE_OUT; k++)
-							if (k * ATT_THREADS + tid < nb * hd) O[k] = __fmaf_rn(v[k][u], pe[k][c0 + u], O[k]);
-						if (lrow) L = __fmaf_rn(vl[u], ps[tid * wn + c0 + u], L);
-					}
-				}
-#pragma unroll
-				for (int k = 0; k < ATT_MERGE_OUT; k++)
-					for (int32_t cc = c0; cc < cn[k]; cc++) O[k] = __fmaf_rn(__ldcg(po[k] + (int64_t)cc * pw), pe[k][cc], O[k]);
-				for (int32_t cc = c0; cc < cl; cc++) L = __fmaf_rn(__ldcg(pl + (int64_t)cc * pw), ps[tid * wn + cc], L);
-#pragma unroll
-				for (int k = 0; k < ATT_MERGE_OUT; k++)
-					if (tid + k * ATT_THREADS < nb * hd) qs[tid + k * ATT_THREADS] = O[k];
-				if (lrow) msum[tid] = L;
-			}
+			// the sums: K = ⌈nb·hd / ATT_THREADS⌉ outputs a thread, the more chunks at once the fewer
+			const int32_t no = (nb * hd + ATT_THREADS - 1) / ATT_THREADS;
+			if (no <= 1)
+				att_merge_sums<1, 16>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
+			else if (no <= 4)
+				att_merge_sums<4, 8>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
+			else
+				att_merge_sums<ATT_MERGE_OUT, 4>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
 			grid_sync(gr);
 		}
 		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
