@@ -25,8 +25,9 @@ func MachineFor(c perf.Card) Machine {
 // load/store path and issue slots with the SM's other queues. A part's time is the largest of
 //
 //	DRAM     its bytes at a queue's share of the bandwidth
-//	latency  its warps' lifetimes over the warps the queue holds at once (Little's law), a
-//	         block that follows the one before it in the part sooner where that one asked
+//	latency  its warps' lifetimes over the warps the queue holds at once (Little's law), its
+//	         blocks priced by their kind (perf.Prediction.LeadCycles for the grid's leading
+//	         region), a block that follows the one before it in the part sooner where that one asked
 //	         the L2 for its data (perf.Prediction.PartCycles), and any part longer by a
 //	         merging block's work (MergeCycles: the part that ends last merges)
 //	lsu      its load/store cycles, the SM's path shared by its queues
@@ -104,7 +105,7 @@ func (k *KernelModel) PartUS(in *Instr, lo, hi, qps, queues int) (float64, strin
 		name string
 	}{
 		{float64(p.Bytes) * n / float64(p.Blocks) / (c.BandwidthGBs * 1e3 / float64(c.SMs*qps)), "dram"},
-		{(p.PartCycles(hi-lo, min(hi-lo, groups))/resident + p.MergeCycles) / clock, "latency"},
+		{(p.PartCycles(lo, hi, min(hi-lo, groups))/resident + p.MergeCycles) / clock, "latency"},
 		{warps * p.WarpLSUCycles * float64(qps) / clock, "lsu"},
 		{warps * p.WarpInstrs / float64(c.Schedulers) * float64(qps) / clock, "issue"},
 	}

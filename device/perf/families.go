@@ -283,15 +283,19 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	// per KV head: the keys of all lists, the keys staged, the (row, query head) pairs computed
 	// by chunk, every row's chunks (the merge's reads), and the slots and offsets read
 	var keys, staged, pairs, parts, slotReads, offReads int64
-	var work Work
-	var instrs, lsu float64
+	// the working blocks of the shared chunks, and of the others (first in the grid)
+	type kind struct {
+		work        Work
+		instrs, lsu float64
+	}
+	var shr, own kind
 	returning := int64(0)
-	add := func(n, rowsIn, keys int64, later bool) { // n blocks computing rowsIn rows over chunks of keys keys
+	add := func(k *kind, n, rowsIn, keys int64, later bool) { // n blocks computing rowsIn rows over chunks of keys keys
 		b := attnBlock(rowsIn*g, keys, hd, kes, ves, later)
-		work.Blocks += n * nkv
-		instrs += float64(n*nkv) * b.Instrs
-		lsu += float64(n*nkv) * b.LSUCycles
-		work.DRAMWaits, work.L2Waits, work.Syncs = b.DRAMWaits, b.L2Waits, b.Syncs
+		k.work.Blocks += n * nkv
+		k.instrs += float64(n*nkv) * b.Instrs
+		k.lsu += float64(n*nkv) * b.LSUCycles
+		k.work.DRAMWaits, k.work.L2Waits, k.work.Syncs = b.DRAMWaits, b.L2Waits, b.Syncs
 		staged += n * keys
 		pairs += n * rowsIn * g
 		gn := min(rows, int64(kernels.AttnGroup))
@@ -299,10 +303,10 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 		offReads += n * (2*gn*chunk + 2*gn + 2)
 	}
 	for g0 := int64(0); g0 < rows; g0 += int64(kernels.AttnGroup) { // the shared chunks
-		add(shared, min(int64(kernels.AttnGroup), rows-g0), chunk, false)
+		add(&shr, shared, min(int64(kernels.AttnGroup), rows-g0), chunk, false)
 		// a shared chunk's block for KV head h > 0 follows head h−1's in the grid, which
 		// asked the L2 for its keys and values
-		work.Successors += shared * (nkv - 1)
+		shr.work.Successors += shared * (nkv - 1)
 	}
 	for r := range rows {
 		n := hist + r + 1
@@ -315,17 +319,27 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 				slotReads += 2 * chunk
 				offReads += 4
 			case c < whole:
-				add(1, min(int64(kernels.AttnGroup), rows-r), chunk, false)
+				add(&own, 1, min(int64(kernels.AttnGroup), rows-r), chunk, false)
 			default: // the row's own chunk
-				add(1, 1, min(chunk, n-c*chunk), !first)
+				add(&own, 1, 1, min(chunk, n-c*chunk), !first)
 			}
 		}
 	}
 	kv := int64(a.NSlots) * nkv * hd     // cache elements of each of K and V
 	part := pairs * nkv * (hd + 2) * f32 // partial results written
 	q := rows * int64(a.NHead) * hd * f32
-	if work.Blocks > 0 {
-		work.Instrs, work.LSUCycles = instrs/float64(work.Blocks), lsu/float64(work.Blocks)
+	for _, k := range []*kind{&shr, &own} {
+		if k.work.Blocks > 0 {
+			k.work.Instrs, k.work.LSUCycles = k.instrs/float64(k.work.Blocks), k.lsu/float64(k.work.Blocks)
+		}
+	}
+	// the shared chunks' blocks, with the others' leading them in the grid; or the others alone
+	work := own.work
+	if shr.work.Blocks > 0 {
+		work = shr.work
+		if own.work.Blocks > 0 {
+			work.Leading = &own.work
+		}
 	}
 	// the blocks of an unpromised row's chunks that its group's first row computes: each
 	// reads its row's and the first row's key offsets (one L2 round trip), their chunk's keys

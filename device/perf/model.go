@@ -60,6 +60,11 @@ type Prediction struct {
 	// WarpCyclesSaved is what a warp's lifetime is shorter by, on average over the launch's
 	// blocks, when the block before it ran just before on its SM (Work.Successors).
 	WarpCyclesSaved float64 `json:"warp_cycles_saved,omitempty"`
+	// LeadBlocks and LeadCycles are the grid's leading region (Work.Leading: its blocks and
+	// the Returning ones) and its warps' average lifetime; WarpCycles is then the other
+	// blocks' alone.
+	LeadBlocks int64   `json:"lead_blocks,omitempty"`
+	LeadCycles float64 `json:"lead_cycles,omitempty"`
 	// MergeCycles is what a merging block's warp lives longer (Work.Merging): a part of the
 	// launch that holds such a block is that much longer; WarpCycles leaves it out.
 	MergeCycles   float64 `json:"merge_cycles,omitempty"`
@@ -246,8 +251,20 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 	clock := c.ClockGHz * 1e3
 	var cycles, instrs, lsu float64 // the busiest SM's
-	p.WarpInstrs, p.WarpLSUCycles, p.WarpCycles, p.MergeCycles = 0, 0, 0, 0
-	for _, k := range []*Work{w, w.Returning} {
+	p.WarpInstrs, p.WarpLSUCycles, p.WarpCycles, p.MergeCycles, p.LeadBlocks, p.LeadCycles = 0, 0, 0, 0, 0, 0
+	kinds := []*Work{w, w.Returning}
+	if l := w.Leading; l != nil && l.Blocks > 0 {
+		// the launch's time: the leading blocks share the others' waves, the longer chain
+		merged := *w
+		merged.Blocks = w.Blocks + l.Blocks
+		merged.Instrs = (float64(w.Blocks)*w.Instrs + float64(l.Blocks)*l.Instrs) / float64(merged.Blocks)
+		merged.LSUCycles = (float64(w.Blocks)*w.LSUCycles + float64(l.Blocks)*l.LSUCycles) / float64(merged.Blocks)
+		if chainOf(c, l) > chainOf(c, w) {
+			merged.DRAMWaits, merged.L2Waits, merged.Syncs = l.DRAMWaits, l.L2Waits, l.Syncs
+		}
+		kinds[0] = &merged
+	}
+	for _, k := range kinds {
 		if k == nil || k.Blocks <= 0 {
 			continue
 		}
@@ -264,8 +281,19 @@ func workModel(c Card, p *Prediction, w *Work, blocks int64, wpb int) {
 		p.WarpLSUCycles += frac * k.LSUCycles / float64(wpb)
 		p.WarpCycles += frac * (chain + k.Instrs/float64(wpb))
 	}
-	if w.Successors > 0 && blocks > 0 {
-		p.WarpCyclesSaved = float64(min(w.Successors, w.Blocks)) / float64(blocks) * float64(w.DRAMWaits*(c.DRAMLatency-c.L2Latency))
+	// a part's view (PartCycles): the grid's leading region (the Leading blocks and the
+	// Returning ones among them) and the others, each kind its own lifetime
+	if l := w.Leading; l != nil && l.Blocks > 0 {
+		p.WarpCycles = chainOf(c, w) + w.Instrs/float64(wpb)
+		lead, n := float64(l.Blocks)*(chainOf(c, l)+l.Instrs/float64(wpb)), l.Blocks
+		if r := w.Returning; r != nil && r.Blocks > 0 {
+			lead += float64(r.Blocks) * (chainOf(c, r) + r.Instrs/float64(wpb))
+			n += r.Blocks
+		}
+		p.LeadBlocks, p.LeadCycles = n, lead/float64(n)
+	}
+	if rest := blocks - p.LeadBlocks; w.Successors > 0 && rest > 0 {
+		p.WarpCyclesSaved = float64(min(w.Successors, rest)) / float64(rest) * float64(w.DRAMWaits*(c.DRAMLatency-c.L2Latency))
 	}
 	if m := w.Merging; m != nil && m.Blocks > 0 {
 		perSM := (m.Blocks + int64(c.SMs) - 1) / int64(c.SMs)
@@ -296,14 +324,23 @@ func (p Prediction) PartUS(c Card, n int) float64 {
 	warps := float64(n * p.WarpsPerBlock)
 	resident := float64(min(n, p.BlocksPerSM) * p.WarpsPerBlock)
 	dram := float64(p.Bytes) * float64(n) / float64(p.Blocks) / (c.BandwidthGBs * 1e3 / float64(c.SMs))
-	return max(dram, (p.PartCycles(n, min(n, p.BlocksPerSM))/resident+p.MergeCycles)/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
+	return max(dram, (p.PartCycles(0, n, min(n, p.BlocksPerSM))/resident+p.MergeCycles)/clock, warps*p.WarpLSUCycles/clock, warps*p.WarpInstrs/float64(c.Schedulers)/clock)
 }
 
-// PartCycles is the warp cycles of n of the launch's blocks run on one SM, at most resident
-// of them at once, one after another: their warps' lifetimes, less what a block saves when
-// the block before it ran just before (WarpCyclesSaved: all but the first resident ones).
-func (p Prediction) PartCycles(n, resident int) float64 {
-	return float64(n*p.WarpsPerBlock)*p.WarpCycles - float64(max(0, n-resident)*p.WarpsPerBlock)*p.WarpCyclesSaved
+// PartCycles is the warp cycles of the launch's blocks lo … hi−1 run on one SM, at most
+// resident of them at once, one after another: their warps' lifetimes (LeadCycles for those
+// of the grid's leading region, WarpCycles for the others), less what a block saves when the
+// block before it ran just before (WarpCyclesSaved: all but the first resident of the others).
+func (p Prediction) PartCycles(lo, hi, resident int) float64 {
+	lead := max(0, min(int64(hi), p.LeadBlocks)-int64(lo))
+	rest := int64(hi-lo) - lead
+	wpb := int64(p.WarpsPerBlock)
+	return float64(lead*wpb)*p.LeadCycles + float64(rest*wpb)*p.WarpCycles - float64(max(0, rest-int64(resident))*wpb)*p.WarpCyclesSaved
+}
+
+// chainOf is a block of kind k's waits, in cycles.
+func chainOf(c Card, k *Work) float64 {
+	return float64(k.DRAMWaits*c.DRAMLatency + k.L2Waits*c.L2Latency + k.Syncs*c.SyncLatency)
 }
 
 // paramIndex maps argument names to parameter indices.

@@ -38,6 +38,11 @@ type Work struct {
 	Instrs, LSUCycles float64
 	// DRAMWaits, L2Waits and Syncs are one working block's dependent waits.
 	DRAMWaits, L2Waits, Syncs int
+	// Leading, if set, counts working blocks of another kind that come first in the grid,
+	// before Blocks (attention's blocks of the rows' own chunks, before the shared chunks'):
+	// with the Returning blocks, which are among them, they make the grid's leading region,
+	// which a part of the launch run on one SM may hold some of.
+	Leading *Work
 	// Returning, if set, counts the blocks that return having found their work done by
 	// another (Blocks of them), with what they do before they return (attention's rows whose
 	// chunk an earlier row computes first read the group's key lists to find that out).

@@ -88,11 +88,36 @@ func TestSuccessorsShortenAPart(t *testing.T) {
 	if p.WarpCyclesSaved != 270 || plain.WarpCyclesSaved != 0 {
 		t.Errorf("saved %.1f warp cycles (without successors %.1f), want 270 (0)", p.WarpCyclesSaved, plain.WarpCyclesSaved)
 	}
-	if got, want := p.PartCycles(3, 1), 3*8*p.WarpCycles-2*8*270; math.Abs(got-want) > 1e-9 {
+	if got, want := p.PartCycles(0, 3, 1), 3*8*p.WarpCycles-2*8*270; math.Abs(got-want) > 1e-9 {
 		t.Errorf("a part of 3 blocks one at a time: %.1f warp cycles, want %.1f", got, want)
 	}
-	if got, want := p.PartCycles(2, 2), 2*8*p.WarpCycles; math.Abs(got-want) > 1e-9 {
+	if got, want := p.PartCycles(0, 2, 2), 2*8*p.WarpCycles; math.Abs(got-want) > 1e-9 {
 		t.Errorf("a part of 2 blocks side by side: %.1f warp cycles, want %.1f", got, want)
+	}
+}
+
+// TestLeadingBlocksPricedApart: a grid whose first 64 blocks are of a lighter kind
+// (Work.Leading: no DRAM wait, 1000 instructions) prices a part by its blocks' kinds — blocks
+// 62 … 65 are two light and two of the others — where the average would hide the mix.
+func TestLeadingBlocksPricedApart(t *testing.T) {
+	c := Cards["H200"]
+	f := &sass.Facts{Entry: "work", Arch: 90, Registers: 128}
+	geo := device.Geometry{Grid: device.Dim3{X: 320, Y: 1, Z: 1}, Block: device.Dim3{X: 256, Y: 1, Z: 1}}
+	work := Work{Blocks: 256, Instrs: 4000, LSUCycles: 900, DRAMWaits: 1, L2Waits: 2,
+		Leading: &Work{Blocks: 64, Instrs: 1000, L2Waits: 2}}
+	p, err := Model(c, f, geo, Traffic{Streams: []Stream{{Param: "A", Bytes: 1 << 20}}, Work: &work}, []string{"A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heavy, light := float64(800+2*260)+4000.0/8, float64(2*260)+1000.0/8
+	if p.WarpCycles != heavy || p.LeadCycles != light || p.LeadBlocks != 64 {
+		t.Errorf("lifetimes %.1f and %.1f (leading %d blocks), want %.1f and %.1f (64)", p.WarpCycles, p.LeadCycles, p.LeadBlocks, heavy, light)
+	}
+	if got, want := p.PartCycles(62, 66, 1), 8*(2*light+2*heavy); math.Abs(got-want) > 1e-9 {
+		t.Errorf("blocks 62 … 65: %.1f warp cycles, want %.1f", got, want)
+	}
+	if got, want := p.PartCycles(100, 103, 1), 8*3*heavy; math.Abs(got-want) > 1e-9 {
+		t.Errorf("blocks 100 … 102: %.1f warp cycles, want %.1f", got, want)
 	}
 }
 
