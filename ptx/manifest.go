@@ -25,24 +25,24 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "c51a5750cc3d21a3ca491dbe6b82c76f5c5e81f2038f8747c2ec21f36a0dcb2c",
+	"src/attention.cu":         "35f09f90dc0dbeda9ce3b734fb36609fa7a27306cfc2d6a3e9a6d928b1cf1403",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
 	"src/matvec.cu":            "1578f06494d2569b04bb1f043146c6191e43d0b1a40af2f066fae90f10789b00",
-	"src/megakernel.cu":        "68e1a6d06fcf3dbeb38b7d1da32b581febdf64ba06f03f299f075303f995c746",
+	"src/megakernel.cu":        "f93248c374d79adca838e32f70c6511a6ccab8c9723822122113ce2669177b6c",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
 	"src/rope.cu":              "7e9c7dfc1fa29abcbfd4c900016fad926e0755036a4700de8f23fb086dc08cab",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
-	"src/grid.cuh":             "034fa3cb9ec6240f80f4c2e2862d9845ecd93a5ece7bef0edf7756f324c47c55",
+	"src/grid.cuh":             "d46b64c397235d0fcb1c27ab0b7c4fe7ee6f3c57832c0ee3cfd5563935055113",
 	"src/megakernel_table.cuh": "df0464661ef179d868435c8a77fa33defa9d072a1a612076024df6cb251e8eef",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
-	"src/packed.cuh":           "0c2e552f43192b7e03e33df508833a2a189f5aec2c3eef9ce0d38f757e6571da",
+	"src/packed.cuh":           "27ce055730a34cad01c31c5ec495dae616181f3ef5b00f7239eece0dc2dce7dc",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.

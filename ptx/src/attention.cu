@@ -251,6 +251,15 @@ static __device__ __forceinline__ void att_scores_tiled(float *acc, const float 
 	}
 }
 
+// att_chunk_sum is l_c of a chunk of len keys whose weights e_j are row[j], in the contract's
+// order: lane i adds e_i, then e_{i+32}, from +0, then warp_sum. All 32 lanes must call it.
+static __device__ __forceinline__ float att_chunk_sum(const float *row, int32_t len, int lane) {
+	float a = 0.0f;
+	if (lane < len) a = __fadd_rn(a, row[lane]);
+	if (lane + 32 < len) a = __fadd_rn(a, row[lane + 32]);
+	return warp_sum(a);
+}
+
 // att_softmax_tiled finishes the tiled scores (att_scores_tiled's layout) of a pass of np
 // pairs over a chunk of len keys: s = float32(dot·scale) (soft-capped), the pairs' maxima
 // m_c (each thread's two keys, the warp's 8 key lanes by butterfly, then the 4 key groups'
@@ -284,10 +293,7 @@ static __device__ __forceinline__ void att_softmax_tiled(const Grid &gr, float *
 	}
 	grid_sync(gr);
 	for (int32_t pp = wp; pp < np; pp += ATT_THREADS / 32) {
-		float a = 0.0f;
-		if (lane < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane]);
-		if (lane + 32 < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane + 32]);
-		a = warp_sum(a);
+		const float a = att_chunk_sum(ps + pp * ATT_PS, len, lane);
 		if (lane == 0) msum[pp] = a;
 	}
 	grid_sync(gr);
@@ -365,13 +371,6 @@ static __device__ __forceinline__ uint32_t att_count_add(uint32_t *p, uint32_t v
 static __device__ __forceinline__ void att_prefetch_l1(const float *p) {
 #ifdef __CUDA_ARCH__
 	asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#endif
-}
-
-// att_prefetch_l2 asks the L2 for the line holding p (a hint; host builds have none).
-static __device__ __forceinline__ void att_prefetch_l2(const void *p) {
-#ifdef __CUDA_ARCH__
-	asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #endif
 }
 
@@ -647,10 +646,7 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 							for (int i = 0; i < ATT_PMAX / 4; i++) {
 								if (i < ni) {
 									int32_t pp = pg + 4 * i;
-									float a = 0.0f;
-									if (lane < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane]);
-									if (lane + 32 < len) a = __fadd_rn(a, ps[pp * ATT_PS + lane + 32]);
-									a = warp_sum(a);
+									const float a = att_chunk_sum(ps + pp * ATT_PS, len, lane);
 									if (lane == 0) msum[pp] = a;
 								}
 							}
@@ -712,9 +708,9 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 				const int32_t jj = i / (kl + vl), l = i % (kl + vl);
 				const int64_t e = (int64_t)ksl[jj] * stride + base + hd; // the next head's first element
 				if (l < kl)
-					att_prefetch_l2((const uint8_t *)k_cache + e * kes + (int64_t)l * 128);
+					l2_prefetch((const uint8_t *)k_cache + e * kes + (int64_t)l * 128);
 				else
-					att_prefetch_l2((const uint8_t *)v_cache + e * ves + (int64_t)(l - kl) * 128);
+					l2_prefetch((const uint8_t *)v_cache + e * ves + (int64_t)(l - kl) * 128);
 			}
 		}
 		for (int32_t k = 0; k < total; k += 2) {

@@ -26,6 +26,14 @@ struct Grid {
 
 #define HW_GRID (Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, nullptr, 0, 0})
 
+// l2_prefetch asks the L2 for the line holding p: a hint, which changes no value (host builds
+// have none).
+static __device__ __forceinline__ void l2_prefetch(const void *p) {
+#ifdef __CUDA_ARCH__
+	asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 // grid_stage returns where to read the n bytes at p, weights that no kernel of the step
 // writes: their copy in shared memory when the megakernel staged all of them, else p itself.
 // The copy holds the same bytes, so the loads through the pointer return the same values; the

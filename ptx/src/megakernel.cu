@@ -122,9 +122,7 @@ static __device__ __forceinline__ uint32_t mk_acquire(const uint32_t *p) {
 }
 
 // mk_prefetch asks the L2 for the line holding global address a.
-static __device__ __forceinline__ void mk_prefetch(uint64_t a) {
-	asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-}
+static __device__ __forceinline__ void mk_prefetch(uint64_t a) { l2_prefetch((const void *)a); }
 
 // mk_release adds v to a counter with release semantics at GPU scope.
 static __device__ __forceinline__ void mk_release(uint32_t *p, uint32_t v) {

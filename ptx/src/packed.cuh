@@ -22,6 +22,7 @@
 #pragma once
 
 #include "formats.cuh"
+#include "grid.cuh"
 
 #define PK_FN static __device__ __forceinline__
 
@@ -73,7 +74,7 @@ PK_FN int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 // instantiations of the bodies ask for nothing.
 PK_FN void pk_prefetch(const uint8_t *p) {
 #if defined(__CUDA_ARCH__) && !defined(MEGAKERNEL)
-	asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+	l2_prefetch(p);
 #endif
 }
 
