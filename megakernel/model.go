@@ -86,6 +86,16 @@ const (
 
 func (m Machine) us(cycles int) float64 { return float64(cycles) / (m.ClockGHz * 1e3) }
 
+// wakeUS is how long after a dependency's end at ready a block that waits for it from free
+// sees it: a hot wake if it ends while the wait's polls come back to back (HotWaitCycles from
+// the wait's start), else a wake between sleeps.
+func (m Machine) wakeUS(ready, free float64) float64 {
+	if m.HotWakeCycles > 0 && ready <= free+m.us(m.HotWaitCycles) {
+		return m.us(m.HotWakeCycles)
+	}
+	return m.us(m.WakeCycles)
+}
+
 // queueShare is one queue's share of the bandwidth, in bytes per µs, when every SM runs qps
 // queues.
 func (m Machine) queueShare(qps int) float64 { return m.BandwidthGBs * 1e3 / float64(m.SMs*qps) }
@@ -229,11 +239,7 @@ type replayResult struct {
 // its items in program order, so every item's dependencies have been replayed before it.
 func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	queues := len(s.Queues)
-	item, wake, share, stage := m.us(m.ItemCycles), m.us(m.WakeCycles), m.queueShare(qps), m.stageBytes(qps)
-	hotWake, hotWait := m.us(m.HotWakeCycles), m.us(m.HotWaitCycles)
-	if m.HotWakeCycles == 0 {
-		hotWake = wake
-	}
+	item, share, stage := m.us(m.ItemCycles), m.queueShare(qps), m.stageBytes(qps)
 	overrun := m.us(m.L2Latency) / 2
 	l2 := float64(m.L2Latency) / float64(m.DRAMLatency)
 	clock := make([]float64, queues)
@@ -274,10 +280,7 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			// the block stages while it waits (a part with a stream and dependencies, in a
 			// schedule with a window, which the staging moves on)
 			stages := stage > 0 && s.PrefetchBytes > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
-			w := wake
-			if ready <= free+hotWait { // the dependency ends while the polls come back to back
-				w = hotWake
-			}
+			w := m.wakeUS(ready, free)
 			if dep != nil && ready+w > free {
 				start, r.cause, r.causeEnd, r.byDep = ready+w, dep, ready, true
 				if stages { // the copying warps finish their round: half an L2 trip (the window brought its lines)

@@ -204,11 +204,7 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 	reach := make([]bits, len(ops)) // reach[i]: the instructions i waits for, transitively
 	clock := make([]float64, cfg.SMs)
 	mc := *cfg.Machine
-	item, wake := mc.us(mc.ItemCycles), mc.us(mc.WakeCycles)
-	hotWake, hotWait := mc.us(mc.HotWakeCycles), mc.us(mc.HotWaitCycles)
-	if mc.HotWakeCycles == 0 {
-		hotWake = wake
-	}
+	item := mc.us(mc.ItemCycles)
 	for i, op := range ops {
 		id, ok := ids[op.Kernel.Entry()]
 		if !ok {
@@ -305,21 +301,18 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 			if ready < 0 {
 				return free
 			}
-			if ready <= free+hotWait {
-				return max(free, ready+hotWake)
-			}
-			return max(free, ready+wake)
+			return max(free, ready+mc.wakeUS(ready, free))
 		}
 		for p := 0; p < in.Parts; p++ {
 			lo, hi := partBlocks(in, p)
 			cost, _ := cfg.Model.PartUS(in, lo, hi, cfg.QueuesPerSM, cfg.SMs)
-			best := 0
+			best, sb := 0, start(0)
 			for sm := 1; sm < cfg.SMs; sm++ { // the earliest start; of equal starts, the queue idle longest
-				if s, sb := start(sm), start(best); s < sb || s == sb && clock[sm] < clock[best] {
-					best = sm
+				if s := start(sm); s < sb || s == sb && clock[sm] < clock[best] {
+					best, sb = sm, s
 				}
 			}
-			clock[best] = start(best) + cost
+			clock[best] = sb + cost
 			finish[i] = max(finish[i], clock[best])
 			s.Queues[best] = append(s.Queues[best], Item{Instr: int32(i), Part: int32(p)})
 		}
