@@ -75,6 +75,7 @@ func init() {
 	Register("kv_store_f32", kvStoreCases)
 	Register("rope_kv_store_f32", ropeKVStoreCases)
 	Register("attention_f32", attentionCases)
+	Register("attention_merge_f32", attentionMergeCases)
 	Register("gather_f32", gatherCases)
 	for _, a := range []kernels.Act{kernels.ActF16, kernels.ActBF16, kernels.ActQ8_0, kernels.ActQ8_1, kernels.ActQ8_K} {
 		a := a
@@ -503,6 +504,71 @@ func unpromised(c Case) Case {
 	return c
 }
 
+// deferred is attention case c with its merge deferred (AttentionArgs.DeferMerge): Part is
+// its result, Out untouched.
+func deferred(c Case) Case {
+	args := c.Args
+	c.Name += "/deferred"
+	c.Args = func(p []device.Ptr) any {
+		a := args(p).(kernels.AttentionArgs)
+		a.DeferMerge = 1
+		return a
+	}
+	return c
+}
+
+// attentionMergeCase merges random partial results of rows whose key lists have the lengths
+// lens (only their offsets are read), with a window, into outputs of type act: the chunks'
+// maxima spread over a few units (some chunks' weights underflow), their sums positive.
+func attentionMergeCase(name string, seed uint64, nh, nkv, hd int, lens []int, window int32, act kernels.Act) Case {
+	r := rng(seed)
+	off, chunks := []int32{0}, 1
+	for _, n := range lens {
+		off = append(off, off[len(off)-1]+int32(n))
+		if window > 0 {
+			n = min(n, int(window))
+		}
+		chunks = max(chunks, kernels.AttnChunks(n))
+	}
+	rows, pw := len(lens), kernels.AttnPartWords(hd)
+	part := make([]float32, rows*nh*chunks*pw)
+	for i := range part {
+		switch i % pw {
+		case 0:
+			part[i] = float32(r.NormFloat64() * 8)
+		case 1:
+			part[i] = float32(1 + 63*r.Float64())
+		default:
+			part[i] = float32(r.NormFloat64() * 4)
+		}
+	}
+	return Case{
+		Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/chunks=%d%s/out=%s", name, rows, nh, nkv, hd, chunks,
+			windowName(window, 0), act),
+		Buffers: []Buffer{{"Part", f32Bytes(part), false}, {"KeyOff", i32Bytes(off), false},
+			{"Count", make([]byte, 4*rows*nkv), false}, {"Out", make([]byte, rows*nh*hd*act.RowBytes(1)), true}},
+		Args: func(p []device.Ptr) any {
+			return kernels.AttentionMergeArgs{Part: p[0], KeyOff: p[1], Count: p[2], Out: p[3], Rows: int32(rows), NHead: int32(nh),
+				NKV: int32(nkv), HeadDim: int32(hd), Chunks: int32(chunks), Window: window, OutAct: int32(act)}
+		},
+	}
+}
+
+// attentionMergeCases: a tree's rows (4 and 8 query heads a KV head: one merge batch), heads of
+// 33 and 300 dims (several outputs a thread, fewer pairs a batch), lists of more chunks than one
+// window of weights holds (the maxima reloaded), a sliding window, every output type.
+func attentionMergeCases() []Case {
+	tree := []int{131, 132, 132, 133, 133, 133, 134, 134, 135, 136}
+	return []Case{
+		attentionMergeCase("tree", 1100, 8, 2, 64, tree, 0, kernels.ActF32),
+		attentionMergeCase("tree", 1101, 16, 2, 64, tree, 0, kernels.ActF16),
+		attentionMergeCase("random", 1102, 3, 1, 33, []int{1, 64, 65, 700}, 0, kernels.ActBF16),
+		attentionMergeCase("random", 1103, 16, 2, 300, []int{5000, 90, 4097}, 0, kernels.ActF32),
+		attentionMergeCase("long", 1104, 8, 2, 64, []int{4200, 64 * 65, 3}, 0, kernels.ActF32),
+		attentionMergeCase("window", 1105, 4, 2, 32, []int{40, 500, 71}, 70, kernels.ActF16),
+	}
+}
+
 func windowName(window int32, softCap float32) string {
 	var s string
 	if window > 0 {
@@ -564,6 +630,7 @@ func attentionCases() []Case {
 		if i < 2 {
 			out = append(out, unpromised(out[len(out)-1]), attentionOut(out[len(out)-1], kernels.Act(1+i))) // f16, bf16
 		}
+		out = append(out, deferred(out[len(out)-1]))
 	}
 	// Sliding windows (Gemma): of fewer keys than a chunk, of one chunk and a bit, longer than
 	// some rows' lists; a tree over a history longer than the window (the nodes' windows start

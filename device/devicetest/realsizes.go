@@ -59,6 +59,7 @@ func init() {
 	RegisterReal("rmsnorm_f32", realRMSNormCases)
 	RegisterReal("rope_f32", realRopeCases)
 	RegisterReal("attention_f32", realAttentionCases)
+	RegisterReal("attention_merge_f32", realAttentionMergeCases)
 	RegisterReal("argmax_f32", realArgmaxCases)
 	RegisterReal("moe_router_f32", realRouterCases)
 	RegisterReal("moe_combine_f32", realCombineCases)
@@ -451,8 +452,24 @@ func realAttentionCases() []Case {
 			}
 		}
 		out = append(out, attentionCase(s.name, uint64(300+10*i), s.nh, s.nkv, s.hd, ns, s.kt, s.kt, keys))
+		if s.rows > 1 && s.kt != dtype.F32 { // a tree's merge on its own (the megakernel's form)
+			out = append(out, deferred(out[len(out)-1]))
+		}
 	}
 	return out
+}
+
+// realAttentionMergeCases: the merges of realAttentionCases' deferred trees.
+func realAttentionMergeCases() []Case {
+	const hist, rows = 2048, 8
+	lens := make([]int, rows)
+	for r := range lens {
+		lens[r] = hist + r + 1
+	}
+	return []Case{
+		attentionMergeCase("llama-3.2-1b", 340, 32, 8, 64, lens, 0, kernels.ActF32),
+		attentionMergeCase("qwen3.5-moe", 341, 16, 2, 256, lens, 0, kernels.ActF32),
+	}
 }
 
 func realArgmaxCases() []Case {

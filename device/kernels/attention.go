@@ -313,6 +313,10 @@ type AttentionArgs struct {
 	SoftCap float32 // scores soft-capped at ±SoftCap; 0: not
 	Shared  int32   // leading chunks every group's rows share (see above); 0: none promised
 	OutAct  int32   // Out's element type: an Act of ActF32 (the zero value), ActF16 or ActBF16 — out[d] rounded as ConvertRow rounds it
+	// DeferMerge, if 1, leaves the chunks' merge to an AttentionMerge launch after this one:
+	// the launch writes Part and not Out, and Count then holds only its marks of rows with a
+	// bad chunk (the device kernel's), which the merge reads and clears.
+	DeferMerge int32
 }
 
 // checkOutAct refuses an attention output type (AttentionArgs.OutAct) other than f32, f16 and
@@ -363,6 +367,9 @@ var Attention = device.Register(&device.Kernel[AttentionArgs]{
 		}
 		if err := checkOutAct(a.OutAct); err != nil {
 			return device.Geometry{}, err
+		}
+		if a.DeferMerge != 0 && a.DeferMerge != 1 {
+			return device.Geometry{}, fmt.Errorf("bad merge deferral %d (0 or 1)", a.DeferMerge)
 		}
 		return device.Geometry{Grid: device.Dim3{X: uint32(attnBlocks(a)), Y: 1, Z: 1},
 			Block: device.Dim3{X: AttnBlockThreads, Y: 1, Z: 1}}, nil
@@ -451,14 +458,24 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, a.SoftCap, true)
 				}
 			}
-			for j, h := 0, kvh*group; h < (kvh+1)*group; j, h = j+1, h+1 {
-				mergeChunks(o[j*hd:][:hd], part[(r*nh+h)*nc*pw:][:AttnChunks(len(ks))*pw], true)
+			if a.DeferMerge == 0 {
+				mergeHeads(outBytes, o, part, a.OutAct, r, kvh, group, nh, nc, hd, AttnChunks(len(ks)))
 			}
-			at := (r*nh + kvh*group) * hd * ob
-			ConvertRow(Act(a.OutAct), outBytes[at:at+group*hd*ob], o)
 		}
 	})
 	return nil
+}
+
+// mergeHeads merges the chunks (nc of Part's chunks of room) of row r's query heads of KV head
+// kvh, in o, and writes them to out rounded to outAct.
+func mergeHeads(out []byte, o, part []float32, outAct int32, r, kvh, group, nh, nc, hd, chunks int) {
+	pw := AttnPartWords(hd)
+	for j, h := 0, kvh*group; h < (kvh+1)*group; j, h = j+1, h+1 {
+		mergeChunks(o[j*hd:][:hd], part[(r*nh+h)*nc*pw:][:chunks*pw], true)
+	}
+	ob := Act(outAct).RowBytes(1)
+	at := (r*nh + kvh*group) * hd * ob
+	ConvertRow(Act(outAct), out[at:at+group*hd*ob], o)
 }
 
 // attnScratch holds one worker's chunk of widened keys and values and its offsets.

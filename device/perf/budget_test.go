@@ -94,6 +94,11 @@ var budgets = []budget{
 	{"swiglu_act_", "/n=1", 1},
 	{"swiglu_act_", "", 8},
 	{"rmsnorm_act_", "", 0.32},
+	// the merge on its own (a tree's, in the megakernel): a block per (row, KV head) reads its
+	// query heads' partial results from the L2, where the attention launch left them: a few L2
+	// round trips and no DRAM to speak of, so its floor is a token and its time is the measure
+	{"attention_merge_", "qwen3.5-moe/", 0.8},
+	{"attention_merge_", "", 1.3},
 	{"attention_", "qwen3.5-moe/", 5}, // 64 pairs of 256 dims merged by one block a KV head, 8 at a time
 	{"attention_", "", 12},            // and its K/V budgets (attentionKVBudgets)
 	{"argmax_", "", 0.3},

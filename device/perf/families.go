@@ -32,6 +32,7 @@ func init() {
 	RegisterTraffic(ropeKVStoreTraffic)
 	RegisterTraffic(kvStoreTraffic)
 	RegisterTraffic(attentionTraffic)
+	RegisterTraffic(attentionMergeTraffic)
 	RegisterTraffic(gatedNormTraffic)
 	RegisterTraffic(splitGateTraffic)
 	RegisterTraffic(routerTraffic)
@@ -290,8 +291,9 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	}
 	var shr, own kind
 	returning := int64(0)
+	deferred := a.DeferMerge != 0
 	add := func(k *kind, n, rowsIn, keys int64, later bool) { // n blocks computing rowsIn rows over chunks of keys keys
-		b := attnBlock(rowsIn*g, keys, hd, kes, ves, later)
+		b := attnBlock(rowsIn*g, keys, hd, kes, ves, later, deferred)
 		k.work.Blocks += n * nkv
 		k.instrs += float64(n*nkv) * b.Instrs
 		k.lsu += float64(n*nkv) * b.LSUCycles
@@ -356,21 +358,65 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 	if shared > 0 {
 		m, merging = attnMerge(min(rows, int64(kernels.AttnGroup))*g, nc, hd), (rows+int64(kernels.AttnGroup)-1)/int64(kernels.AttnGroup)*nkv
 	}
-	if merging = min(merging, work.Blocks); merging > 0 {
+	if merging = min(merging, work.Blocks); merging > 0 && !deferred {
 		m.Blocks = merging
 		work.Merging = &m
 	}
-	return Traffic{Work: &work, Note: fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
-		float64(kv*(kes+ves))/1e6), Streams: []Stream{
+	note := fmt.Sprintf("assumes a tree step's key lists (a shared history of NSlots−Rows slots, r+1 own slots for row r); K/V %.1f MB of the launch's traffic; timed from its work as counted from attention.cu",
+		float64(kv*(kes+ves))/1e6)
+	if deferred {
+		note += "; its merge deferred to attention_merge_f32"
+	}
+	streams := []Stream{
 		{Param: "Q", Bytes: q, Requested: pairs * nkv * hd * f32},
 		{Param: "KCache", Bytes: kv * kes, Requested: staged * nkv * hd * kes},
 		{Param: "VCache", Bytes: kv * ves, Requested: staged * nkv * hd * ves},
 		{Param: "Keys", Bytes: keys * 4, Requested: slotReads * nkv * 4},
 		{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: offReads * nkv * 4},
 		{Param: "Part", Bytes: part, Write: true},
-		{Param: "Part", Requested: parts * int64(a.NHead) * (hd + 2) * f32},                    // the merge's reads, from the L2
-		{Param: "Out", Bytes: q / f32 * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true}, // f32, f16 or bf16
-	}}, nil
+	}
+	if !deferred {
+		streams = append(streams,
+			Stream{Param: "Part", Requested: parts * int64(a.NHead) * (hd + 2) * f32},                    // the merge's reads, from the L2
+			Stream{Param: "Out", Bytes: q / f32 * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true}) // f32, f16 or bf16
+	}
+	return Traffic{Work: &work, Note: note, Streams: streams}, nil
+}
+
+// attentionMergeTraffic: attention_merge_f32 (ptx/src/attention.cu), a block per (row, KV head)
+// for the head's query heads, over the key lists attentionTraffic assumes (a tree step's: a
+// shared history of NSlots−Rows slots, r+1 own slots for row r): the row's key offsets and
+// counter (one L2 round trip), then att_merge's waits and work (attnMerge) for the row's
+// chunks; the partial results come from the L2, where the attention launch just wrote them.
+func attentionMergeTraffic(_ string, a kernels.AttentionMergeArgs) (Traffic, error) {
+	rows, nkv, hd, chunk := int64(a.Rows), int64(a.NKV), int64(a.HeadDim), int64(kernels.AttnChunk)
+	g := int64(a.NHead / a.NKV)
+	hist := max(0, int64(a.Chunks)*chunk-rows) // the history the launch's chunks hold room for, at most
+	var pairs, words int64
+	var work Work
+	for r := range rows {
+		n := hist + r + 1
+		if a.Window > 0 {
+			n = min(n, int64(a.Window))
+		}
+		nc := min((n+chunk-1)/chunk, int64(a.Chunks))
+		m := attnMerge(g, nc, hd)
+		work.Instrs += float64(nkv) * m.Instrs
+		work.LSUCycles += float64(nkv) * m.LSUCycles
+		work.L2Waits, work.Syncs = max(work.L2Waits, m.L2Waits+1), max(work.Syncs, m.Syncs+1)
+		pairs += g * nkv
+		words += g * nkv * nc * (hd + 2)
+	}
+	work.Blocks = rows * nkv
+	work.Instrs = work.Instrs/float64(work.Blocks) + 8*40 // the row's key offsets and counter
+	work.LSUCycles /= float64(work.Blocks)
+	return Traffic{Work: &work, Note: "assumes a tree step's key lists, as attention_f32's; the partial results read from the L2",
+		Streams: []Stream{
+			{Param: "Part", Requested: words * f32},
+			{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: work.Blocks * 8},
+			{Param: "Count", Bytes: rows * nkv * 4},
+			{Param: "Out", Bytes: pairs * hd * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true},
+		}}, nil
 }
 
 // attnBlock counts one working block of attention_f32 (ptx/src/attention.cu) computing p
@@ -384,7 +430,7 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 // row adds the merge (attnMerge). A block of a later row than its group's first
 // (later) compares its chunk with the first row's before anything else (an L2 round trip
 // more).
-func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
+func attnBlock(p, keys, hd, kes, ves int64, later, deferred bool) Work {
 	const ds, pmax, warps = 64, 32, 8
 	ns := (hd + ds - 1) / ds
 	passes := (p + pmax - 1) / pmax
@@ -429,6 +475,9 @@ func attnBlock(p, keys, hd, kes, ves int64, later bool) Work {
 	total := passes * 2 * ns
 	w := Work{Instrs: in, LSUCycles: lsu, DRAMWaits: int((total + 1) / 2),
 		L2Waits: 2 + 1, Syncs: int(3 + 2*total + 3*passes)}
+	if deferred { // no counter to wait for: a bad chunk's mark is not waited on
+		w.L2Waits--
+	}
 	if later {
 		w.Instrs += attnReturningInstrs
 		w.LSUCycles += attnReturningLSU

@@ -16,7 +16,8 @@ import (
 
 // A promise of shared chunks that the key lists break (kernels.AttentionArgs.Shared): no block
 // computes the row that breaks it, so the kernel counts its chunk as bad and leaves its output
-// unwritten, computes the other rows as it does under a true promise, and leaves Count zero.
+// unwritten, computes the other rows as it does under a true promise, and leaves Count zero;
+// with the merge deferred to an AttentionMerge launch, the two launches do the same.
 func TestAttentionBrokenPromise(t *testing.T) {
 	const nh, nkv, hd, ns = 4, 2, 16, 200
 	r := rand.New(rand.NewPCG(31, 7))
@@ -64,11 +65,22 @@ func TestAttentionBrokenPromise(t *testing.T) {
 		Keys: put(device.I32Bytes(flat)), KeyOff: put(device.I32Bytes(off)), Part: put(make([]byte, 4*rows*nh*chunks*pw)),
 		Count: put(make([]byte, 4*rows*nkv)), Rows: int32(rows), NHead: nh, NKV: nkv, HeadDim: hd, NSlots: ns, Chunks: int32(chunks),
 		KType: int32(kernels.CacheTypes[0]), VType: int32(kernels.CacheTypes[0]), Scale: float32(1 / math.Sqrt(hd))}
-	run := func(shared int32) []byte {
+	run := func(shared int32, deferMerge bool) []byte {
 		args.Shared = shared
 		args.Out = put(unwritten)
+		args.DeferMerge = 0
+		if deferMerge {
+			args.DeferMerge = 1
+		}
 		if err := b.Launch(kernels.Attention, args); err != nil {
 			t.Fatalf("shared=%d: %v", shared, err)
+		}
+		if deferMerge {
+			m := kernels.AttentionMergeArgs{Part: args.Part, KeyOff: args.KeyOff, Count: args.Count, Out: args.Out, Rows: args.Rows,
+				NHead: nh, NKV: nkv, HeadDim: hd, Chunks: args.Chunks}
+			if err := b.Launch(kernels.AttentionMerge, m); err != nil {
+				t.Fatalf("shared=%d: merge: %v", shared, err)
+			}
 		}
 		out := make([]byte, len(unwritten))
 		count := make([]byte, 4*rows*nkv)
@@ -83,8 +95,15 @@ func TestAttentionBrokenPromise(t *testing.T) {
 		}
 		return out
 	}
-	kept, broken := run(1), run(2)
+	kept, broken := run(1, false), run(2, false)
 	row := 4 * nh * hd
+	// the merge deferred to its own launch (AttentionMerge): the same bytes, Count zero again
+	if got := run(1, true); !bytes.Equal(got, kept) {
+		t.Error("the kept promise's output differs with the merge deferred")
+	}
+	if got := run(2, true); !bytes.Equal(got, broken) {
+		t.Error("the broken promise's output differs with the merge deferred")
+	}
 	if !bytes.Equal(broken[:2*row], kept[:2*row]) {
 		t.Error("rows 0 and 1 under the broken promise differ from the kept promise's")
 	}

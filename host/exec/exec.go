@@ -678,9 +678,14 @@ func (e *Executor) Launch(s Step) error {
 			e.BeforeOp(i)
 		}
 		start := time.Now()
-		k, args, err := e.lower(op, rows, outs)
-		if err == nil {
-			err = e.b.Launch(k, args)
+		ls, err := e.eagerLaunches(i, rows, outs)
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			if err == nil {
+				err = e.b.Launch(l.Kernel, l.Args)
+			}
 		}
 		switch {
 		case err == nil && tl != nil:
@@ -747,13 +752,51 @@ func (e *Executor) Lower(rows, outs int) ([]Launch, error) {
 		if outs == 0 && e.outStage(op) {
 			continue
 		}
-		k, args, err := e.lower(op, rows, outs)
-		if err != nil {
-			return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
+		var err error
+		if ls, err = e.lowerOp(ls, i, rows, outs); err != nil {
+			return nil, err
 		}
-		ls = append(ls, Launch{Index: i, Op: op, Rows: e.opRows(op, rows, outs), Kernel: k, Args: args})
 	}
 	return ls, nil
+}
+
+// eagerLaunches is op i's launches run one by one: on a backend that runs thread blocks on
+// multiprocessors (a GPU, the PTX interpreter) an attention's merge spread over a launch of its
+// own as the megakernel's is (lowerOp), on the CPU the one launch whose twin merges each row as
+// it goes.
+func (e *Executor) eagerLaunches(i, rows, outs int) ([]Launch, error) {
+	if _, sms := e.b.(multiprocessors); sms {
+		return e.lowerOp(nil, i, rows, outs)
+	}
+	op := &e.p.Ops[i]
+	k, args, err := e.lower(op, rows, outs)
+	if err != nil {
+		return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
+	}
+	return []Launch{{Index: i, Op: op, Rows: e.opRows(op, rows, outs), Kernel: k, Args: args}}, nil
+}
+
+// lowerOp appends op i's launches to ls: one, or for an attention of several rows two — the
+// chunks, their merge deferred, then the merge (AttentionMerge) on a block per row and KV
+// head. Rows that share chunks (a tree's nodes over their history, AttentionArgs.Shared) would
+// otherwise merge on one block per group of rows and KV head, every row's partial results read
+// by one SM, at the end of the launch; the split depends on the rows alone, so that a kept
+// schedule's launches stay the same as the shared chunks come and go.
+func (e *Executor) lowerOp(ls []Launch, i, rows, outs int) ([]Launch, error) {
+	op := &e.p.Ops[i]
+	k, args, err := e.lower(op, rows, outs)
+	if err != nil {
+		return nil, fmt.Errorf("exec: op %d %s (%s): %w", i, op.Name, op.Kind, err)
+	}
+	n := e.opRows(op, rows, outs)
+	if a, ok := args.(kernels.AttentionArgs); ok && a.Rows > 1 {
+		a.DeferMerge = 1
+		m := kernels.AttentionMergeArgs{Part: a.Part, KeyOff: a.KeyOff, Count: a.Count, Out: a.Out, Rows: a.Rows,
+			NHead: a.NHead, NKV: a.NKV, HeadDim: a.HeadDim, Chunks: a.Chunks, Window: a.Window, OutAct: a.OutAct}
+		return append(ls, Launch{Index: i, Op: op, Rows: n, Kernel: k, Args: a},
+			Launch{Index: i, Op: op, Rows: n, Kernel: kernels.AttentionMerge, Args: m}), nil
+	}
+	return append(ls, Launch{Index: i, Op: op, Rows: n, Kernel: k, Args: args}), nil
 }
 
 func (e *Executor) runLauncher(rows, outs int) error {
@@ -788,14 +831,23 @@ func (e *Executor) lowerShape(shape [4]int) ([]Launch, error) {
 			continue
 		}
 		ls := slices.Clone(kept)
-		for i := range ls {
-			if l := &ls[i]; l.Op.Kind == model.OpAttention {
-				kernel, args, err := e.lower(l.Op, rows, outs)
-				if err != nil {
-					return nil, fmt.Errorf("exec: op %d %s (%s): %w", l.Index, l.Op.Name, l.Op.Kind, err)
-				}
-				l.Kernel, l.Args = kernel, args
+		for i := 0; i < len(ls); {
+			l := ls[i]
+			j := i + 1 // the op's launches: i … j−1
+			for j < len(ls) && ls[j].Index == l.Index {
+				j++
 			}
+			if l.Op.Kind == model.OpAttention {
+				now, err := e.lowerOp(nil, l.Index, rows, outs)
+				if err != nil {
+					return nil, err
+				}
+				if len(now) != j-i { // the merge deferred in one and not the other
+					return e.Lower(rows, outs)
+				}
+				copy(ls[i:j], now)
+			}
+			i = j
 		}
 		return ls, nil
 	}

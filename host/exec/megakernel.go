@@ -48,6 +48,22 @@ func Access(op *model.Op) (reads, writes []megakernel.Resource) {
 	return reads, append(writes, resBuf|megakernel.Resource(op.Out))
 }
 
+// LaunchAccess is what launch l reads and writes: its op's (Access), or, of an attention whose
+// merge is its own launch, the chunks' launch writing the attention's scratch (partial results
+// and counters) and not the op's output, and the merge reading the scratch and writing both.
+func LaunchAccess(l Launch) (reads, writes []megakernel.Resource) {
+	reads, writes = Access(l.Op)
+	switch a := l.Args.(type) {
+	case kernels.AttentionArgs:
+		if a.DeferMerge != 0 {
+			writes = []megakernel.Resource{resAttn}
+		}
+	case kernels.AttentionMergeArgs:
+		reads = []megakernel.Resource{resAttn}
+	}
+	return reads, writes
+}
+
 // MegakernelRunner runs a megakernel schedule on a backend. Schedules come from
 // megakernel.Build, which lays out only valid streams, so runners do not decode them again.
 type MegakernelRunner interface {
@@ -524,9 +540,14 @@ func schedule(ls []Launch, keys int, packed map[string]int64, cfg megakernel.Con
 	}
 	ops := make([]megakernel.Op, len(ls))
 	for i, l := range ls {
-		reads, writes := Access(l.Op)
+		reads, writes := LaunchAccess(l)
 		ops[i] = megakernel.Op{Name: l.Op.Name, Kernel: l.Kernel, Args: l.Args, Reads: reads, Writes: writes,
 			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(stepKeysRead(l.Op, l.Rows, keys))*l.Op.BytesPerKey}
+		if m, ok := l.Args.(kernels.AttentionMergeArgs); ok { // the partial results, and the output
+			ops[i].Name += ".merge"
+			ops[i].Bytes = int64(m.Rows)*int64(m.NHead)*int64(m.Chunks)*int64(kernels.AttnPartWords(int(m.HeadDim)))*4 +
+				int64(l.Rows)*l.Op.BytesPerRow
+		}
 		if n := packed[l.Op.Weight]; l.Op.Kind == model.OpMatVec && n > 0 { // its weights (parameter W) in row order, as its blocks are
 			ops[i].Stream = &megakernel.Stream{Param: 0, Bytes: n}
 		}

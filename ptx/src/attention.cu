@@ -37,7 +37,9 @@
 //     L = fma(l_c, w_c, L), O[d] = fma(o_c[d], w_c, O[d]) for c = 0, 1, … from +0, and
 //     out[d] = O[d] / L, rounded to Out's type (OutAct). It resets the counter to zero, so
 //     Count is zero again after the launch. Which block merges depends on timing; what it
-//     computes does not.
+//     computes does not. With DeferMerge, no block counts or merges: the blocks of a bad
+//     chunk mark its rows' counters (ATT_BAD), and attention_merge_f32, launched after, merges
+//     each (row, KV head) on a block of its own (att_merge, the same arithmetic).
 // Memory: the block loads the chunk's slots for the rows of its group of 8 (r − r mod 8 …), and
 // a row whose chunk holds exactly the same slots as an earlier row of the group (a tree's nodes
 // over their shared history, a prefill chunk's rows over the prompt before it) is computed by
@@ -389,7 +391,7 @@ struct AttShared {
 	int32_t slen[ATT_GROUP], snc[ATT_GROUP], lead[ATT_GROUP], sbad[ATT_GROUP]; // chunk c's length, the chunk count
 	int32_t mem[ATT_GROUP], nmem, last, orph;
 	float red[ATT_PMAX * 4], mm[ATT_PMAX], msum[ATT_PMAX];
-	int32_t lrow[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows and pairs
+	int32_t lrow[ATT_GROUP], lnc[ATT_GROUP], nlast, mx[ATT_PMAX], mh[ATT_PMAX], mnc[ATT_PMAX]; // the merge's rows (and their chunk counts) and pairs
 };
 
 // att_merge_sums adds window cw's chunks to the merge's sums (sh.qs, sh.msum): thread tid's
@@ -454,13 +456,88 @@ static __device__ __forceinline__ void att_merge_sums(AttShared &sh, const float
 	if (lrow) sh.msum[tid] = L;
 }
 
+// att_merge merges the (row, query head) pairs of the rows sh.lrow[0 … sh.nlast−1] (their
+// chunk counts in sh.lnc) for KV head kvh's query heads, hb at a time — each pair's M by a
+// warp, its weights in ps (hb × wn chunks at a time), its sums O in qs — and writes their
+// outputs. The partial results are in the L2 (other blocks wrote them): every pass issues a
+// step's loads before it uses any, so that a pass waits for one L2 trip a step, not one a chunk.
+static __device__ void att_merge(const Grid &gr, AttShared &sh, const float *part, void *out, int32_t out_act, int32_t n_head,
+                                 int32_t kvh, int32_t G, int32_t hd, int32_t chunks) {
+	float *qs = sh.qs, *ps = sh.ps, *mm = sh.mm, *msum = sh.msum;
+	const int tid = gr.tid;
+	const int32_t pw = hd + 2;
+	const int32_t npm = sh.nlast * G;
+	const int32_t hb = max(1, min(ATT_PMAX, (ATT_PMAX * ATT_DS) / hd)), wn = (ATT_PMAX * ATT_CHUNK) / hb;
+	for (int32_t b0 = 0; b0 < npm; b0 += hb) {
+		const int32_t nb = min(hb, npm - b0);
+		if (tid < nb) {
+			int32_t x = sh.lrow[(b0 + tid) / G];
+			sh.mx[tid] = x;
+			sh.mh[tid] = kvh * G + (b0 + tid) % G;
+			sh.mnc[tid] = sh.lnc[(b0 + tid) / G];
+		}
+		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) qs[o] = 0.0f;
+		if (tid < nb) msum[tid] = 0.0f;
+		grid_sync(gr);
+		int32_t ncmax = 0;
+		for (int32_t pi = 0; pi < nb; pi++) ncmax = max(ncmax, sh.mnc[pi]);
+		// the chunks' maxima m_c kept in ps for the weights' pass when one window holds them all
+		const bool keep = ncmax <= wn;
+		{ // M per pair: warp w takes pairs w, w+8, …; a lane its chunks lane, lane + 32, …
+			int w = tid / 32, lane = tid % 32;
+			for (int32_t pi = w; pi < nb; pi += ATT_THREADS / 32) {
+				const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
+				const int32_t nc = sh.mnc[pi];
+				float m = -inf32();
+				for (int32_t c0 = lane; c0 < nc; c0 += 4 * 32) {
+					float v[4];
+#pragma unroll
+					for (int u = 0; u < 4; u++) v[u] = c0 + 32 * u < nc ? __ldcg(pr + (int64_t)(c0 + 32 * u) * pw) : -inf32();
+#pragma unroll
+					for (int u = 0; u < 4; u++) {
+						m = max32(m, v[u]);
+						if (keep && c0 + 32 * u < nc) ps[pi * wn + c0 + 32 * u] = v[u];
+					}
+				}
+				m = warp_max(m);
+				if (lane == 0) mm[pi] = m;
+			}
+		}
+		grid_sync(gr);
+		for (int32_t cw = 0; cw < ncmax; cw += wn) {
+			for (int32_t o = tid; o < nb * wn; o += ATT_THREADS) {
+				int32_t pi = o / wn, cc = o % wn;
+				if (cw + cc < sh.mnc[pi]) {
+					const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
+					ps[o] = exp32(__fsub_rn(keep ? ps[o] : __ldcg(pr + (int64_t)(cw + cc) * pw), mm[pi]));
+				}
+			}
+			grid_sync(gr);
+			// the sums: K = ⌈nb·hd / ATT_THREADS⌉ outputs a thread, the more chunks at once the fewer
+			const int32_t no = (nb * hd + ATT_THREADS - 1) / ATT_THREADS;
+			if (no <= 1)
+				att_merge_sums<1, 16>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
+			else if (no <= 4)
+				att_merge_sums<4, 8>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
+			else
+				att_merge_sums<ATT_MERGE_OUT, 4>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
+			grid_sync(gr);
+		}
+		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
+			int32_t pi = o / hd, d = o % hd;
+			att_out(out, out_act, ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * hd + d, __fdiv_rn(qs[o], msum[pi]));
+		}
+		grid_sync(gr);
+	}
+}
+
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendChunk, mergeChunks).
 __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
                                                    const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
                                                    const int32_t *RESTRICT key_off, void *out, float *part, uint32_t *count,
                                                    int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
                                                    int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
-                                                   float soft_cap, int32_t n_shared, int32_t out_act) {
+                                                   float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
 	int32_t *sl = sh.sl, *slen = sh.slen, *snc = sh.snc, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
@@ -719,6 +796,20 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		}
 	}
 
+	// a deferred merge (attention_merge_f32): only the rows with a bad chunk are marked, the
+	// rows computed here and those of a broken promise, without waiting for the atomics
+	if (defer_merge) {
+		if (tid < 32) {
+			const int lane = tid;
+			int32_t x = -1;
+			if (lane < nm && bad)
+				x = mem[lane];
+			else if (lane >= ATT_GROUP && lane < ATT_GROUP + gn && ((sh.orph >> (lane - ATT_GROUP)) & 1))
+				x = lane - ATT_GROUP;
+			if (x >= 0) atomicOr(count + (int64_t)(g0 + x) * n_kv + kvh, ATT_BAD);
+		}
+		return;
+	}
 	// count the chunk for each row computed here (and, as a bad one, for each row of a broken
 	// promise), a lane of the first warp a row, side by side: one round trip to the L2 for all
 	// of them; the row's last chunk merges it
@@ -746,81 +837,20 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	const int32_t lastm = last;
 	if (lastm == 0) return;
 
-	// merge: the (row, head) pairs of the rows whose last chunk this was, hb at a time — each
-	// pair's M by a warp, its weights in ps (hb × wn chunks at a time), its sums O in qs. The
-	// partial results are in the L2 (other blocks wrote them): every pass issues a step's loads
-	// before it uses any, so that a pass waits for one L2 trip a step, not one a chunk
+	// the rows whose last chunk this was
 	if (tid == 0) {
 		int32_t k = 0;
 		for (int32_t i = 0; i < nm; i++)
-			if ((lastm >> i) & 1) sh.lrow[k++] = g0 + mem[i];
+			if ((lastm >> i) & 1) {
+				sh.lrow[k] = g0 + mem[i];
+				sh.lnc[k++] = snc[mem[i]];
+			}
 		sh.nlast = k;
 	}
 	grid_sync(gr);
-	const int32_t npm = sh.nlast * G;
-	const int32_t hb = max(1, min(ATT_PMAX, (ATT_PMAX * ATT_DS) / hd)), wn = (ATT_PMAX * ATT_CHUNK) / hb;
-	for (int32_t b0 = 0; b0 < npm; b0 += hb) {
-		const int32_t nb = min(hb, npm - b0);
-		if (tid < nb) {
-			int32_t x = sh.lrow[(b0 + tid) / G];
-			sh.mx[tid] = x;
-			sh.mh[tid] = kvh * G + (b0 + tid) % G;
-			sh.mnc[tid] = snc[x - g0];
-		}
-		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) qs[o] = 0.0f;
-		if (tid < nb) msum[tid] = 0.0f;
-		grid_sync(gr);
-		int32_t ncmax = 0;
-		for (int32_t pi = 0; pi < nb; pi++) ncmax = max(ncmax, sh.mnc[pi]);
-		// the chunks' maxima m_c kept in ps for the weights' pass when one window holds them all
-		const bool keep = ncmax <= wn;
-		{ // M per pair: warp w takes pairs w, w+8, …; a lane its chunks lane, lane + 32, …
-			int w = tid / 32, lane = tid % 32;
-			for (int32_t pi = w; pi < nb; pi += ATT_THREADS / 32) {
-				const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
-				const int32_t nc = sh.mnc[pi];
-				float m = -inf32();
-				for (int32_t c0 = lane; c0 < nc; c0 += 4 * 32) {
-					float v[4];
-#pragma unroll
-					for (int u = 0; u < 4; u++) v[u] = c0 + 32 * u < nc ? __ldcg(pr + (int64_t)(c0 + 32 * u) * pw) : -inf32();
-#pragma unroll
-					for (int u = 0; u < 4; u++) {
-						m = max32(m, v[u]);
-						if (keep && c0 + 32 * u < nc) ps[pi * wn + c0 + 32 * u] = v[u];
-					}
-				}
-				m = warp_max(m);
-				if (lane == 0) mm[pi] = m;
-			}
-		}
-		grid_sync(gr);
-		for (int32_t cw = 0; cw < ncmax; cw += wn) {
-			for (int32_t o = tid; o < nb * wn; o += ATT_THREADS) {
-				int32_t pi = o / wn, cc = o % wn;
-				if (cw + cc < sh.mnc[pi]) {
-					const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
-					ps[o] = exp32(__fsub_rn(keep ? ps[o] : __ldcg(pr + (int64_t)(cw + cc) * pw), mm[pi]));
-				}
-			}
-			grid_sync(gr);
-			// the sums: K = ⌈nb·hd / ATT_THREADS⌉ outputs a thread, the more chunks at once the fewer
-			const int32_t no = (nb * hd + ATT_THREADS - 1) / ATT_THREADS;
-			if (no <= 1)
-				att_merge_sums<1, 16>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
-			else if (no <= 4)
-				att_merge_sums<4, 8>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
-			else
-				att_merge_sums<ATT_MERGE_OUT, 4>(sh, part, tid, nb, hd, wn, cw, chunks, n_head, pw);
-			grid_sync(gr);
-		}
-		for (int32_t o = tid; o < nb * hd; o += ATT_THREADS) {
-			int32_t pi = o / hd, d = o % hd;
-			att_out(out, out_act, ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * hd + d, __fdiv_rn(qs[o], msum[pi]));
-		}
-		grid_sync(gr);
-	}
+	att_merge(gr, sh, part, out, out_act, n_head, kvh, G, hd, chunks);
 }
+
 // The eager entry is ENTRY_SHARED's, with launch bounds: two blocks per SM (128 registers), so
 // that a decode's 256 blocks (8 KV heads × 32 chunks at 2048 positions) are all resident at once
 // on a 132-SM GPU.
@@ -829,10 +859,41 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
 	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, void *out,
 	              float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
 	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared,
-	              int32_t out_act) {
+	              int32_t out_act, int32_t defer_merge) {
 	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
 	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared, 0, 0}, q, k_cache, v_cache, keys,
 	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap,
-	                   n_shared, out_act);
+	                   n_shared, out_act, defer_merge);
 }
 #endif
+
+// attention_merge_f32 mirrors kernels.AttentionMerge: the merge an attention_f32 launch with
+// DeferMerge left, a block per (row, KV head) — block r·NKV + kvh — for the head's query heads,
+// as att_merge computes it there. The row's counter holds only the attention launch's mark of
+// a bad chunk: such a row's output is not written, and the counter is zero again after.
+__device__ __forceinline__ void attention_merge_f32_body(const Grid &gr, const float *RESTRICT part, const int32_t *RESTRICT key_off,
+                                                         uint32_t *count, void *out, int32_t rows, int32_t n_head, int32_t n_kv,
+                                                         int32_t head_dim, int32_t chunks, int32_t window, int32_t out_act) {
+	AttShared &sh = grid_shared<AttShared>(gr);
+	const int32_t b = gr.bx;
+	if (b >= rows * n_kv) return;
+	const int32_t r = b / n_kv, kvh = b % n_kv;
+	if (gr.tid == 0) {
+		int32_t o, n;
+		att_keys(key_off, r, window, &o, &n);
+		uint32_t *cn = count + (int64_t)r * n_kv + kvh;
+		const uint32_t mark = __ldcg(cn);
+		if (mark != 0) *cn = 0u;
+		const int32_t nc = (n + ATT_CHUNK - 1) / ATT_CHUNK;
+		sh.lrow[0] = r;
+		sh.lnc[0] = nc;
+		sh.nlast = n > 0 && nc <= chunks && mark == 0 ? 1 : 0;
+	}
+	grid_sync(gr);
+	if (sh.nlast == 0) return;
+	att_merge(gr, sh, part, out, out_act, n_head, kvh, n_head / n_kv, head_dim, chunks);
+}
+ENTRY_SHARED(attention_merge_f32, AttShared,
+             (const float *part, const int32_t *key_off, uint32_t *count, void *out, int32_t rows, int32_t n_head, int32_t n_kv,
+              int32_t head_dim, int32_t chunks, int32_t window, int32_t out_act),
+             part, key_off, count, out, rows, n_head, n_kv, head_dim, chunks, window, out_act)

@@ -103,8 +103,14 @@ static inline uint32_t atomicExch(uint32_t *p, uint32_t v) {
 	*p = v;
 	return old;
 }
+static inline uint32_t atomicOr(uint32_t *p, uint32_t v) {
+	uint32_t old = *p;
+	*p = old | v;
+	return old;
+}
 static inline void __threadfence() {}
 static inline float __ldcg(const float *p) { return *p; }
+static inline uint32_t __ldcg(const uint32_t *p) { return *p; }
 
 static std::function<void()> simt_body;
 
