@@ -224,6 +224,11 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 			return nil, fmt.Errorf("megakernel: op %d %s: kernel %s launches %v blocks of %v threads; the megakernel runs 2-D grids of 1-D blocks of up to %d threads",
 				i, op.Name, op.Kernel.Entry(), g.Grid, g.Block, MaxThreads)
 		}
+		if g.Grid.X == 0 || g.Grid.Y == 0 {
+			// an instruction of no parts would count as done at once, and its dependents,
+			// which rely on it for what it waits for, would not wait
+			return nil, fmt.Errorf("megakernel: op %d %s: kernel %s launches no blocks", i, op.Name, op.Kernel.Entry())
+		}
 		in.GridX, in.GridY, in.Threads = int(g.Grid.X), int(g.Grid.Y), int(g.Block.X)
 		in.Params = make([]uint64, len(ps))
 		for j, p := range ps {

@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "7edb421fb90142e05224bb4e4daceafa9d178ad7f373bc739ca6185e9f8c566e",
+	"src/attention.cu":         "71f38b6b0b139192b148dda95f611acfb0ac17d700fbaf5c7d505edb0235e624",
 	"src/elementwise.cu":       "d7a9a4640cb854b666992a6e39a987554af8de8bee22b0dc39d5dede68364ad8",
 	"src/embed.cu":             "4cc18e4ed0a12e8357a4fa29aa6ba142ddb86ec7b0138effc2151c5f49410be8",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -39,7 +39,7 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "d46b64c397235d0fcb1c27ab0b7c4fe7ee6f3c57832c0ee3cfd5563935055113",
-	"src/megakernel_table.cuh": "e8180c3dc8367fcf29fccd919ead6c3db304b89acbdd83b073465bee113c38f6",
+	"src/megakernel_table.cuh": "3c9a7d28c0c5b6c2b5a2576b36741a0ce82858e65b1658585cf360077ede3c6d",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
 	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
 	"src/packed.cuh":           "27ce055730a34cad01c31c5ec495dae616181f3ef5b00f7239eece0dc2dce7dc",
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "fc493e772f309c33f60ff0871718f3bb3351f2caeae70e868dca72e4ccbfa4de",
+	"attention.ptx":   "48e6766e259f8f29fd2d6e9101eaf02e8b8e96523116430a4576d8f99155c538",
 	"elementwise.ptx": "3d901ff3c99534841beb5072522cc58512a955756bfed03798a1bea37d71c452",
 	"embed.ptx":       "dc2b825778ce06a2d6fc1aa08c1df1ea81eafa58257230714fadeba3ad9e05c2",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "be2a54be682af1bdf31fe2babd3e903e36dc5a350306807ff9c935e742b36a12",
-	"megakernel.ptx":  "aa79ccceb5009db8b77d9f82e7db8b8e57c231121c0140820cb1e98cf014a009",
+	"megakernel.ptx":  "d820a0dcb58e628404b3a308d05f3516f0995763cdcd35884fe38e7166d4ac7e",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "b2034591328c775d1a7eeff1c8e08d1f2592117e78042963ba602d4a97b8c9fd",
+		sha256:  "f8a05553dc98047608e7f207c27226585d35d20e34215c377aac5e418d44e5d3",
 		entries: []string{"attention_f32", "attention_merge_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "367e37fb418b33ed9b0a919d84d93826daa88d864f1293ca9a8a486d685c4d5f",
+		sha256:  "487f35a2e624de0e66631db3fdb37ee416640bbacbeebc76982f215231cc5903",
 		entries: []string{"attention_f32", "attention_merge_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "08845acf4279d69bcc301cd36dd0b8a1caf0d37674c311b390444652cb5b618c",
+		sha256:  "c3923b661718835571f3f9767142618d6a89a16bf557a4b39619565b69841071",
 		entries: []string{"attention_f32", "attention_merge_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "96db7ea28e66b08e56e8754d9c4db9bad8e8e0e24a7208bce0dc7a0f9b699ae9",
+		sha256:  "fba19d2cb17729ec522b70fbe5e015335cfbcb44355375d59a2e5746f8a45fb4",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "bb49972abf4fbf93cf116681b3d6aa819ba9981d81e3c18d92fccc8492db763a",
+		sha256:  "979e08baaea1badbb50e4048f87c77c9f860e4cb3240702dac0f047bdd45340e",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -247,7 +247,7 @@ var entries = []Entry{
 	{Module: "act", Name: "swiglu_act_q8_K", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "argmax", Name: "argmax_f32", Params: []string{"u64", "u64", "u32", "u32"}},
 	{Module: "attention", Name: "attention_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32", "u32", "f32", "u32", "u32", "u32"}},
-	{Module: "attention", Name: "attention_merge_f32", Params: []string{"u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32"}},
+	{Module: "attention", Name: "attention_merge_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "u32", "f32", "u32", "f32", "u32", "u32", "u32"}},
 	{Module: "attention", Name: "kv_store_f32", Params: []string{"u64", "u64", "u64", "u64", "u64", "u32", "u32", "u32", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_bias_f32", Params: []string{"u64", "u64", "u64", "u32", "u32"}},
 	{Module: "elementwise", Name: "add_f32", Params: []string{"u64", "u64", "u64", "u32"}},

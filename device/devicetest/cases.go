@@ -517,21 +517,16 @@ func deferred(c Case) Case {
 	return c
 }
 
-// attentionMergeCase merges random partial results of rows whose key lists have the lengths
-// lens (only their offsets are read), with a window, into outputs of type act: the chunks'
-// maxima spread over a few units (some chunks' weights underflow), their sums positive.
-func attentionMergeCase(name string, seed uint64, nh, nkv, hd int, lens []int, window int32, act kernels.Act) Case {
+// merging is attention case c's merge launch (AttentionMerge, DeferMerge 1), Part holding
+// random partial results of the chunks the first launch computes: the chunks' maxima spread
+// over a few units (some chunks' weights underflow), their sums positive.
+func merging(c Case, seed uint64, hd int) Case {
+	args := c.Args
+	c.Name += "/merge"
+	c.Buffers = slices.Clone(c.Buffers)
 	r := rng(seed)
-	off, chunks := []int32{0}, 1
-	for _, n := range lens {
-		off = append(off, off[len(off)-1]+int32(n))
-		if window > 0 {
-			n = min(n, int(window))
-		}
-		chunks = max(chunks, kernels.AttnChunks(n))
-	}
-	rows, pw := len(lens), kernels.AttnPartWords(hd)
-	part := make([]float32, rows*nh*chunks*pw)
+	pw := kernels.AttnPartWords(hd)
+	part := make([]float32, len(c.Buffers[6].Data)/4)
 	for i := range part {
 		switch i % pw {
 		case 0:
@@ -542,30 +537,37 @@ func attentionMergeCase(name string, seed uint64, nh, nkv, hd int, lens []int, w
 			part[i] = float32(r.NormFloat64() * 4)
 		}
 	}
-	return Case{
-		Name: fmt.Sprintf("%s/rows=%d/heads=%d/kv=%d/head_dim=%d/chunks=%d%s/out=%s", name, rows, nh, nkv, hd, chunks,
-			windowName(window, 0), act),
-		Buffers: []Buffer{{"Part", f32Bytes(part), false}, {"KeyOff", i32Bytes(off), false},
-			{"Count", make([]byte, 4*rows*nkv), false}, {"Out", make([]byte, rows*nh*hd*act.RowBytes(1)), true}},
-		Args: func(p []device.Ptr) any {
-			return kernels.AttentionMergeArgs{Part: p[0], KeyOff: p[1], Count: p[2], Out: p[3], Rows: int32(rows), NHead: int32(nh),
-				NKV: int32(nkv), HeadDim: int32(hd), Chunks: int32(chunks), Window: window, OutAct: int32(act)}
-		},
+	c.Buffers[6] = Buffer{"Part", f32Bytes(part), true}
+	c.Args = func(p []device.Ptr) any {
+		a := args(p).(kernels.AttentionArgs)
+		a.DeferMerge = 1
+		return a
 	}
+	return c
 }
 
-// attentionMergeCases: a tree's rows (4 and 8 query heads a KV head: one merge batch), heads of
-// 33 and 300 dims (several outputs a thread, fewer pairs a batch), lists of more chunks than one
-// window of weights holds (the maxima reloaded), a sliding window, every output type.
+// attentionMergeCases: the merge launches of tree steps (4 and 8 query heads a KV head, heads
+// of 33 and 300 dims: several outputs a thread, fewer pairs a merge batch), of rows of more
+// chunks than one window of weights holds (the maxima reloaded), of sliding windows and soft
+// caps, and of every output type.
 func attentionMergeCases() []Case {
-	tree := []int{131, 132, 132, 133, 133, 133, 134, 134, 135, 136}
+	parents := []int{-1, 0, 0, 1, 1, 2, 3, 5, 7, 8}
+	long := make([][]int32, 3)
+	r := rng(1110)
+	for row, n := range []int{4200, 64 * 65, 3} {
+		for range n {
+			long[row] = append(long[row], int32(r.IntN(70)))
+		}
+	}
 	return []Case{
-		attentionMergeCase("tree", 1100, 8, 2, 64, tree, 0, kernels.ActF32),
-		attentionMergeCase("tree", 1101, 16, 2, 64, tree, 0, kernels.ActF16),
-		attentionMergeCase("random", 1102, 3, 1, 33, []int{1, 64, 65, 700}, 0, kernels.ActBF16),
-		attentionMergeCase("random", 1103, 16, 2, 300, []int{5000, 90, 4097}, 0, kernels.ActF32),
-		attentionMergeCase("long", 1104, 8, 2, 64, []int{4200, 64 * 65, 3}, 0, kernels.ActF32),
-		attentionMergeCase("window", 1105, 4, 2, 32, []int{40, 500, 71}, 70, kernels.ActF16),
+		merging(attentionCase("tree", 1100, 8, 2, 64, 140, dtype.F16, dtype.F16, treeKeys(130, parents)), 1120, 64),
+		merging(attentionOut(attentionCase("tree", 1101, 16, 2, 64, 78, dtype.BF16, dtype.F32, treeKeys(68, parents)), kernels.ActF16), 1121, 64),
+		merging(attentionOut(attentionCase("tree", 1102, 3, 1, 33, 140, dtype.F32, dtype.F32, treeKeys(130, parents)), kernels.ActBF16), 1122, 33),
+		merging(attentionCase("tree", 1103, 16, 2, 300, 140, dtype.F16, dtype.BF16, treeKeys(130, parents)), 1123, 300),
+		merging(attentionCase("long", 1104, 8, 2, 64, 70, dtype.F32, dtype.F32, long), 1124, 64),
+		merging(attentionCaseWith("window", 1105, 4, 2, 32, 140, dtype.F16, dtype.F16, treeKeys(130, parents), 70, 0), 1125, 32),
+		merging(attentionCaseWith("softcap", 1106, 4, 1, 16, 140, dtype.BF16, dtype.BF16, treeKeys(130, parents), 0, 0.3), 1126, 16),
+		merging(attentionCase("short", 1107, 4, 2, 16, 40, dtype.F16, dtype.F16, [][]int32{{3, 1, 4}, {1, 5, 9, 2, 6}}), 1127, 16),
 	}
 }
 
@@ -618,7 +620,12 @@ func attentionCases() []Case {
 		}
 		tp := cacheTypePairs[i%len(cacheTypePairs)]
 		out = append(out, attentionCase("random", uint64(c.hd*100+c.ns+1), c.nh, c.nkv, c.hd, c.ns, tp[0], tp[1], keys))
+		if i == 1 { // rows of one to three chunks, the last of each the merge's
+			out = append(out, deferred(out[len(out)-1]))
+		}
 	}
+	// one chunk a row, deferred: the first launch is one block that returns
+	out = append(out, deferred(attentionCase("short", 1090, 4, 2, 16, 40, dtype.F16, dtype.F16, [][]int32{{3, 1, 4}, {1, 5, 9, 2, 6}})))
 	// Tree steps: 10 nodes (a group of 8 and 2 more rows) over a history of 130 positions,
 	// their chunks shared where the slots agree; 4 query heads per KV head, so 32 (row, head)
 	// pairs per pass over a chunk; the last with 3 and 6 heads per KV head (more than 32 pairs).

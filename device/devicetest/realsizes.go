@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"verity/device"
 	"verity/device/dtype"
@@ -459,17 +460,16 @@ func realAttentionCases() []Case {
 	return out
 }
 
-// realAttentionMergeCases: the merges of realAttentionCases' deferred trees.
+// realAttentionMergeCases: the merge launches of realAttentionCases' deferred trees.
 func realAttentionMergeCases() []Case {
-	const hist, rows = 2048, 8
-	lens := make([]int, rows)
-	for r := range lens {
-		lens[r] = hist + r + 1
+	var out []Case
+	for _, c := range realAttentionCases() {
+		if strings.HasSuffix(c.Name, "/deferred") {
+			hd := int(c.Args(make([]device.Ptr, len(c.Buffers))).(kernels.AttentionArgs).HeadDim)
+			out = append(out, merging(c, 340, hd))
+		}
 	}
-	return []Case{
-		attentionMergeCase("llama-3.2-1b", 340, 32, 8, 64, lens, 0, kernels.ActF32),
-		attentionMergeCase("qwen3.5-moe", 341, 16, 2, 256, lens, 0, kernels.ActF32),
-	}
+	return out
 }
 
 func realArgmaxCases() []Case {

@@ -313,9 +313,10 @@ type AttentionArgs struct {
 	SoftCap float32 // scores soft-capped at ±SoftCap; 0: not
 	Shared  int32   // leading chunks every group's rows share (see above); 0: none promised
 	OutAct  int32   // Out's element type: an Act of ActF32 (the zero value), ActF16 or ActBF16 — out[d] rounded as ConvertRow rounds it
-	// DeferMerge, if 1, leaves the chunks' merge to an AttentionMerge launch after this one:
-	// the launch writes Part and not Out, and Count then holds only its marks of rows with a
-	// bad chunk (the device kernel's), which the merge reads and clears.
+	// DeferMerge, if 1, leaves the launch's last chunk (Chunks−1, unless every row shares it)
+	// and the merge to an AttentionMerge launch of the same arguments after this one: this
+	// launch writes the other chunks' Part and not Out, and Count then holds only its marks
+	// of rows with a bad chunk (the device kernel's), which the merge reads and clears.
 	DeferMerge int32
 }
 
@@ -334,7 +335,14 @@ func checkOutAct(a int32) error {
 func attnBlocks(a AttentionArgs) int64 {
 	rows, nkv := int64(a.Rows), int64(a.NKV)
 	groups := (rows + AttnGroup - 1) / AttnGroup
-	return rows*nkv*int64(a.Chunks-a.Shared) + groups*nkv*int64(a.Shared)
+	unshared := int64(a.Chunks - a.Shared)
+	if a.DeferMerge != 0 && unshared > 0 { // the last chunk's are the merge launch's
+		unshared--
+		// one block, which returns, where the merge's launch computes every chunk: a launch
+		// (and a megakernel instruction, which its dependents wait for) is never empty
+		return max(1, rows*nkv*unshared+groups*nkv*int64(a.Shared))
+	}
+	return rows*nkv*unshared + groups*nkv*int64(a.Shared)
 }
 
 // windowed returns the part of a key list of n keys starting at off that a row attends to with
@@ -378,6 +386,28 @@ var Attention = device.Register(&device.Kernel[AttentionArgs]{
 })
 
 func attentionTwin(x *device.Exec, a AttentionArgs) error {
+	if a.DeferMerge != 0 {
+		return attentionRun(x, a, attnChunksOnly)
+	}
+	return attentionRun(x, a, attnWhole)
+}
+
+// What an attention twin computes of a launch: all of it; the chunks of a deferred merge's
+// launch (all but the launch's last, Chunks−1, where it is not a shared one), without the
+// merge; or what the merge's launch does (that last chunk, then the merge).
+const (
+	attnWhole = iota
+	attnChunksOnly
+	attnLastAndMerge
+)
+
+// attnDeferred reports whether the merge launch of a deferred merge computes chunk c of a row
+// of nc chunks (the launch's last chunk, when the rows do not all share it).
+func attnDeferred(a AttentionArgs, c, nc int) bool {
+	return c == int(a.Chunks)-1 && c == nc-1 && a.Shared < a.Chunks
+}
+
+func attentionRun(x *device.Exec, a AttentionArgs, what int) error {
 	rows, nh, nkv, hd, ns, nc := int(a.Rows), int(a.NHead), int(a.NKV), int(a.HeadDim), int(a.NSlots), int(a.Chunks)
 	q, err := x.F32(a.Q, rows*nh*hd)
 	if err != nil {
@@ -445,6 +475,9 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 			lo, n := windowed(int(off[r]), int(off[r+1]-off[r]), int(a.Window))
 			ks := keys[lo : lo+n]
 			for c := 0; c*AttnChunk < len(ks); c++ {
+				if what != attnWhole && attnDeferred(a, c, AttnChunks(len(ks))) != (what == attnLastAndMerge) {
+					continue
+				}
 				kf, vf, offs := s.chunk(kc, vc, ks[c*AttnChunk:min(len(ks), (c+1)*AttnChunk)], nkv, hd, kvh)
 				h := kvh * group
 				for ; h+4 <= (kvh+1)*group; h += 4 { // four heads' scores at a time, where the vector form takes them
@@ -458,7 +491,7 @@ func attentionTwin(x *device.Exec, a AttentionArgs) error {
 					p[0], p[1] = attendChunk(p[2:], q[(r*nh+h)*hd:][:hd], kf, vf, offs, s.e[:len(offs)], a.Scale, a.SoftCap, true)
 				}
 			}
-			if a.DeferMerge == 0 {
+			if what != attnChunksOnly {
 				mergeHeads(outBytes, o, part, a.OutAct, r, kvh, group, nh, nc, hd, AttnChunks(len(ks)))
 			}
 		}

@@ -32,7 +32,6 @@ func init() {
 	RegisterTraffic(ropeKVStoreTraffic)
 	RegisterTraffic(kvStoreTraffic)
 	RegisterTraffic(attentionTraffic)
-	RegisterTraffic(attentionMergeTraffic)
 	RegisterTraffic(gatedNormTraffic)
 	RegisterTraffic(splitGateTraffic)
 	RegisterTraffic(routerTraffic)
@@ -267,7 +266,10 @@ func kvStoreTraffic(_ string, a kernels.KVStoreArgs) (Traffic, error) {
 // come from DRAM once, and a computed chunk stages its keys' K and V rows (the last, partial
 // chunk again from the L2 per row) and reads the queries of its pairs; each pair's partial
 // result goes to Part, which the chunks' last block reads back to merge.
-func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
+func attentionTraffic(entry string, a kernels.AttentionArgs) (Traffic, error) {
+	if entry == kernels.AttentionMerge.EntryName {
+		return attentionMergeTraffic(a)
+	}
 	kes, err := cacheBytes(a.KType)
 	if err != nil {
 		return Traffic{}, err
@@ -315,6 +317,9 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 		keys += n
 		parts += (n + chunk - 1) / chunk
 		for c := shared; c < int64(a.Chunks); c++ {
+			if deferred && c == int64(a.Chunks)-1 { // the merge launch's
+				continue
+			}
 			switch first := r%int64(kernels.AttnGroup) == 0; {
 			case c*chunk >= n || c < whole && !first: // past the row's end, or its group's first row's chunk
 				returning++
@@ -385,14 +390,25 @@ func attentionTraffic(_ string, a kernels.AttentionArgs) (Traffic, error) {
 
 // attentionMergeTraffic: attention_merge_f32 (ptx/src/attention.cu), a block per (row, KV head)
 // for the head's query heads, over the key lists attentionTraffic assumes (a tree step's: a
-// shared history of NSlots−Rows slots, r+1 own slots for row r): the row's key offsets and
-// counter (one L2 round trip), then att_merge's waits and work (attnMerge) for the row's
-// chunks; the partial results come from the L2, where the attention launch just wrote them.
-func attentionMergeTraffic(_ string, a kernels.AttentionMergeArgs) (Traffic, error) {
+// shared history of NSlots−Rows slots, r+1 own slots for row r): the row's key offsets, then
+// the last chunk's slots and the counter (two L2 round trips); the row's own chunk,
+// the launch's last, computed as attention_f32's block computes a chunk (attnBlock) — its keys
+// and values written by this step, so its staged slices come from the L2 — and att_merge's
+// waits and work (attnMerge) for the row's chunks, whose partial results the attention launch
+// just wrote to the L2.
+func attentionMergeTraffic(a kernels.AttentionArgs) (Traffic, error) {
+	kes, err := cacheBytes(a.KType)
+	if err != nil {
+		return Traffic{}, err
+	}
+	ves, err := cacheBytes(a.VType)
+	if err != nil {
+		return Traffic{}, err
+	}
 	rows, nkv, hd, chunk := int64(a.Rows), int64(a.NKV), int64(a.HeadDim), int64(kernels.AttnChunk)
 	g := int64(a.NHead / a.NKV)
-	hist := max(0, int64(a.Chunks)*chunk-rows) // the history the launch's chunks hold room for, at most
-	var pairs, words int64
+	hist := max(0, int64(a.NSlots)-rows)
+	var words, ownKeys, ownPairs int64
 	var work Work
 	for r := range rows {
 		n := hist + r + 1
@@ -400,22 +416,38 @@ func attentionMergeTraffic(_ string, a kernels.AttentionMergeArgs) (Traffic, err
 			n = min(n, int64(a.Window))
 		}
 		nc := min((n+chunk-1)/chunk, int64(a.Chunks))
+		b := Work{L2Waits: 2, Syncs: 1, Instrs: 8 * 40} // the offsets, then the slots and the counter
+		if nc == int64(a.Chunks) && a.Shared < a.Chunks {
+			k := n - (nc-1)*chunk
+			own := attnBlock(g, k, hd, kes, ves, false, true)
+			b.Instrs += own.Instrs
+			b.LSUCycles += own.LSUCycles
+			b.L2Waits += own.DRAMWaits // the slots this step wrote
+			b.Syncs += own.Syncs + 1
+			ownKeys += k
+			ownPairs += g
+		}
 		m := attnMerge(g, nc, hd)
-		work.Instrs += float64(nkv) * m.Instrs
-		work.LSUCycles += float64(nkv) * m.LSUCycles
-		work.L2Waits, work.Syncs = max(work.L2Waits, m.L2Waits+1), max(work.Syncs, m.Syncs+1)
-		pairs += g * nkv
+		work.Instrs += float64(nkv) * (b.Instrs + m.Instrs)
+		work.LSUCycles += float64(nkv) * (b.LSUCycles + m.LSUCycles)
+		work.L2Waits, work.Syncs = max(work.L2Waits, b.L2Waits+m.L2Waits), max(work.Syncs, b.Syncs+m.Syncs)
 		words += g * nkv * nc * (hd + 2)
 	}
 	work.Blocks = rows * nkv
-	work.Instrs = work.Instrs/float64(work.Blocks) + 8*40 // the row's key offsets and counter
+	work.Instrs /= float64(work.Blocks)
 	work.LSUCycles /= float64(work.Blocks)
-	return Traffic{Work: &work, Note: "assumes a tree step's key lists, as attention_f32's; the partial results read from the L2",
+	q := rows * int64(a.NHead) * hd * f32
+	return Traffic{Work: &work, Note: "assumes a tree step's key lists, as attention_f32's; the rows' own chunks' keys and values and the partial results read from the L2",
 		Streams: []Stream{
-			{Param: "Part", Requested: words * f32},
+			{Param: "Q", Bytes: ownPairs * nkv * hd * f32},
+			{Param: "KCache", Requested: ownKeys * nkv * hd * kes},
+			{Param: "VCache", Requested: ownKeys * nkv * hd * ves},
+			{Param: "Keys", Bytes: ownKeys * 4, Requested: ownKeys * nkv * 4},
 			{Param: "KeyOff", Bytes: (rows + 1) * 4, Requested: work.Blocks * 8},
 			{Param: "Count", Bytes: rows * nkv * 4},
-			{Param: "Out", Bytes: pairs * hd * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true},
+			{Param: "Part", Bytes: ownPairs * nkv * (hd + 2) * f32, Write: true},
+			{Param: "Part", Requested: words * f32},
+			{Param: "Out", Bytes: q / f32 * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true},
 		}}, nil
 }
 

@@ -76,9 +76,7 @@ func TestAttentionBrokenPromise(t *testing.T) {
 			t.Fatalf("shared=%d: %v", shared, err)
 		}
 		if deferMerge {
-			m := kernels.AttentionMergeArgs{Part: args.Part, KeyOff: args.KeyOff, Count: args.Count, Out: args.Out, Rows: args.Rows,
-				NHead: nh, NKV: nkv, HeadDim: hd, Chunks: args.Chunks}
-			if err := b.Launch(kernels.AttentionMerge, m); err != nil {
+			if err := b.Launch(kernels.AttentionMerge, args); err != nil {
 				t.Fatalf("shared=%d: merge: %v", shared, err)
 			}
 		}

@@ -778,7 +778,7 @@ func (e *Executor) eagerLaunches(i, rows, outs int) ([]Launch, error) {
 
 // lowerOp appends op i's launches to ls: one, or for an attention of several rows two — the
 // chunks, their merge deferred, then the merge (AttentionMerge) on a block per row and KV
-// head. Rows that share chunks (a tree's nodes over their history, AttentionArgs.Shared) would
+// head, with each row's own last chunk. Rows that share chunks (a tree's nodes over their history, AttentionArgs.Shared) would
 // otherwise merge on one block per group of rows and KV head, every row's partial results read
 // by one SM, at the end of the launch; the split depends on the rows alone, so that a kept
 // schedule's launches stay the same as the shared chunks come and go.
@@ -791,10 +791,8 @@ func (e *Executor) lowerOp(ls []Launch, i, rows, outs int) ([]Launch, error) {
 	n := e.opRows(op, rows, outs)
 	if a, ok := args.(kernels.AttentionArgs); ok && a.Rows > 1 {
 		a.DeferMerge = 1
-		m := kernels.AttentionMergeArgs{Part: a.Part, KeyOff: a.KeyOff, Count: a.Count, Out: a.Out, Rows: a.Rows,
-			NHead: a.NHead, NKV: a.NKV, HeadDim: a.HeadDim, Chunks: a.Chunks, Window: a.Window, OutAct: a.OutAct}
 		return append(ls, Launch{Index: i, Op: op, Rows: n, Kernel: k, Args: a},
-			Launch{Index: i, Op: op, Rows: n, Kernel: kernels.AttentionMerge, Args: m}), nil
+			Launch{Index: i, Op: op, Rows: n, Kernel: kernels.AttentionMerge, Args: a}), nil
 	}
 	return append(ls, Launch{Index: i, Op: op, Rows: n, Kernel: k, Args: args}), nil
 }

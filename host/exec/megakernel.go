@@ -48,18 +48,13 @@ func Access(op *model.Op) (reads, writes []megakernel.Resource) {
 	return reads, append(writes, resBuf|megakernel.Resource(op.Out))
 }
 
-// LaunchAccess is what launch l reads and writes: its op's (Access), or, of an attention whose
-// merge is its own launch, the chunks' launch writing the attention's scratch (partial results
-// and counters) and not the op's output, and the merge reading the scratch and writing both.
+// LaunchAccess is what launch l reads and writes: its op's (Access); of an attention whose
+// merge is a launch of its own, the first launch writes only the attention's scratch (partial
+// results and counters), not the op's output, and the merge's is the op's.
 func LaunchAccess(l Launch) (reads, writes []megakernel.Resource) {
 	reads, writes = Access(l.Op)
-	switch a := l.Args.(type) {
-	case kernels.AttentionArgs:
-		if a.DeferMerge != 0 {
-			writes = []megakernel.Resource{resAttn}
-		}
-	case kernels.AttentionMergeArgs:
-		reads = []megakernel.Resource{resAttn}
+	if a, ok := l.Args.(kernels.AttentionArgs); ok && a.DeferMerge != 0 && l.Kernel != kernels.AttentionMerge {
+		writes = []megakernel.Resource{resAttn}
 	}
 	return reads, writes
 }
@@ -444,7 +439,9 @@ func (m *Megakernel) lookup(ls []Launch) (*megakernel.Schedule, error) {
 // and queues stay right: they come from the ops, and each instruction's parts still cut its
 // grid into even shares whatever the grid's size. Only the placement, made for the block
 // counts at the build, ages; so an instruction whose blocks have moved by more than a quarter
-// from those, or fell below its parts, makes the step build afresh (ok false).
+// from those and by more than a block a part (a part's share of a small grid grows by one:
+// an attention whose merge is its own launch goes from the one block of no chunk to one a KV
+// head), or fell below its parts, makes the step build afresh (ok false).
 func (m *Megakernel) patch(ls []Launch) (c compiled, ok bool) {
 next:
 	for _, k := range m.cache {
@@ -467,7 +464,10 @@ next:
 				copy(cp.Instrs, k.s.Instrs)
 				s = &cp
 			}
-			if s.Rebind(i, ls[i].Args) != nil || 4*abs64(int64(s.Instrs[i].Blocks()-k.built[i])) > int64(k.built[i]) {
+			if s.Rebind(i, ls[i].Args) != nil {
+				continue next
+			}
+			if d := abs64(int64(s.Instrs[i].Blocks() - k.built[i])); 4*d > int64(k.built[i]) && d > int64(s.Instrs[i].Parts) {
 				continue next
 			}
 		}
@@ -543,10 +543,11 @@ func schedule(ls []Launch, keys int, packed map[string]int64, cfg megakernel.Con
 		reads, writes := LaunchAccess(l)
 		ops[i] = megakernel.Op{Name: l.Op.Name, Kernel: l.Kernel, Args: l.Args, Reads: reads, Writes: writes,
 			Bytes: l.Op.WeightBytes + int64(l.Rows)*l.Op.BytesPerRow + int64(stepKeysRead(l.Op, l.Rows, keys))*l.Op.BytesPerKey}
-		if m, ok := l.Args.(kernels.AttentionMergeArgs); ok { // the partial results, and the output
+		if l.Kernel == kernels.AttentionMerge {
+			// the op's bytes are its first launch's; the merge reads what that launch and
+			// this step's K/V stores left in the L2, and its output is the op's
 			ops[i].Name += ".merge"
-			ops[i].Bytes = int64(m.Rows)*int64(m.NHead)*int64(m.Chunks)*int64(kernels.AttnPartWords(int(m.HeadDim)))*4 +
-				int64(l.Rows)*l.Op.BytesPerRow
+			ops[i].Bytes = 0
 		}
 		if n := packed[l.Op.Weight]; l.Op.Kind == model.OpMatVec && n > 0 { // its weights (parameter W) in row order, as its blocks are
 			ops[i].Stream = &megakernel.Stream{Param: 0, Bytes: n}

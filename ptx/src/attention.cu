@@ -37,9 +37,12 @@
 //     L = fma(l_c, w_c, L), O[d] = fma(o_c[d], w_c, O[d]) for c = 0, 1, … from +0, and
 //     out[d] = O[d] / L, rounded to Out's type (OutAct). It resets the counter to zero, so
 //     Count is zero again after the launch. Which block merges depends on timing; what it
-//     computes does not. With DeferMerge, no block counts or merges: the blocks of a bad
-//     chunk mark its rows' counters (ATT_BAD), and attention_merge_f32, launched after, merges
-//     each (row, KV head) on a block of its own (att_merge, the same arithmetic).
+//     computes does not. With DeferMerge, no block counts or merges, and the grid leaves out
+//     the blocks of the launch's last chunk (the first Rows·NKV; one block that returns if that
+//     leaves none): the blocks of a bad chunk mark its rows' counters (ATT_BAD), and
+//     attention_merge_f32, launched after with the same arguments, computes each row's last
+//     chunk and merges the row on a block per (row, KV head) (att_compute, att_merge: the same
+//     arithmetic).
 // Memory: the block loads the chunk's slots for the rows of its group of 8 (r − r mod 8 …), and
 // a row whose chunk holds exactly the same slots as an earlier row of the group (a tree's nodes
 // over their shared history, a prefill chunk's rows over the prompt before it) is computed by
@@ -531,6 +534,177 @@ static __device__ void att_merge(const Grid &gr, AttShared &sh, const float *par
 	}
 }
 
+// att_compute computes chunk c of KV head kvh for the rows g0 + sh.mem[i] (i < nm; their
+// query heads: P = nm·G pairs), whose slots are ksl[0 … len−1], writing each pair's partial
+// result (m_c, l_c, o_c) to part. A shared chunk's block (sblk) also asks the L2 for the next
+// KV head's rows.
+static __device__ __forceinline__ void att_compute(const Grid &gr, AttShared &sh, const float *RESTRICT q, const void *RESTRICT k_cache,
+                                                   const void *RESTRICT v_cache, float *part, int32_t n_head, int32_t n_kv, int32_t hd,
+                                                   int32_t chunks, int32_t k_type, int32_t v_type, float scale, float soft_cap, int32_t kvh,
+                                                   int32_t c, int32_t g0, int32_t nm, int32_t len, const int32_t *ksl, bool sblk) {
+	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
+	const int32_t *mem = sh.mem;
+	const int tid = gr.tid;
+	const int32_t G = n_head / n_kv, P = nm * G, pw = hd + 2;
+	const int64_t stride = (int64_t)n_kv * hd, base = (int64_t)kvh * hd; // elements per slot; the head's offset
+	const int32_t kes = cache_bytes(k_type), ves = cache_bytes(v_type);
+	const bool kvec = (hd * kes) % 16 == 0, vvec = (hd * ves) % 16 == 0;
+	const int32_t ns = (hd + ATT_DS - 1) / ATT_DS, nu = 2 * ns;
+	const int32_t np_all = (P + ATT_PMAX - 1) / ATT_PMAX, total = np_all * nu;
+	const int32_t j = tid % ATT_CHUNK, pg = tid / ATT_CHUNK; // key (or dim) and pair group of this thread
+	AttStage sa, sb;
+	auto fetch = [&](AttStage &st, int32_t k) {
+		AttSlice s = att_slice(k % nu, ns, hd);
+		if (s.val ? vvec : kvec)
+			att_fetch(st, s, (const uint8_t *)(s.val ? v_cache : k_cache), s.val ? ves : kes, ksl, len, stride, base, tid);
+	};
+	auto put = [&](const AttStage &st, int32_t k) {
+		AttSlice s = att_slice(k % nu, ns, hd);
+		int32_t t = s.val ? v_type : k_type;
+		if (s.val ? vvec : kvec)
+			att_put(kv, st, s, t, s.val ? ves : kes, len, tid);
+		else
+			att_put_scalar(kv, s, s.val ? v_cache : k_cache, t, ksl, len, stride, base, tid);
+	};
+	float acc[ATT_PMAX / 4];
+	// step k of the pass sequence: put slice k (fetched earlier into st), start fetching
+	// slice k+2 into st, compute on slice k
+	auto step = [&](AttStage &st, int32_t k) {
+		const int32_t p0 = (k / nu) * ATT_PMAX, np = min(ATT_PMAX, P - p0), u = k % nu;
+		const AttSlice s = att_slice(u, ns, hd);
+		const int32_t ni = (np - pg + 3) / 4; // this thread's pairs: p0 + pg + 4i, i < ni (untiled)
+		const bool tiled = np > ATT_PMAX / 2;  // the same for the whole block
+		// the pairs' query slice: its lines asked of the L1 before the slice's widening
+		// waits for its loads, so that the two round trips overlap, and read after it
+		auto query = [&](int32_t i) {
+			int32_t pp = p0 + i / s.w;
+			int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+			return q + ((int64_t)x * n_head + h) * hd + s.d0 + i % s.w;
+		};
+		if (!s.val)
+			for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) att_prefetch_l1(query(i));
+		put(st, k);
+		if (!s.val)
+			for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) qs[(i / s.w) * ATT_QS + i % s.w] = *query(i);
+		if (k + 2 < total) fetch(st, k + 2);
+		grid_sync(gr);
+		if (!s.val) {
+			if (u == 0)
+#pragma unroll
+				for (int i = 0; i < ATT_PMAX / 4; i++) acc[i] = 0.0f;
+			if (tiled)
+				att_scores_tiled(acc, kv, qs, tid, s.w);
+			else if (ni == 1)
+				att_scores<1>(acc, kv, qs, j, pg, s.w);
+			else if (ni == 2)
+				att_scores<2>(acc, kv, qs, j, pg, s.w);
+			else if (ni <= 4)
+				att_scores<4>(acc, kv, qs, j, pg, s.w);
+			else if (ni > 0)
+				att_scores<8>(acc, kv, qs, j, pg, s.w);
+			if (u == ns - 1) { // the scores are complete: softmax of the chunk
+				if (tiled) {
+					att_softmax_tiled(gr, acc, red, ps, mm, msum, tid, np, len, scale, soft_cap);
+				} else {
+					int lane = tid % 32, half = (tid / 32) % 2;
+#pragma unroll
+					for (int i = 0; i < ATT_PMAX / 4; i++) {
+						if (i < ni) {
+							acc[i] = __fmul_rn(acc[i], scale);
+							if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
+							float m = warp_max(j < len ? acc[i] : -inf32());
+							if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
+						}
+					}
+					grid_sync(gr);
+#pragma unroll
+					for (int i = 0; i < ATT_PMAX / 4; i++) {
+						if (i < ni) {
+							int32_t pp = pg + 4 * i;
+							float m = max32(red[pp * 2], red[pp * 2 + 1]);
+							ps[pp * ATT_PS + j] = j < len ? exp32(__fsub_rn(acc[i], m)) : 0.0f;
+							if (j == 0) mm[pp] = m;
+						}
+					}
+					grid_sync(gr);
+					if (half == 0)
+#pragma unroll
+						for (int i = 0; i < ATT_PMAX / 4; i++) {
+							if (i < ni) {
+								int32_t pp = pg + 4 * i;
+								const float a = att_chunk_sum(ps + pp * ATT_PS, len, lane);
+								if (lane == 0) msum[pp] = a;
+							}
+						}
+					grid_sync(gr);
+				}
+				if (tid < np) {
+					int32_t pp = p0 + tid;
+					int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+					float *pt = part + (((int64_t)x * n_head + h) * chunks + c) * pw;
+					pt[0] = mm[tid];
+					pt[1] = msum[tid];
+				}
+			}
+		} else if (tiled) {
+			float o[8];
+			att_values_tiled(o, kv, ps, tid, len);
+			const int32_t d = 8 * (tid / 32) + 2 * (tid % 4);
+#pragma unroll
+			for (int t = 0; t < 4; t++) {
+				const int32_t pp = tid % 32 / 4 + 8 * t;
+				if (pp < np) {
+					int32_t x = g0 + mem[(p0 + pp) / G], h = kvh * G + (p0 + pp) % G;
+					float *po = part + (((int64_t)x * n_head + h) * chunks + c) * pw + 2 + s.d0 + d;
+					if (d < s.w) po[0] = o[2 * t];
+					if (d + 1 < s.w) po[1] = o[2 * t + 1];
+				}
+			}
+		} else if (j < s.w) {
+			float o[ATT_PMAX / 4];
+			if (ni == 1)
+				att_values<1>(o, kv, ps, j, pg, len);
+			else if (ni == 2)
+				att_values<2>(o, kv, ps, j, pg, len);
+			else if (ni <= 4)
+				att_values<4>(o, kv, ps, j, pg, len);
+			else if (ni > 0)
+				att_values<8>(o, kv, ps, j, pg, len);
+#pragma unroll
+			for (int i = 0; i < ATT_PMAX / 4; i++) {
+				if (i < ni) {
+					int32_t pp = p0 + pg + 4 * i;
+					int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
+					part[(((int64_t)x * n_head + h) * chunks + c) * pw + 2 + s.d0 + j] = o[i];
+				}
+			}
+		}
+		grid_sync(gr);
+	};
+	fetch(sa, 0);
+	if (total > 1) fetch(sb, 1);
+	// the next block, if it computes the same shared chunk for the next KV head (the same
+	// slots, the head's dims after this one's): its keys' and values' lines asked of the
+	// L2 after this block's own first loads, so that a queue of the megakernel that runs
+	// it next finds them there (a grid's block running beside it on another SM finds them
+	// sooner, or asks for them too)
+	if (sblk && kvh + 1 < n_kv) {
+		const int32_t kl = (hd * kes + 127) / 128, vl = (hd * ves + 127) / 128; // a line-aligned row's lines
+		for (int32_t i = tid; i < len * (kl + vl); i += ATT_THREADS) {
+			const int32_t jj = i / (kl + vl), l = i % (kl + vl);
+			const int64_t e = (int64_t)ksl[jj] * stride + base + hd; // the next head's first element
+			if (l < kl)
+				l2_prefetch((const uint8_t *)k_cache + e * kes + (int64_t)l * 128);
+			else
+				l2_prefetch((const uint8_t *)v_cache + e * ves + (int64_t)(l - kl) * 128);
+		}
+	}
+	for (int32_t k = 0; k < total; k += 2) {
+		step(sa, k);
+		if (k + 1 < total) step(sb, k + 1);
+	}
+}
+
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendChunk, mergeChunks).
 __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
                                                    const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
@@ -539,24 +713,23 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
                                                    int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
                                                    float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge) {
 	AttShared &sh = grid_shared<AttShared>(gr);
-	float *kv = sh.kv, *qs = sh.qs, *ps = sh.ps, *red = sh.red, *mm = sh.mm, *msum = sh.msum;
 	int32_t *sl = sh.sl, *slen = sh.slen, *snc = sh.snc, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
 	int32_t &nmem = sh.nmem, &last = sh.last;
 
 	const int tid = gr.tid;
 	// the block's row (its group's first, for a shared chunk), KV head and chunk: the unshared
 	// chunks' blocks first, (row, KV head) along and the last chunks first, then the shared
-	// chunks', (group, KV head) along
+	// chunks', (group, KV head) along; a deferred merge's launch leaves out the blocks of the
+	// last chunk (attention_merge_f32 computes it)
 	const int32_t rk = rows * n_kv, gk = (rows + ATT_GROUP - 1) / ATT_GROUP * n_kv;
-	const int32_t unshared = rk * (chunks - n_shared), b = gr.bx;
+	const int32_t unshared = rk * (chunks - n_shared), b = gr.bx + (defer_merge && n_shared < chunks ? rk : 0);
+	if (b >= unshared + gk * n_shared) return; // a deferred merge's launch of no chunks: its one block
 	const bool sblk = b >= unshared; // a shared chunk: computed for every row of the group here
 	const int32_t x0 = sblk ? (b - unshared) % gk : b % rk, gs = gk / n_kv;
 	const int32_t r = sblk ? (x0 % gs) * ATT_GROUP : x0 % rows, kvh = sblk ? x0 / gs : x0 / rows;
 	const int32_t c = sblk ? n_shared - 1 - (b - unshared) / gk : chunks - 1 - b / rk;
 	const int32_t hd = head_dim, G = n_head / n_kv, c0 = c * ATT_CHUNK;
 	const int32_t g0 = r - r % ATT_GROUP, gn = min(ATT_GROUP, rows - g0);
-	const int64_t stride = (int64_t)n_kv * hd, base = (int64_t)kvh * hd; // elements per slot; the head's offset
-	const int32_t pw = hd + 2;
 
 	// an unshared chunk's row; and, for a row after the group's first, whether its chunk holds
 	// exactly the first row's slots, which the first row's block then computes (lead below:
@@ -633,168 +806,13 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 		sh.orph = o;
 	}
 	grid_sync(gr);
-	const int32_t len = slen[me], nm = nmem, P = nm * G;
+	const int32_t len = slen[me], nm = nmem;
 	const int32_t *ksl = sl + me * ATT_CHUNK;
 	const bool bad = sbad[me] != 0;
 
-	if (!bad && nm > 0) {
-		const int32_t kes = cache_bytes(k_type), ves = cache_bytes(v_type);
-		const bool kvec = (hd * kes) % 16 == 0, vvec = (hd * ves) % 16 == 0;
-		const int32_t ns = (hd + ATT_DS - 1) / ATT_DS, nu = 2 * ns;
-		const int32_t np_all = (P + ATT_PMAX - 1) / ATT_PMAX, total = np_all * nu;
-		const int32_t j = tid % ATT_CHUNK, pg = tid / ATT_CHUNK; // key (or dim) and pair group of this thread
-		AttStage sa, sb;
-		auto fetch = [&](AttStage &st, int32_t k) {
-			AttSlice s = att_slice(k % nu, ns, hd);
-			if (s.val ? vvec : kvec)
-				att_fetch(st, s, (const uint8_t *)(s.val ? v_cache : k_cache), s.val ? ves : kes, ksl, len, stride, base, tid);
-		};
-		auto put = [&](const AttStage &st, int32_t k) {
-			AttSlice s = att_slice(k % nu, ns, hd);
-			int32_t t = s.val ? v_type : k_type;
-			if (s.val ? vvec : kvec)
-				att_put(kv, st, s, t, s.val ? ves : kes, len, tid);
-			else
-				att_put_scalar(kv, s, s.val ? v_cache : k_cache, t, ksl, len, stride, base, tid);
-		};
-		float acc[ATT_PMAX / 4];
-		// step k of the pass sequence: put slice k (fetched earlier into st), start fetching
-		// slice k+2 into st, compute on slice k
-		auto step = [&](AttStage &st, int32_t k) {
-			const int32_t p0 = (k / nu) * ATT_PMAX, np = min(ATT_PMAX, P - p0), u = k % nu;
-			const AttSlice s = att_slice(u, ns, hd);
-			const int32_t ni = (np - pg + 3) / 4; // this thread's pairs: p0 + pg + 4i, i < ni (untiled)
-			const bool tiled = np > ATT_PMAX / 2;  // the same for the whole block
-			// the pairs' query slice: its lines asked of the L1 before the slice's widening
-			// waits for its loads, so that the two round trips overlap, and read after it
-			auto query = [&](int32_t i) {
-				int32_t pp = p0 + i / s.w;
-				int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
-				return q + ((int64_t)x * n_head + h) * hd + s.d0 + i % s.w;
-			};
-			if (!s.val)
-				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) att_prefetch_l1(query(i));
-			put(st, k);
-			if (!s.val)
-				for (int32_t i = tid; i < np * s.w; i += ATT_THREADS) qs[(i / s.w) * ATT_QS + i % s.w] = *query(i);
-			if (k + 2 < total) fetch(st, k + 2);
-			grid_sync(gr);
-			if (!s.val) {
-				if (u == 0)
-#pragma unroll
-					for (int i = 0; i < ATT_PMAX / 4; i++) acc[i] = 0.0f;
-				if (tiled)
-					att_scores_tiled(acc, kv, qs, tid, s.w);
-				else if (ni == 1)
-					att_scores<1>(acc, kv, qs, j, pg, s.w);
-				else if (ni == 2)
-					att_scores<2>(acc, kv, qs, j, pg, s.w);
-				else if (ni <= 4)
-					att_scores<4>(acc, kv, qs, j, pg, s.w);
-				else if (ni > 0)
-					att_scores<8>(acc, kv, qs, j, pg, s.w);
-				if (u == ns - 1) { // the scores are complete: softmax of the chunk
-					if (tiled) {
-						att_softmax_tiled(gr, acc, red, ps, mm, msum, tid, np, len, scale, soft_cap);
-					} else {
-						int lane = tid % 32, half = (tid / 32) % 2;
-#pragma unroll
-						for (int i = 0; i < ATT_PMAX / 4; i++) {
-							if (i < ni) {
-								acc[i] = __fmul_rn(acc[i], scale);
-								if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
-								float m = warp_max(j < len ? acc[i] : -inf32());
-								if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
-							}
-						}
-						grid_sync(gr);
-#pragma unroll
-						for (int i = 0; i < ATT_PMAX / 4; i++) {
-							if (i < ni) {
-								int32_t pp = pg + 4 * i;
-								float m = max32(red[pp * 2], red[pp * 2 + 1]);
-								ps[pp * ATT_PS + j] = j < len ? exp32(__fsub_rn(acc[i], m)) : 0.0f;
-								if (j == 0) mm[pp] = m;
-							}
-						}
-						grid_sync(gr);
-						if (half == 0)
-#pragma unroll
-							for (int i = 0; i < ATT_PMAX / 4; i++) {
-								if (i < ni) {
-									int32_t pp = pg + 4 * i;
-									const float a = att_chunk_sum(ps + pp * ATT_PS, len, lane);
-									if (lane == 0) msum[pp] = a;
-								}
-							}
-						grid_sync(gr);
-					}
-					if (tid < np) {
-						int32_t pp = p0 + tid;
-						int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
-						float *pt = part + (((int64_t)x * n_head + h) * chunks + c) * pw;
-						pt[0] = mm[tid];
-						pt[1] = msum[tid];
-					}
-				}
-			} else if (tiled) {
-				float o[8];
-				att_values_tiled(o, kv, ps, tid, len);
-				const int32_t d = 8 * (tid / 32) + 2 * (tid % 4);
-#pragma unroll
-				for (int t = 0; t < 4; t++) {
-					const int32_t pp = tid % 32 / 4 + 8 * t;
-					if (pp < np) {
-						int32_t x = g0 + mem[(p0 + pp) / G], h = kvh * G + (p0 + pp) % G;
-						float *po = part + (((int64_t)x * n_head + h) * chunks + c) * pw + 2 + s.d0 + d;
-						if (d < s.w) po[0] = o[2 * t];
-						if (d + 1 < s.w) po[1] = o[2 * t + 1];
-					}
-				}
-			} else if (j < s.w) {
-				float o[ATT_PMAX / 4];
-				if (ni == 1)
-					att_values<1>(o, kv, ps, j, pg, len);
-				else if (ni == 2)
-					att_values<2>(o, kv, ps, j, pg, len);
-				else if (ni <= 4)
-					att_values<4>(o, kv, ps, j, pg, len);
-				else if (ni > 0)
-					att_values<8>(o, kv, ps, j, pg, len);
-#pragma unroll
-				for (int i = 0; i < ATT_PMAX / 4; i++) {
-					if (i < ni) {
-						int32_t pp = p0 + pg + 4 * i;
-						int32_t x = g0 + mem[pp / G], h = kvh * G + pp % G;
-						part[(((int64_t)x * n_head + h) * chunks + c) * pw + 2 + s.d0 + j] = o[i];
-					}
-				}
-			}
-			grid_sync(gr);
-		};
-		fetch(sa, 0);
-		if (total > 1) fetch(sb, 1);
-		// the next block, if it computes the same shared chunk for the next KV head (the same
-		// slots, the head's dims after this one's): its keys' and values' lines asked of the
-		// L2 after this block's own first loads, so that a queue of the megakernel that runs
-		// it next finds them there (a grid's block running beside it on another SM finds them
-		// sooner, or asks for them too)
-		if (sblk && kvh + 1 < n_kv) {
-			const int32_t kl = (hd * kes + 127) / 128, vl = (hd * ves + 127) / 128; // a line-aligned row's lines
-			for (int32_t i = tid; i < len * (kl + vl); i += ATT_THREADS) {
-				const int32_t jj = i / (kl + vl), l = i % (kl + vl);
-				const int64_t e = (int64_t)ksl[jj] * stride + base + hd; // the next head's first element
-				if (l < kl)
-					l2_prefetch((const uint8_t *)k_cache + e * kes + (int64_t)l * 128);
-				else
-					l2_prefetch((const uint8_t *)v_cache + e * ves + (int64_t)(l - kl) * 128);
-			}
-		}
-		for (int32_t k = 0; k < total; k += 2) {
-			step(sa, k);
-			if (k + 1 < total) step(sb, k + 1);
-		}
-	}
+	if (!bad && nm > 0)
+		att_compute(gr, sh, q, k_cache, v_cache, part, n_head, n_kv, hd, chunks, k_type, v_type, scale, soft_cap, kvh, c, g0, nm, len, ksl,
+		            sblk);
 
 	// a deferred merge (attention_merge_f32): only the rows with a bad chunk are marked, the
 	// rows computed here and those of a broken promise, without waiting for the atomics
@@ -867,33 +885,58 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
 }
 #endif
 
-// attention_merge_f32 mirrors kernels.AttentionMerge: the merge an attention_f32 launch with
-// DeferMerge left, a block per (row, KV head) — block r·NKV + kvh — for the head's query heads,
-// as att_merge computes it there. The row's counter holds only the attention launch's mark of
-// a bad chunk: such a row's output is not written, and the counter is zero again after.
-__device__ __forceinline__ void attention_merge_f32_body(const Grid &gr, const float *RESTRICT part, const int32_t *RESTRICT key_off,
-                                                         uint32_t *count, void *out, int32_t rows, int32_t n_head, int32_t n_kv,
-                                                         int32_t head_dim, int32_t chunks, int32_t window, int32_t out_act) {
+// attention_merge_f32 mirrors kernels.AttentionMerge: what an attention_f32 launch with
+// DeferMerge left, a block per (row, KV head) — block r·NKV + kvh — for the head's query heads:
+// the launch's last chunk (Chunks−1) of the row, if it has one and the chunk is not a shared one,
+// computed for this row alone (att_compute), then the merge of all its chunks (att_merge). The
+// row's counter holds only the attention launch's mark of a bad chunk: such a row's output is
+// not written, nor is one whose last chunk names a bad slot, and the counter is zero again after.
+__device__ __forceinline__ void attention_merge_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
+                                                         const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
+                                                         const int32_t *RESTRICT key_off, void *out, float *part, uint32_t *count,
+                                                         int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
+                                                         int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
+                                                         float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge) {
 	AttShared &sh = grid_shared<AttShared>(gr);
+	const int tid = gr.tid;
 	const int32_t b = gr.bx;
 	if (b >= rows * n_kv) return;
-	const int32_t r = b / n_kv, kvh = b % n_kv;
-	if (gr.tid == 0) {
-		int32_t o, n;
-		att_keys(key_off, r, window, &o, &n);
+	const int32_t r = b / n_kv, kvh = b % n_kv, c = chunks - 1;
+	int32_t o, n;
+	att_keys(key_off, r, window, &o, &n);
+	const int32_t nc = (n + ATT_CHUNK - 1) / ATT_CHUNK;
+	const bool ok = n > 0 && nc <= chunks, own = ok && nc == chunks && n_shared < chunks;
+	const int32_t len = own ? min(ATT_CHUNK, n - c * ATT_CHUNK) : 0;
+	if (tid < 32) { // the chunk's slots, and whether one is bad; the counter's mark, asked for with them
 		uint32_t *cn = count + (int64_t)r * n_kv + kvh;
-		const uint32_t mark = __ldcg(cn);
-		if (mark != 0) *cn = 0u;
-		const int32_t nc = (n + ATT_CHUNK - 1) / ATT_CHUNK;
-		sh.lrow[0] = r;
-		sh.lnc[0] = nc;
-		sh.nlast = n > 0 && nc <= chunks && mark == 0 ? 1 : 0;
+		const uint32_t mark = tid == 0 ? __ldcg(cn) : 0u;
+		bool bd = false;
+		for (int32_t jj = tid; jj < len; jj += 32) {
+			const int32_t sv = keys[o + c * ATT_CHUNK + jj];
+			sh.sl[jj] = sv;
+			bd = bd || sv < 0 || sv >= n_slots;
+		}
+		bd = __any_sync(NUM_FULL_MASK, bd);
+		if (tid == 0) {
+			if (mark != 0) *cn = 0u;
+			sh.mem[0] = 0;
+			sh.lrow[0] = r;
+			sh.lnc[0] = nc;
+			sh.nlast = ok && mark == 0 && !bd ? 1 : 0;
+		}
 	}
 	grid_sync(gr);
 	if (sh.nlast == 0) return;
+	if (own) {
+		att_compute(gr, sh, q, k_cache, v_cache, part, n_head, n_kv, head_dim, chunks, k_type, v_type, scale, soft_cap, kvh, c, r, 1, len,
+		            sh.sl, false);
+		grid_sync(gr);
+	}
 	att_merge(gr, sh, part, out, out_act, n_head, kvh, n_head / n_kv, head_dim, chunks);
 }
 ENTRY_SHARED(attention_merge_f32, AttShared,
-             (const float *part, const int32_t *key_off, uint32_t *count, void *out, int32_t rows, int32_t n_head, int32_t n_kv,
-              int32_t head_dim, int32_t chunks, int32_t window, int32_t out_act),
-             part, key_off, count, out, rows, n_head, n_kv, head_dim, chunks, window, out_act)
+             (const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, void *out, float *part,
+              uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots, int32_t chunks, int32_t k_type,
+              int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge),
+             q, k_cache, v_cache, keys, key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window,
+             soft_cap, n_shared, out_act, defer_merge)

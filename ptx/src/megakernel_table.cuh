@@ -56,7 +56,7 @@ static __device__ __forceinline__ void mk_run(uint32_t k, const Grid &gr, const 
 		attention_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), mk_ptr(p[6]), mk_ptr(p[7]), (int32_t)p[8], (int32_t)p[9], (int32_t)p[10], (int32_t)p[11], (int32_t)p[12], (int32_t)p[13], (int32_t)p[14], (int32_t)p[15], __uint_as_float((uint32_t)p[16]), (int32_t)p[17], __uint_as_float((uint32_t)p[18]), (int32_t)p[19], (int32_t)p[20], (int32_t)p[21]);
 		break;
 	case 9:
-		attention_merge_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), (int32_t)p[4], (int32_t)p[5], (int32_t)p[6], (int32_t)p[7], (int32_t)p[8], (int32_t)p[9], (int32_t)p[10]);
+		attention_merge_f32_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), mk_ptr(p[3]), mk_ptr(p[4]), mk_ptr(p[5]), mk_ptr(p[6]), mk_ptr(p[7]), (int32_t)p[8], (int32_t)p[9], (int32_t)p[10], (int32_t)p[11], (int32_t)p[12], (int32_t)p[13], (int32_t)p[14], (int32_t)p[15], __uint_as_float((uint32_t)p[16]), (int32_t)p[17], __uint_as_float((uint32_t)p[18]), (int32_t)p[19], (int32_t)p[20], (int32_t)p[21]);
 		break;
 	case 10:
 		embed_bf16_body(gr, mk_ptr(p[0]), mk_ptr(p[1]), mk_ptr(p[2]), (int32_t)p[3], (int32_t)p[4], (int32_t)p[5]);
