@@ -2,10 +2,13 @@
 // Out[r] = Decode(Table[Tokens[r]]), Cols values per row.
 //
 // Launch (the spec's Shape): one 256-thread block per row r; thread t writes values t, t+256, …
-// of the row, each one the format's value (formats.cuh), the bits of the twin's Decode. A block
+// of the row (EMBED_BATCH of them loaded at a time), each one the format's value (formats.cuh),
+// the bits of the twin's Decode. A block
 // whose token is outside [0, Vocab) writes nothing (the twin reports it as an error).
 #include "formats.cuh"
 #include "grid.cuh"
+
+#define EMBED_BATCH 8 // values a thread loads before it stores them
 
 // embed mirrors kernels' newEmbed twin with the format's Decode.
 template <typename F>
@@ -17,7 +20,22 @@ static __device__ __forceinline__ void embed(const Grid &gr, const uint8_t *tabl
 	if (t < 0 || t >= vocab) return;
 	const uint8_t *w = table + (int64_t)t * F::row_bytes(cols);
 	float *y = out + (int64_t)r * cols;
-	for (int32_t i = gr.tid; i < cols; i += gr.ntid) y[i] = F::value(w, i);
+	// EMBED_BATCH of a thread's values at a time, every load before any store: the compiler
+	// cannot move a load of the table above a store to out (they might overlap), so one value at
+	// a time waited for a DRAM round trip each; a batch waits for one
+	for (int32_t i0 = gr.tid; i0 < cols; i0 += EMBED_BATCH * gr.ntid) {
+		float v[EMBED_BATCH];
+#pragma unroll
+		for (int k = 0; k < EMBED_BATCH; k++) {
+			const int32_t i = i0 + k * gr.ntid;
+			if (i < cols) v[k] = F::value(w, i);
+		}
+#pragma unroll
+		for (int k = 0; k < EMBED_BATCH; k++) {
+			const int32_t i = i0 + k * gr.ntid;
+			if (i < cols) y[i] = v[k];
+		}
+	}
 }
 
 #define EMBED(name, F)                                                                                       \
