@@ -34,7 +34,7 @@ var sources = map[string]string{
 	"src/megakernel.cu":        "f93248c374d79adca838e32f70c6511a6ccab8c9723822122113ce2669177b6c",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
-	"src/rope.cu":              "7e9c7dfc1fa29abcbfd4c900016fad926e0755036a4700de8f23fb086dc08cab",
+	"src/rope.cu":              "746fdbf7041fd973be97d52d8f3540ff7ff2c3fe28bcccc7e208a168a1b88849",
 	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
@@ -55,10 +55,10 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "be2a54be682af1bdf31fe2babd3e903e36dc5a350306807ff9c935e742b36a12",
-	"megakernel.ptx":  "33945a7529bfe311809002b72ddf223826e7e9a9315a7f715aab883602329cf1",
+	"megakernel.ptx":  "b6381e9ef3a4456568293de4aaf331e71cd62827760e9dd098c634cc8d1d9811",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
-	"rope.ptx":        "8cdff51a509c4363cb07eb416b9786f5830a57625506b8ef9dd834e5424f1d55",
+	"rope.ptx":        "8a930dd992d4c2629d8a7827957fb12b51fa6f5fb6078d309d1b18ff3ff90af7",
 	"routing.ptx":     "322de3232e0695e7cc2c667e5aa4b7039e08f2faa89f8486a5526954f70401ab",
 }
 
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "ecad78d53dd59c9335182e9569ada2867697fd2994e89d0ed37e22e16eef621a",
+		sha256:  "df753967bb4c321fca0574f3d7c1cc97a83a7789aaf79e85ce7c960c46f4631d",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "bbfa41e3fc7c97e7b23667dceeb8ebd8659d5bbc46f42065ebe297df240541a1",
+		sha256:  "bea3c51bca1c3f57b95abcc749319955bdd7e8944f83e6bd96795d33bd75ab3c",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -193,15 +193,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rmsnorm_f32"},
 	},
 	"rope.sm_37.cubin": {
-		sha256:  "7e5e0cc7104cd7df2c8773542fcdda29dfc2abedeb26c960796150cf1726ad31",
+		sha256:  "e825d7ad5254ab722f602e2d717f0cf1b6244585f125f385ff8606bff1e64922",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_80.cubin": {
-		sha256:  "7405851c3d9c98985c745fd7544a648db78c7cc2813726aabac0529e540e1100",
+		sha256:  "2745c86bf6801248ffe2faf5993b952a5be100e51d0e8af3d8a1d3f80d209980",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_90.cubin": {
-		sha256:  "2619172907e90fd903366311dc1caf932ef79b7de132f3c0df9455612b70eb05",
+		sha256:  "fe3e3df4d7e1aac33f64264652794343167e58c5d3557dfe5216aff53745ba2a",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {

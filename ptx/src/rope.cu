@@ -48,12 +48,9 @@ __device__ __forceinline__ void rope_kv_store_f32_body(const Grid &gr, const flo
                                                        int32_t k_type, int32_t v_type) {
 	int32_t r = gr.bx;
 	if (r >= rows) return;
-	int32_t s = slots[r];
-	if (s < 0 || s >= n_slots) return;
 	int32_t half = n_rot / 2;
 	const float *kr = k + (int64_t)r * kv_dim;
 	const float *tab = cos_sin + (int64_t)r * half * 2;
-	int64_t at = (int64_t)s * kv_dim;
 	// ROPE_AHEAD columns a thread at a time: every input of them read before any store (the
 	// compiler may not move a load above a store to the caches, which it cannot tell apart
 	// from the inputs), so their loads are in flight together
@@ -72,6 +69,12 @@ __device__ __forceinline__ void rope_kv_store_f32_body(const Grid &gr, const flo
 			int32_t j = c - d + (mode == ROPE_NEOX ? i : 2 * i), kk = j + (mode == ROPE_NEOX ? half : 1);
 			a[u] = kr[j], b[u] = kr[kk], cs[u] = tab[2 * i], sn[u] = tab[2 * i + 1];
 		}
+		// the row's slot, asked for after the inputs (so that they are in flight together; the
+		// compiler waits for it where it reads it) and before the stores, the only ones that
+		// need it: one round trip a pass, not two
+		const int32_t s = slots[r];
+		if (s < 0 || s >= n_slots) return; // the whole block: s is the row's
+		const int64_t at = (int64_t)s * kv_dim;
 #pragma unroll
 		for (int u = 0; u < ROPE_AHEAD; u++) {
 			int32_t c = c0 + u * gr.ntid, d = c % head_dim;
