@@ -1,4 +1,4 @@
-// Package exec runs a Program on any device.Backend, one kernel launch per op (the eager
+// Package exec runs a Program on any device.Backend, a kernel launch per op (the eager
 // executor). With the CPU backend it is the twin executor; with the CUDA backend the eager GPU
 // executor; the same lowering serves both, so their results can be compared op by op.
 //
@@ -8,11 +8,14 @@
 // each Step. A Pipeline chains Executors that each run a range of the ops on their own
 // backend (layers split across devices).
 //
-// Each op lowers to one kernel launch (Lower). By default they are launched one by one; with
-// UseMegakernel a step's launches become one megakernel stream (package megakernel), run by
-// the Go VM on the CPU backend and by the persistent megakernel entry on a GPU or the PTX
-// interpreter, with the same bits. Access says what each op reads and writes, which orders
-// the stream.
+// Each op lowers to one kernel launch, but the attention of a step of several rows to two —
+// the chunks, then their merge (lowerOp, kernels.AttentionMerge), with the same bits — in a
+// megakernel's stream (Lower) and in eager steps on a backend that runs thread blocks on
+// multiprocessors (a GPU, the PTX interpreter); the CPU twin's eager steps keep one. By
+// default the launches run one by one; with UseMegakernel a step's launches become one
+// megakernel stream (package megakernel), run by the Go VM on the CPU backend and by the
+// persistent megakernel entry on a GPU or the PTX interpreter, with the same bits. Access and
+// LaunchAccess say what each op and launch reads and writes, which orders the stream.
 package exec
 
 import (
