@@ -479,13 +479,18 @@ func attentionCaseWith(name string, seed uint64, nh, nkv, hd, ns int, kt, vt dty
 
 // attentionOut is attention case c writing its output as act (AttentionArgs.OutAct).
 func attentionOut(c Case, act kernels.Act) Case {
-	args := c.Args
-	c.Name += "/out=" + act.String()
 	c.Buffers = slices.Clone(c.Buffers)
 	c.Buffers[5].Data = make([]byte, len(c.Buffers[5].Data)/4*act.RowBytes(1)) // Out
+	return attentionVariant(c, "/out="+act.String(), func(a *kernels.AttentionArgs) { a.OutAct = int32(act) })
+}
+
+// attentionVariant is attention case c named with suffix, its arguments changed by set.
+func attentionVariant(c Case, suffix string, set func(a *kernels.AttentionArgs)) Case {
+	args := c.Args
+	c.Name += suffix
 	c.Args = func(p []device.Ptr) any {
 		a := args(p).(kernels.AttentionArgs)
-		a.OutAct = int32(act)
+		set(&a)
 		return a
 	}
 	return c
@@ -494,35 +499,19 @@ func attentionOut(c Case, act kernels.Act) Case {
 // unpromised is attention case c with no shared chunks promised (Shared 0): the kernel finds
 // the rows that share a chunk itself.
 func unpromised(c Case) Case {
-	args := c.Args
-	c.Name += "/unpromised"
-	c.Args = func(p []device.Ptr) any {
-		a := args(p).(kernels.AttentionArgs)
-		a.Shared = 0
-		return a
-	}
-	return c
+	return attentionVariant(c, "/unpromised", func(a *kernels.AttentionArgs) { a.Shared = 0 })
 }
 
 // deferred is attention case c with its merge deferred (AttentionArgs.DeferMerge): Part is
 // its result, Out untouched.
 func deferred(c Case) Case {
-	args := c.Args
-	c.Name += "/deferred"
-	c.Args = func(p []device.Ptr) any {
-		a := args(p).(kernels.AttentionArgs)
-		a.DeferMerge = 1
-		return a
-	}
-	return c
+	return attentionVariant(c, "/deferred", func(a *kernels.AttentionArgs) { a.DeferMerge = 1 })
 }
 
 // merging is attention case c's merge launch (AttentionMerge, DeferMerge 1), Part holding
 // random partial results of the chunks the first launch computes: the chunks' maxima spread
 // over a few units (some chunks' weights underflow), their sums positive.
 func merging(c Case, seed uint64, hd int) Case {
-	args := c.Args
-	c.Name += "/merge"
 	c.Buffers = slices.Clone(c.Buffers)
 	r := rng(seed)
 	pw := kernels.AttnPartWords(hd)
@@ -538,12 +527,7 @@ func merging(c Case, seed uint64, hd int) Case {
 		}
 	}
 	c.Buffers[6] = Buffer{"Part", f32Bytes(part), true}
-	c.Args = func(p []device.Ptr) any {
-		a := args(p).(kernels.AttentionArgs)
-		a.DeferMerge = 1
-		return a
-	}
-	return c
+	return attentionVariant(c, "/merge", func(a *kernels.AttentionArgs) { a.DeferMerge = 1 })
 }
 
 // attentionMergeCases: the merge launches of tree steps (4 and 8 query heads a KV head, heads

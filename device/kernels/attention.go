@@ -475,8 +475,8 @@ func attentionRun(x *device.Exec, a AttentionArgs, what int) error {
 			lo, n := windowed(int(off[r]), int(off[r+1]-off[r]), int(a.Window))
 			ks := keys[lo : lo+n]
 			for c := 0; c*AttnChunk < len(ks); c++ {
-				if what != attnWhole && attnDeferred(a, c, AttnChunks(len(ks))) != (what == attnLastAndMerge) {
-					continue
+				if last := attnDeferred(a, c, AttnChunks(len(ks))); what == attnChunksOnly && last || what == attnLastAndMerge && !last {
+					continue // the other launch's chunk
 				}
 				kf, vf, offs := s.chunk(kc, vc, ks[c*AttnChunk:min(len(ks), (c+1)*AttnChunk)], nkv, hd, kvh)
 				h := kvh * group

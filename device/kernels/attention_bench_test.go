@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"verity/device"
 	"verity/device/cpu"
 	"verity/device/devicetest"
 	"verity/device/kernels"
@@ -21,18 +20,7 @@ func BenchmarkAttentionTwin(b *testing.B) {
 		b.Run(c.Name, func(b *testing.B) {
 			be := cpu.New(0)
 			defer be.Close()
-			ps := make([]device.Ptr, len(c.Buffers))
-			for i, buf := range c.Buffers {
-				p, err := be.Alloc(int64(len(buf.Data)))
-				if err == nil {
-					err = be.Write(p, buf.Data)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				ps[i] = p
-			}
-			a := c.Args(ps).(kernels.AttentionArgs)
+			a := attentionArgsOn(b, be, c)
 			b.ResetTimer()
 			for b.Loop() {
 				if err := be.Launch(kernels.Attention, a); err != nil {

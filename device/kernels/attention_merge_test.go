@@ -19,18 +19,7 @@ func TestAttentionMergeEqualsOneLaunch(t *testing.T) {
 		run := func(deferMerge int32) []byte {
 			b := cpu.New(1)
 			defer b.Close()
-			ps := make([]device.Ptr, len(c.Buffers))
-			for i, buf := range c.Buffers {
-				p, err := b.Alloc(int64(len(buf.Data)))
-				if err == nil {
-					err = b.Write(p, buf.Data)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				ps[i] = p
-			}
-			a := c.Args(ps).(kernels.AttentionArgs)
+			a := attentionArgsOn(t, b, c)
 			a.DeferMerge = deferMerge
 			if err := b.Launch(kernels.Attention, a); err != nil {
 				t.Fatalf("%s: %v", c.Name, err)
@@ -63,4 +52,21 @@ func TestAttentionMergeEqualsOneLaunch(t *testing.T) {
 	if _, err := kernels.AttentionMerge.Geometry(kernels.AttentionArgs{Rows: 1, NHead: 1, NKV: 1, HeadDim: 8, NSlots: 10, Chunks: 1}); err == nil {
 		t.Error("the merge of a launch that did not defer it is accepted")
 	}
+}
+
+// attentionArgsOn writes attention case c's buffers to backend b and returns its arguments.
+func attentionArgsOn(tb testing.TB, b device.Backend, c devicetest.Case) kernels.AttentionArgs {
+	tb.Helper()
+	ps := make([]device.Ptr, len(c.Buffers))
+	for i, buf := range c.Buffers {
+		p, err := b.Alloc(int64(len(buf.Data)))
+		if err == nil {
+			err = b.Write(p, buf.Data)
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ps[i] = p
+	}
+	return c.Args(ps).(kernels.AttentionArgs)
 }

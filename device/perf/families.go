@@ -267,9 +267,6 @@ func kvStoreTraffic(_ string, a kernels.KVStoreArgs) (Traffic, error) {
 // chunk again from the L2 per row) and reads the queries of its pairs; each pair's partial
 // result goes to Part, which the chunks' last block reads back to merge.
 func attentionTraffic(entry string, a kernels.AttentionArgs) (Traffic, error) {
-	if entry == kernels.AttentionMerge.EntryName {
-		return attentionMergeTraffic(a)
-	}
 	kes, err := cacheBytes(a.KType)
 	if err != nil {
 		return Traffic{}, err
@@ -277,6 +274,9 @@ func attentionTraffic(entry string, a kernels.AttentionArgs) (Traffic, error) {
 	ves, err := cacheBytes(a.VType)
 	if err != nil {
 		return Traffic{}, err
+	}
+	if entry == kernels.AttentionMerge.EntryName {
+		return attentionMergeTraffic(a, kes, ves), nil
 	}
 	rows, nkv, hd, chunk := int64(a.Rows), int64(a.NKV), int64(a.HeadDim), int64(kernels.AttnChunk)
 	g := int64(a.NHead / a.NKV) // query heads per KV head
@@ -395,16 +395,8 @@ func attentionTraffic(entry string, a kernels.AttentionArgs) (Traffic, error) {
 // the launch's last, computed as attention_f32's block computes a chunk (attnBlock) — its keys
 // and values written by this step, so its staged slices come from the L2 — and att_merge's
 // waits and work (attnMerge) for the row's chunks, whose partial results the attention launch
-// just wrote to the L2.
-func attentionMergeTraffic(a kernels.AttentionArgs) (Traffic, error) {
-	kes, err := cacheBytes(a.KType)
-	if err != nil {
-		return Traffic{}, err
-	}
-	ves, err := cacheBytes(a.VType)
-	if err != nil {
-		return Traffic{}, err
-	}
+// just wrote to the L2. kes and ves are the caches' element sizes.
+func attentionMergeTraffic(a kernels.AttentionArgs, kes, ves int64) Traffic {
 	rows, nkv, hd, chunk := int64(a.Rows), int64(a.NKV), int64(a.HeadDim), int64(kernels.AttnChunk)
 	g := int64(a.NHead / a.NKV)
 	hist := max(0, int64(a.NSlots)-rows)
@@ -448,7 +440,7 @@ func attentionMergeTraffic(a kernels.AttentionArgs) (Traffic, error) {
 			{Param: "Part", Bytes: ownPairs * nkv * (hd + 2) * f32, Write: true},
 			{Param: "Part", Requested: words * f32},
 			{Param: "Out", Bytes: q / f32 * int64(kernels.Act(a.OutAct).RowBytes(1)), Write: true},
-		}}, nil
+		}}
 }
 
 // attnBlock counts one working block of attention_f32 (ptx/src/attention.cu) computing p
