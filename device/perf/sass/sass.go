@@ -78,7 +78,7 @@ var (
 	useRE   = regexp.MustCompile("`\\((\\.L_[A-Za-z0-9_]+)\\)")
 	instRE  = regexp.MustCompile(`^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;`)
 	predRE  = regexp.MustCompile(`^@(!?U?P[0-9T])\s+`)
-	regRE   = regexp.MustCompile(`^(-|~|\|)?(U?R)(Z|[0-9]+)((?:\.[A-Za-z0-9]+)*)\|?$`)
+	regRE   = regexp.MustCompile(`^(-|~|\|)?(U?R)(Z|[0-9]+)\|?((?:\.[A-Za-z0-9_]+)*)\|?$`)
 	pRE     = regexp.MustCompile(`^(!?)(U?P)([0-9]|T)$`)
 )
 

@@ -184,3 +184,72 @@ func TestPrefetchAccess(t *testing.T) {
 		t.Errorf("the loop waits for %+v: a prefetch is never waited for", f.Regions[1].Path.Global)
 	}
 }
+
+// Register operands with every suffix nvdisasm prints are registers: a half of a register
+// (R20.H0_H0, which HADD2.F32 widens fp16 from), a reuse flag after an absolute value's bars.
+// Reading one as anything else would drop the dependency on the load that wrote it.
+func TestRegisterOperands(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		reg  int
+		neg  bool
+		abs  bool
+	}{
+		{"R7", 7, false, false},
+		{"R20.H0_H0", 20, false, false},
+		{"-R20.H1_H1", 20, true, false},
+		{"R5.reuse.H1_H1", 5, false, false},
+		{"|R0|.reuse", 0, false, true},
+		{"-R3.reuse", 3, true, false},
+	} {
+		o, err := parseOperand(c.text)
+		if err != nil || o.Kind != OpReg || o.Reg != c.reg || o.Neg != c.neg || o.Abs != c.abs {
+			t.Errorf("%q: %+v (%v), want register %d", c.text, o, err, c.reg)
+		}
+	}
+}
+
+// A loop that widens each loaded fp16 value with HADD2.F32 (the conversion ptxas emits for a
+// half's .H0_H0 operand) waits for its load every iteration: the path through the loop holds
+// the global load.
+func TestHalfOperandDependency(t *testing.T) {
+	const loop = `
+k:
+.text.k:
+        /*0000*/                   LDC.64 R4, c[0x0][0x210] ;
+        /*0010*/                   MOV R3, RZ ;
+.L_x_0:
+        /*0020*/                   LDG.E.U16.CONSTANT R16, [R4.64] ;
+        /*0030*/                   IADD3 R4, P1, R4, 0x2, RZ ;
+        /*0040*/                   IMAD.X R5, RZ, RZ, R5, P1 ;
+        /*0050*/                   HADD2.F32 R20, -RZ, R16.H0_H0 ;
+        /*0060*/                   FADD R3, R3, R20 ;
+        /*0070*/                   FSETP.NEU.AND P2, PT, R3, RZ, PT ;
+        /*0080*/               @P2 BRA ` + "`" + `(.L_x_0) ;
+        /*0090*/                   EXIT ;
+`
+	fns, err := ParseSASS(strings.NewReader(loop))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Analyse(&fns[0], ParamSlots(ParamBase(90), []string{"u64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r *Region
+	for i := range f.Regions {
+		if f.Regions[i].Loop {
+			r = &f.Regions[i]
+		}
+	}
+	if r == nil {
+		t.Fatalf("no loop in %+v", f.Regions)
+	}
+	n := 0
+	for _, w := range r.Path.Global {
+		n += w.N
+	}
+	if n != 1 {
+		t.Errorf("loop path %+v: want the widened load's wait once an iteration", r.Path)
+	}
+}
