@@ -37,19 +37,22 @@ var budgets = []budget{
 	{"matvec_", "ffn_down/rows=2048/cols=8192/n=1", 50},
 	{"matvec_", "output/", 97},
 	{"matvec_", "bandwidth/", 48},
-	// matvec8, eight columns (a tree verify), on large matrices (target: 80 %, met by f32 and
-	// q8_0, by bf16 and f16 at ffn_up and by q5_1 at ffn_up; the least q2_K's, 28 % at
-	// ffn_down). f16 runs bf16's loop (latency-bound at ffn_down: 4 warps an SM, a DRAM wait an
-	// iteration); its 89 % came from a reading of the SASS that lost the dependency of a
-	// widening HADD2.F32 on its load (an R20.H0_H0 operand). q2_K, q3_K and q5_1 ask the L2 for their rows ahead (MATVEC's PF). A pass's sums
+	// matvec8, eight columns (a tree verify), on large matrices (target: 80 %, met by f16,
+	// f32 and q8_0, by bf16 and q5_1 at ffn_up; the least q2_K's, 28 % at ffn_down). f16's
+	// 89 % at ffn_down in MV8_AHEAD came from a reading of the SASS that lost the dependency of
+	// a widening HADD2.F32 on its load (an R20.H0_H0 operand): it was bf16's 67 %. q2_K, q3_K and q5_1 ask the L2 for their rows ahead (MATVEC's PF). A pass's sums
 	// are taken together (warp_sums), not one butterfly each.
-	// the pipelined forms (MV8_AHEAD: the next unit's loads issued before this one's folds)
+	// the pipelined forms (MV8_AHEAD: the next unit's loads issued before this one's folds;
+	// MV8_AHEAD3, f16 and f32: the unit after next's, so that ffn_down's 4 warps an SM keep
+	// enough bytes in flight; bf16 keeps the megakernel's form, latency-bound at ffn_down)
 	{"matvec8_f16_", "ffn_up/rows=8192/cols=2048/n=8", 99},
-	{"matvec8_f16_", "ffn_down/rows=2048/cols=8192/n=8", 66},
+	{"matvec8_f16_", "ffn_down/rows=2048/cols=8192/n=8", 99},
+	{"matvec8_f16_", "attn_q/rows=2048/cols=2048/n=8", 99},
 	{"matvec8_bf16_", "ffn_up/rows=8192/cols=2048/n=8", 99},
 	{"matvec8_bf16_", "ffn_down/rows=2048/cols=8192/n=8", 66},
 	{"matvec8_f32_", "ffn_up/rows=8192/cols=2048/n=8", 99},
-	{"matvec8_f32_", "ffn_down/rows=2048/cols=8192/n=8", 83}, // 90 with one butterfly a sum; attn_q 38 -> 83
+	{"matvec8_f32_", "ffn_down/rows=2048/cols=8192/n=8", 99}, // 83 in MV8_AHEAD
+	{"matvec8_f32_", "attn_q/rows=2048/cols=2048/n=8", 99},
 	// the staged forms (MV8_STAGED: the block's activations in shared memory); q4_0, q5_0
 	// and q8_0 at one row a warp, the others at two (latency-bound at ffn_down: 2048 rows of
 	// two a warp are 8 warps an SM). q5_K and q6_K run one block an SM with the registers the

@@ -105,6 +105,9 @@ static __device__ __forceinline__ void mv8_store(float (&acc)[R][C], int lane, f
 //   MV8_AHEAD    branch-free, every load of a unit issued before its first fold (mv8_issue), and
 //                the next unit's before this unit's folds, in two buffers taken in turn: a lane
 //                waits for loads that have been in flight for a unit's folds.
+//   MV8_AHEAD3   the same with three buffers: the unit after next is issued before this unit's
+//                folds, so a lane's loads have two units' folds to arrive (a DRAM trip is
+//                longer than one unit's folds of four rows by eight columns).
 //   MV8_STAGED   the quantised formats (matvec8_staged below): the block copies each column's
 //                activations to shared memory once, a chunk of 32 units at a time, and its
 //                warps read them from there; MV8_STAGED_BLOCKS blocks resident an SM;
@@ -115,6 +118,7 @@ static __device__ __forceinline__ void mv8_store(float (&acc)[R][C], int lane, f
 #define MV8_AHEAD 2
 #define MV8_STAGED 3
 #define MV8_STAGED1 4
+#define MV8_AHEAD3 5
 
 // MV8_STAGED_WARPS is the warps of a staged block (kernels.MatVec8Warps); each copies
 // 8 / MV8_STAGED_WARPS columns of a chunk.
@@ -302,6 +306,35 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 					mv8_fold<P, R, C>(acc, t1);
 					u += 32, k++;
 				}
+			} else if (A == MV8_AHEAD3) {
+				Mv8Unit<P, R, C> t0, t1, t2;
+				int32_t u = lane, k = 0;
+				const int32_t chunks = (units + 31) / 32;
+				const bool pf = PF && c0 == 0;
+				auto prefetch = [&](int32_t kk) {
+					if (pf && kk < chunks) pk_prefetch_lines<P, R>(wr, l, min(nr, R), lane, kk);
+				};
+				if (pf) pk_prefetch_start<P, R>(wr, l, min(nr, R), lane, 1, chunks);
+				if (u < units) mv8_issue<P, R, C>(t0, wr, l, lane, u, k, nr, xc, xb, nc);
+				if (u + 32 < units) mv8_issue<P, R, C>(t1, wr, l, lane, u + 32, k + 1, nr, xc, xb, nc);
+				// each step issues unit k + 2 into the buffer unit k − 1 left, then folds unit k
+#pragma unroll 1
+				while (u < units) {
+					prefetch(k + 1 + MV_PREFETCH);
+					if (u + 64 < units) mv8_issue<P, R, C>(t2, wr, l, lane, u + 64, k + 2, nr, xc, xb, nc);
+					mv8_fold<P, R, C>(acc, t0);
+					u += 32, k++;
+					if (u >= units) break;
+					prefetch(k + 1 + MV_PREFETCH);
+					if (u + 64 < units) mv8_issue<P, R, C>(t0, wr, l, lane, u + 64, k + 2, nr, xc, xb, nc);
+					mv8_fold<P, R, C>(acc, t1);
+					u += 32, k++;
+					if (u >= units) break;
+					prefetch(k + 1 + MV_PREFETCH);
+					if (u + 64 < units) mv8_issue<P, R, C>(t1, wr, l, lane, u + 64, k + 2, nr, xc, xb, nc);
+					mv8_fold<P, R, C>(acc, t2);
+					u += 32, k++;
+				}
 			} else if (A == MV8_CLAMPED) {
 				int32_t k = 0;
 #pragma unroll 1
@@ -368,7 +401,11 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid 
 // where it pays for the registers it holds. A warp owns G rows (kernels.MatVec8Rows: the
 // grid); the standalone kernel folds all G in one pass over the weights in form A, asking the
 // L2 for them ahead where PF is 1; the megakernel, whose every body must fit its register
-// budget, folds M of them a pass (G/M passes, the same grid) in form MA.
+// budget, folds M of them a pass (G/M passes, the same grid) in form MA. f16 and f32 take
+// MV8_AHEAD3 on their own (234–240 registers: 4 warps an SM at ffn_down are then enough for
+// the DRAM latency); bf16 keeps MV8_AHEAD in both, because the static model prices a
+// megakernel body with its standalone entry's SASS and the megakernel cannot hold a third
+// buffer in its bf16 body (its sm_90 spills grow 996 → 1 660 bytes, inside the matvec loop).
 #ifdef MEGAKERNEL
 #define MV1_AHEAD(AH) 2
 #define MV8_PASS(G, M) M
@@ -387,6 +424,7 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid 
 #define MV8_ENTRY_MV8_GUARDED(name, params, ...) ENTRY(name, params, __VA_ARGS__)
 #define MV8_ENTRY_MV8_CLAMPED(name, params, ...) ENTRY(name, params, __VA_ARGS__)
 #define MV8_ENTRY_MV8_AHEAD(name, params, ...) ENTRY(name, params, __VA_ARGS__)
+#define MV8_ENTRY_MV8_AHEAD3(name, params, ...) ENTRY(name, params, __VA_ARGS__)
 #define MV8_ENTRY_MV8_STAGED(name, params, ...) \
 	ENTRY_SHARED_BOUNDS(name, Mv8Stage, __launch_bounds__(MV8_STAGED_WARPS * 32, MV8_STAGED_BLOCKS), params, __VA_ARGS__)
 #define MV8_ENTRY_MV8_STAGED1(name, params, ...) \
@@ -419,8 +457,8 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid 
 	       int32_t cols, int32_t n, int32_t add_y),                                                               \
 	      w, x, y, rows, cols, n, add_y)
 
-MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 0, 4, MV8_AHEAD, 0, 2, MV8_GUARDED)
-MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 0, 4, MV8_AHEAD, 0, 1, MV8_GUARDED)
+MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 0, 4, MV8_AHEAD3, 0, 2, MV8_GUARDED)
+MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 0, 4, MV8_AHEAD3, 0, 1, MV8_GUARDED)
 MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 0, 4, MV8_AHEAD, 0, 4, MV8_AHEAD)
 MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 4, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
 MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 2, 0, 1, 2, MV8_STAGED, 0, 2, MV8_GUARDED)
