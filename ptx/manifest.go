@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "0e7964e07dffa8bfc2ca416a83aa53825b5edb78833d2de7e98c46753dc07b07",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "4882a98c8a55b87e310e7957b9e8277f8c038fdd12738cae1144bb9b4e48c34b",
+	"src/matvec.cu":            "8fd8a9b7816057ef214987f20f5e1634655898a885141a233b980c4f1340f17d",
 	"src/megakernel.cu":        "f93248c374d79adca838e32f70c6511a6ccab8c9723822122113ce2669177b6c",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -54,7 +54,7 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "48cb012c2653e1e0bfa03936e309bf5d6a181101160a6ed23d5c86d8f3d7d2b1",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
-	"matvec.ptx":      "255a829b9aab053114fc7c807bc7a3c00c89cf5612bf4eda3467ca9526f713a8",
+	"matvec.ptx":      "d3bca7aa6a464c08dcfbf9b309b20b841b42eebb2381c589fb0039e13c47056e",
 	"megakernel.ptx":  "b6381e9ef3a4456568293de4aaf331e71cd62827760e9dd098c634cc8d1d9811",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
@@ -149,15 +149,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "b0bda91f84e96070d734916adf8aae1b7f4da7f8850c3177b81eff9584bf331d",
+		sha256:  "ca86c0e99d39add94452b76f9aa0a308a9267fe17320d3ddf0f1ef071ed3ef27",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "859e1c527beddba60e08c7aa4cf66edbfa556b9a18cff724fa7506a7b3592507",
+		sha256:  "7babe77fe4493e3f60b1c93ad2549eb23348af1efb9121a3633bd5384f0aafcf",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "6a182820a4a7415b4bc2d59d6895c8adaf683cdcca5dc00d52cf5e90dee538ac",
+		sha256:  "97221dc12510457646d969fe50dc10c0dd27f40a86bf03b476bb9dee39c98391",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
