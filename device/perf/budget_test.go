@@ -42,8 +42,9 @@ var budgets = []budget{
 	// matvec8, eight columns (a tree verify), on large matrices (target: 80 %, met by f16,
 	// f32 and q8_0, by bf16 and q5_1 at ffn_up; the least q2_K's, 28 % at ffn_down). f16's
 	// 89 % at ffn_down in MV8_AHEAD came from a reading of the SASS that lost the dependency of
-	// a widening HADD2.F32 on its load (an R20.H0_H0 operand): it was bf16's 67 %. q2_K, q3_K and q5_1 ask the L2 for their rows ahead (MATVEC's PF). A pass's sums
-	// are taken together (warp_sums), not one butterfly each.
+	// a widening HADD2.F32 on its load (an R20.H0_H0 operand): it was bf16's 67 %. q2_K, q3_K
+	// and q5_1 ask the L2 for their rows ahead (MATVEC's PF). A pass's sums are taken together
+	// (warp_sums), not one butterfly each.
 	// the pipelined forms (MV8_AHEAD: the next unit's loads issued before this one's folds;
 	// MV8_AHEAD3, f16 and f32: the unit after next's, so that ffn_down's 4 warps an SM keep
 	// enough bytes in flight; bf16 keeps the megakernel's form, latency-bound at ffn_down)
