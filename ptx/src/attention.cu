@@ -91,6 +91,17 @@ ENTRY(kv_store_f32, (const float *k, const float *v, const int32_t *slots, void 
 #define ATT_OUT_F16 1           // OutAct: kernels.ActF16
 #define ATT_OUT_BF16 2          // OutAct: kernels.ActBF16
 
+// ATT_PARAMS(R) is the parameter list of attention_f32 and attention_merge_f32, the fields of
+// kernels.AttentionArgs in order (R: RESTRICT on the bodies' read-only inputs), and ATT_ARGS
+// its names.
+#define ATT_PARAMS(R)                                                                                                      \
+	const float *R q, const void *R k_cache, const void *R v_cache, const int32_t *R keys, const int32_t *R key_off, void *out,    \
+	float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots, int32_t chunks,     \
+	int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge
+#define ATT_ARGS                                                                                                           \
+	q, k_cache, v_cache, keys, key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, \
+	    window, soft_cap, n_shared, out_act, defer_merge
+
 // AttStage is one thread's share of a slice being loaded: up to ATT_VEC 16-byte vectors.
 struct AttStage {
 	uint4 v[ATT_VEC];
@@ -706,12 +717,7 @@ static __device__ __forceinline__ void att_compute(const Grid &gr, AttShared &sh
 }
 
 // attention_f32 mirrors kernels.Attention (attentionTwin, attendChunk, mergeChunks).
-__device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
-                                                   const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
-                                                   const int32_t *RESTRICT key_off, void *out, float *part, uint32_t *count,
-                                                   int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-                                                   int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
-                                                   float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge) {
+__device__ __forceinline__ void attention_f32_body(const Grid &gr, ATT_PARAMS(RESTRICT)) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	int32_t *sl = sh.sl, *slen = sh.slen, *snc = sh.snc, *lead = sh.lead, *sbad = sh.sbad, *mem = sh.mem;
 	int32_t &nmem = sh.nmem, &last = sh.last;
@@ -869,21 +875,10 @@ __device__ __forceinline__ void attention_f32_body(const Grid &gr, const float *
 	att_merge(gr, sh, part, out, out_act, n_head, kvh, G, hd, chunks);
 }
 
-// The eager entry is ENTRY_SHARED's, with launch bounds: two blocks per SM (128 registers), so
+// The eager entry has launch bounds for two blocks per SM (128 registers), so
 // that a decode's 256 blocks (8 KV heads × 32 chunks at 2048 positions) are all resident at once
 // on a 132-SM GPU.
-#ifndef MEGAKERNEL
-extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
-	attention_f32(const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, void *out,
-	              float *part, uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-	              int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared,
-	              int32_t out_act, int32_t defer_merge) {
-	__shared__ __align__(16) unsigned char shared[sizeof(AttShared)];
-	attention_f32_body(Grid{blockIdx.x, blockIdx.y, gridDim.x, gridDim.y, threadIdx.x, blockDim.x, 0, shared, 0, 0}, q, k_cache, v_cache, keys,
-	                   key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window, soft_cap,
-	                   n_shared, out_act, defer_merge);
-}
-#endif
+ENTRY_SHARED_BOUNDS(attention_f32, AttShared, __launch_bounds__(ATT_THREADS, 2), (ATT_PARAMS()), ATT_ARGS)
 
 // attention_merge_f32 mirrors kernels.AttentionMerge: what an attention_f32 launch with
 // DeferMerge left, a block per (row, KV head) — block r·NKV + kvh — for the head's query heads:
@@ -891,12 +886,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 2)
 // computed for this row alone (att_compute), then the merge of all its chunks (att_merge). The
 // row's counter holds only the attention launch's mark of a bad chunk: such a row's output is
 // not written, nor is one whose last chunk names a bad slot, and the counter is zero again after.
-__device__ __forceinline__ void attention_merge_f32_body(const Grid &gr, const float *RESTRICT q, const void *RESTRICT k_cache,
-                                                         const void *RESTRICT v_cache, const int32_t *RESTRICT keys,
-                                                         const int32_t *RESTRICT key_off, void *out, float *part, uint32_t *count,
-                                                         int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots,
-                                                         int32_t chunks, int32_t k_type, int32_t v_type, float scale, int32_t window,
-                                                         float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge) {
+__device__ __forceinline__ void attention_merge_f32_body(const Grid &gr, ATT_PARAMS(RESTRICT)) {
 	AttShared &sh = grid_shared<AttShared>(gr);
 	const int tid = gr.tid;
 	const int32_t b = gr.bx;
@@ -934,9 +924,4 @@ __device__ __forceinline__ void attention_merge_f32_body(const Grid &gr, const f
 	}
 	att_merge(gr, sh, part, out, out_act, n_head, kvh, n_head / n_kv, head_dim, chunks);
 }
-ENTRY_SHARED(attention_merge_f32, AttShared,
-             (const float *q, const void *k_cache, const void *v_cache, const int32_t *keys, const int32_t *key_off, void *out, float *part,
-              uint32_t *count, int32_t rows, int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_slots, int32_t chunks, int32_t k_type,
-              int32_t v_type, float scale, int32_t window, float soft_cap, int32_t n_shared, int32_t out_act, int32_t defer_merge),
-             q, k_cache, v_cache, keys, key_off, out, part, count, rows, n_head, n_kv, head_dim, n_slots, chunks, k_type, v_type, scale, window,
-             soft_cap, n_shared, out_act, defer_merge)
+ENTRY_SHARED(attention_merge_f32, AttShared, (ATT_PARAMS()), ATT_ARGS)

@@ -307,6 +307,10 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 					u += 32, k++;
 				}
 			} else if (A == MV8_AHEAD3) {
+				// MV8_AHEAD's loop with a third buffer, written out rather than shared with it:
+				// the megakernel's bf16 body is MV8_AHEAD, and its allocation at 255 registers
+				// moves with any change to the code (one loop for both forms took its sm_90
+				// spills from 996 to 1 240 bytes stored)
 				Mv8Unit<P, R, C> t0, t1, t2;
 				int32_t u = lane, k = 0;
 				const int32_t chunks = (units + 31) / 32;
