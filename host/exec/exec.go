@@ -781,10 +781,11 @@ func (e *Executor) eagerLaunches(i, rows, outs int) ([]Launch, error) {
 
 // lowerOp appends op i's launches to ls: one, or for an attention of several rows two — the
 // chunks, their merge deferred, then the merge (AttentionMerge) on a block per row and KV
-// head, with each row's own last chunk. Rows that share chunks (a tree's nodes over their history, AttentionArgs.Shared) would
-// otherwise merge on one block per group of rows and KV head, every row's partial results read
-// by one SM, at the end of the launch; the split depends on the rows alone, so that a kept
-// schedule's launches stay the same as the shared chunks come and go.
+// head, with each row's own last chunk. Rows that share chunks (a tree's nodes over their
+// history, AttentionArgs.Shared) would otherwise merge on one block per group of rows and KV
+// head, every row's partial results read by one SM, at the end of the launch; the split
+// depends on the rows alone, so that a kept schedule's launches stay the same as the shared
+// chunks come and go.
 func (e *Executor) lowerOp(ls []Launch, i, rows, outs int) ([]Launch, error) {
 	op := &e.p.Ops[i]
 	k, args, err := e.lower(op, rows, outs)
