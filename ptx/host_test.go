@@ -178,7 +178,8 @@ func TestHostScalars(t *testing.T) {
 }
 
 // TestHostMaxMin compares max32 and min32 with num.Max32 and num.Min32, signed zeros and NaNs
-// included.
+// included, and max32 as the integer maximum of max_key's keys (max_unkey) with num.Max32 bit
+// for bit: the same value, or the canonical NaN where both inputs are NaNs.
 func TestHostMaxMin(t *testing.T) {
 	specials := []uint32{0, 0x80000000, 0x7fc00000, 0x7fffffff, 0xffc00000, 0x3f800000, 0xbf800000, 0x7f800000, 0xff800000, 1}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -203,7 +204,7 @@ func TestHostMaxMin(t *testing.T) {
 	out := runHost(t, "pair", in)
 	for i, p := range pairs {
 		x, y := math.Float32frombits(p[0]), math.Float32frombits(p[1])
-		gmax, gmin := binary.LittleEndian.Uint32(out[8*i:]), binary.LittleEndian.Uint32(out[8*i+4:])
+		gmax, gmin, gkey := binary.LittleEndian.Uint32(out[12*i:]), binary.LittleEndian.Uint32(out[12*i+4:]), binary.LittleEndian.Uint32(out[12*i+8:])
 		wmax, wmin := math.Float32bits(num.Max32(x, y)), math.Float32bits(num.Min32(x, y))
 		// with a NaN input the result is the other input's exact bits, or the canonical NaN
 		if !same(gmax, wmax) || (gmax != wmax && wmax&0x7fffffff <= 0x7f800000) {
@@ -211,6 +212,9 @@ func TestHostMaxMin(t *testing.T) {
 		}
 		if !same(gmin, wmin) || (gmin != wmin && wmin&0x7fffffff <= 0x7f800000) {
 			t.Errorf("min32(%#08x, %#08x) = %#08x, num.Min32 %#08x", p[0], p[1], gmin, wmin)
+		}
+		if want := wmax; gkey != want && (want&0x7fffffff <= 0x7f800000 || gkey != 0x7fffffff) {
+			t.Errorf("max_unkey(max(max_key(%#08x), max_key(%#08x))) = %#08x, num.Max32 %#08x", p[0], p[1], gkey, want)
 		}
 	}
 }

@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "f39669bc171d2210549d6e3f68c31d25cadc205c3eb4beb06d1bfc5a6eaa4c7c",
+	"src/attention.cu":         "88782b1873a405df9c3e41c124c7fabf7a9f484769eda7c8bb3fafa020a854ab",
 	"src/elementwise.cu":       "84f2d9923f06550af54a4d0b90a9ce867e4189852f3b13580cd5530d29329623",
 	"src/embed.cu":             "0e7964e07dffa8bfc2ca416a83aa53825b5edb78833d2de7e98c46753dc07b07",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
@@ -41,7 +41,7 @@ var sources = map[string]string{
 	"src/grid.cuh":             "d46b64c397235d0fcb1c27ab0b7c4fe7ee6f3c57832c0ee3cfd5563935055113",
 	"src/megakernel_table.cuh": "3c9a7d28c0c5b6c2b5a2576b36741a0ce82858e65b1658585cf360077ede3c6d",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
-	"src/num.cuh":              "a9976a08a0e7e08b0fd4efa314a4ae697a4b4c7ce2f53d8cbf8bc28381765677",
+	"src/num.cuh":              "7079f6f9dd58859930251578b17dddfab2821dcd4bca42efc86d7c2ca4178738",
 	"src/packed.cuh":           "27ce055730a34cad01c31c5ec495dae616181f3ef5b00f7239eece0dc2dce7dc",
 }
 
@@ -49,13 +49,13 @@ var sources = map[string]string{
 var ptxHashes = map[string]string{
 	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
-	"attention.ptx":   "48e6766e259f8f29fd2d6e9101eaf02e8b8e96523116430a4576d8f99155c538",
+	"attention.ptx":   "fbb8b4f9a83abe799d166ed4be46c9112df111c806919f005bb177b2545cc2d8",
 	"elementwise.ptx": "1d06b004cd755cee26a4464bab3b09ab728b37c9f622b3a9eea927c69d0640c9",
 	"embed.ptx":       "48cb012c2653e1e0bfa03936e309bf5d6a181101160a6ed23d5c86d8f3d7d2b1",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "d3bca7aa6a464c08dcfbf9b309b20b841b42eebb2381c589fb0039e13c47056e",
-	"megakernel.ptx":  "b6381e9ef3a4456568293de4aaf331e71cd62827760e9dd098c634cc8d1d9811",
+	"megakernel.ptx":  "8d971df698c0d64be412829cfe258de002775c82c907de29fa0f2b5a03489f10",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8a930dd992d4c2629d8a7827957fb12b51fa6f5fb6078d309d1b18ff3ff90af7",
@@ -89,15 +89,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"argmax_f32"},
 	},
 	"attention.sm_37.cubin": {
-		sha256:  "f8a05553dc98047608e7f207c27226585d35d20e34215c377aac5e418d44e5d3",
+		sha256:  "68df622cb9c5440a487b16eb2631cd24c802e706df31ca28e7022671cd5032a7",
 		entries: []string{"attention_f32", "attention_merge_f32", "kv_store_f32"},
 	},
 	"attention.sm_80.cubin": {
-		sha256:  "487f35a2e624de0e66631db3fdb37ee416640bbacbeebc76982f215231cc5903",
+		sha256:  "ea486195fb3470c405679f28d96509c6b47bdae2c817c56931466029bee5c326",
 		entries: []string{"attention_f32", "attention_merge_f32", "kv_store_f32"},
 	},
 	"attention.sm_90.cubin": {
-		sha256:  "c3923b661718835571f3f9767142618d6a89a16bf557a4b39619565b69841071",
+		sha256:  "8e4b815509c536e903d41293064c5771d2b008aae78b561b72dcf5df4a602e77",
 		entries: []string{"attention_f32", "attention_merge_f32", "kv_store_f32"},
 	},
 	"elementwise.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "df753967bb4c321fca0574f3d7c1cc97a83a7789aaf79e85ce7c960c46f4631d",
+		sha256:  "d8884bdf905681bf2b1ef2edb81fbb1ac41b07550e33df8a202783e7ca74e4f7",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "bea3c51bca1c3f57b95abcc749319955bdd7e8944f83e6bd96795d33bd75ab3c",
+		sha256:  "d979517e812482606fc1cd93dcdd0d31ddab01a5d33ce3ba0208cfd8ca8f7ffc",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

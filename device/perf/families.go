@@ -474,11 +474,12 @@ func attnBlock(p, keys, hd, kes, ves int64, later, deferred bool) Work {
 				in += warps * float64((keys+3)/4) * 44
 				lsu += warps * float64((keys+3)/4) * 8
 			}
-			// softmax, per thread (8 scores of 4 pairs): the scale (2 each), the maxima (a
-			// max32, ~6, of the two keys, 3 butterfly steps and 3 across the key groups a
-			// pair), the weights (exp32 ~20 and 3 more each) and a warp's 4 sums (2 loads,
-			// 2 adds and the 5-step butterfly each)
-			in += warps * (8*2 + 4*(6+3*7+4+3*6) + 8*24 + 4*(4+5*2+4))
+			// softmax, per thread (8 scores of 4 pairs): the scale (2 each), the maxima as
+			// max_key's integers (a key, ~6, each score; a pair's two keys' maximum, 3
+			// butterfly steps of a shuffle and a maximum, the store; after the barrier the 4
+			// key groups' loads, 3 maxima and max_unkey, ~4), the weights (exp32 ~20 and 3
+			// more each) and a warp's 4 sums (2 loads, 2 adds and the 5-step butterfly each)
+			in += warps * (8*2 + 8*6 + 4*(1+3*2+1) + 4*(4+3+4) + 8*24 + 4*(4+5*2+4))
 			lsu += warps * (4 + 4 + 8 + 4*2)
 		} else {
 			in, lsu = attnUntiled(in, lsu, np, keys, hd)
@@ -533,8 +534,9 @@ func attnUntiled(in, lsu float64, np, keys, hd int64) (float64, float64) {
 			in += 2 * float64((keys+3)/4) * float64(4+nt+4*nt+2)
 			lsu += 2 * float64((keys+3)/4) * float64(4+nt)
 		}
-		// softmax: scale, the warp maximum, exp32, the sum (about 60 instructions a pair)
-		in += 2 * float64(nt) * 60
+		// softmax: scale, the warp maximum (a key, one redux.sync, max_unkey), exp32, the sum
+		// (about 37 instructions a pair)
+		in += 2 * float64(nt) * 37
 		lsu += 2 * float64(nt) * 4
 	}
 	return in, lsu

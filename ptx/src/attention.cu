@@ -25,7 +25,8 @@
 //     with SoftCap > 0, s_j = tanh32(s_j·(1/SoftCap))·SoftCap;
 //   - m_c = max32 of the chunk's s_j (each warp's butterfly, then the two warps of the chunk;
 //     tiled, each thread's two keys, the warp's 8 key lanes, then the 4 key groups: max32 is
-//     a total order's maximum, so the grouping does not change it);
+//     a total order's maximum, so the grouping does not change it, and the kernel takes it
+//     as the integer maximum of max_key's keys, num.cuh);
 //   - e_j = exp32(s_j − m_c); l_c: lane i adds e_j for j = i, i+32 of the chunk in order from +0,
 //     then warp_sum (num.WarpSum's butterfly);
 //   - o_c[d] = fma(e_j, v_j[d], o_c[d]) over the chunk's keys in order from +0, a thread per
@@ -291,18 +292,20 @@ static __device__ __forceinline__ void att_softmax_tiled(const Grid &gr, float *
 		acc[i] = __fmul_rn(acc[i], scale);
 		if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
 	}
+	// the maxima as max_key's integers (red holds the key groups' keys)
 #pragma unroll
 	for (int t = 0; t < 4; t++) {
-		float m = max32(j0 < len ? acc[t] : -inf32(), j1 < len ? acc[4 + t] : -inf32());
+		int32_t k = max(max_key(j0 < len ? acc[t] : -inf32()), max_key(j1 < len ? acc[4 + t] : -inf32()));
 #pragma unroll
-		for (int off = 1; off < 8; off <<= 1) m = max32(m, __shfl_xor_sync(NUM_FULL_MASK, m, off));
-		if (lane % 8 == 0) red[(pb + 4 * t) * 4 + kg] = m;
+		for (int off = 1; off < 8; off <<= 1) k = max(k, __shfl_xor_sync(NUM_FULL_MASK, k, off));
+		if (lane % 8 == 0) red[(pb + 4 * t) * 4 + kg] = __int_as_float(k);
 	}
 	grid_sync(gr);
 #pragma unroll
 	for (int t = 0; t < 4; t++) {
 		const int32_t p = pb + 4 * t;
-		const float m = max32(max32(red[p * 4], red[p * 4 + 1]), max32(red[p * 4 + 2], red[p * 4 + 3]));
+		const float m = max_unkey(max(max(__float_as_int(red[p * 4]), __float_as_int(red[p * 4 + 1])),
+		                              max(__float_as_int(red[p * 4 + 2]), __float_as_int(red[p * 4 + 3]))));
 		ps[p * ATT_PS + j0] = j0 < len ? exp32(__fsub_rn(acc[t], m)) : 0.0f;
 		ps[p * ATT_PS + j1] = j1 < len ? exp32(__fsub_rn(acc[4 + t], m)) : 0.0f;
 		if (kg == 0 && lane % 8 == 0) mm[p] = m;
@@ -502,18 +505,18 @@ static __device__ void att_merge(const Grid &gr, AttShared &sh, const float *par
 			for (int32_t pi = w; pi < nb; pi += ATT_THREADS / 32) {
 				const float *pr = part + ((int64_t)sh.mx[pi] * n_head + sh.mh[pi]) * chunks * pw;
 				const int32_t nc = sh.mnc[pi];
-				float m = -inf32();
+				int32_t k = max_key(-inf32());
 				for (int32_t c0 = lane; c0 < nc; c0 += 4 * 32) {
 					float v[4];
 #pragma unroll
 					for (int u = 0; u < 4; u++) v[u] = c0 + 32 * u < nc ? __ldcg(pr + (int64_t)(c0 + 32 * u) * pw) : -inf32();
 #pragma unroll
 					for (int u = 0; u < 4; u++) {
-						m = max32(m, v[u]);
+						k = max(k, max_key(v[u]));
 						if (keep && c0 + 32 * u < nc) ps[pi * wn + c0 + 32 * u] = v[u];
 					}
 				}
-				m = warp_max(m);
+				const float m = max_unkey(warp_max_key(k));
 				if (lane == 0) mm[pi] = m;
 			}
 		}
@@ -623,7 +626,7 @@ static __device__ __forceinline__ void att_compute(const Grid &gr, AttShared &sh
 						if (i < ni) {
 							acc[i] = __fmul_rn(acc[i], scale);
 							if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
-							float m = warp_max(j < len ? acc[i] : -inf32());
+							float m = max_unkey(warp_max_key(max_key(j < len ? acc[i] : -inf32())));
 							if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
 						}
 					}

@@ -453,7 +453,34 @@ template <int N> NUM_FN float warp_sums(float (&v)[N], int lane) {
 	return v[0];
 }
 
-// warp_max mirrors num.WarpMax: the same butterfly with max32.
+// max_key maps a float to an int32 whose integer order is max32's: a non-negative float keeps
+// its bits, a negative one has its magnitude bits flipped (so −0 is −1, below +0's 0, and −∞ is
+// 0x807fffff), and every NaN is INT32_MIN, below all of them. max32 of any values is then
+// max_unkey of the integer maximum of their keys, in any grouping: a NaN gives way to any
+// number, and only values that are all NaNs give INT32_MIN, which max_unkey turns into the
+// canonical NaN, as max32 does. One integer maximum (IMNMX, or a whole warp's in one
+// redux.sync) in place of max32's tests.
+NUM_FN int32_t max_key(float x) {
+	const int32_t b = __float_as_int(x);
+	return is_nan32(x) ? INT32_MIN : b ^ ((b >> 31) & 0x7fffffff);
+}
+NUM_FN float max_unkey(int32_t k) { return k == INT32_MIN ? nan32() : __int_as_float(k ^ ((k >> 31) & 0x7fffffff)); }
+
+// warp_max_key is the integer maximum of k over the warp, in every lane: one redux.sync on
+// sm_80 and later, else the xor butterfly. All 32 lanes must call it.
+NUM_FN int32_t warp_max_key(int32_t k) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	return __reduce_max_sync(NUM_FULL_MASK, k);
+#else
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(NUM_FULL_MASK, k, off));
+	return k;
+#endif
+}
+
+// warp_max mirrors num.WarpMax: the same butterfly with max32. (max_unkey(warp_max_key(
+// max_key(v))) is the same value in fewer instructions; the q8 conversions keep this form
+// because the static model's SASS reader takes redux.sync's divergence fallback for a loop.)
 NUM_FN float warp_max(float v) {
 #pragma unroll
 	for (int off = 16; off > 0; off >>= 1) v = max32(v, __shfl_xor_sync(NUM_FULL_MASK, v, off));

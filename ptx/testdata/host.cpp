@@ -2,7 +2,8 @@
 // argument selects what it does:
 //
 //	scalar  stdin: float32 bit patterns; stdout: per input, the bits of 12 results (see below)
-//	pair    stdin: pairs of float32 bit patterns; stdout: max32 and min32 of each pair
+//	pair    stdin: pairs of float32 bit patterns; stdout: max32, min32 and the maximum of their
+//	        max_key integers (max_unkey) of each pair
 //	matvec  stdin: records (format name, NUL, int32 cols, int32 weight bytes, int32 activation
 //	        bytes, weight row, activation row); stdout: the float32 result of each row, computed
 //	        as matvec.cu's warp does (lane-strided unit steps, then the butterfly's lane 0 sum)
@@ -237,6 +238,7 @@ int main(int argc, char **argv) {
 			float x = __uint_as_float(b[0]), y = __uint_as_float(b[1]);
 			put(__float_as_uint(max32(x, y)));
 			put(__float_as_uint(min32(x, y)));
+			put(__float_as_uint(max_unkey(max(max_key(x), max_key(y)))));
 		}
 		return 0;
 	}

@@ -48,6 +48,8 @@ static inline uint32_t __float_as_uint(float f) {
 	memcpy(&b, &f, 4);
 	return b;
 }
+static inline float __int_as_float(int32_t b) { return __uint_as_float((uint32_t)b); }
+static inline int32_t __float_as_int(float f) { return (int32_t)__float_as_uint(f); }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
