@@ -54,8 +54,9 @@ type Config struct {
 	Model   PartModel
 	// MinPartUS is the shortest part worth an item of its own: an instruction gets as many
 	// parts as it has modelled time in units of this, up to one per queue and per block
-	// (default 0.5 µs, about an item's start: a finer split of an instruction on the critical
-	// path ends it sooner while other queues are free to start its parts).
+	// (default: an item's start on the Machine, Machine.ItemCycles — 0.25 µs on the H200 —
+	// what a part more costs its queue: a finer split of an instruction on the critical path
+	// ends it sooner while other queues are free to start its parts).
 	MinPartUS float64
 	// PartBytes, if set, chooses parts by bytes instead: one per PartBytes moved.
 	PartBytes int64
@@ -83,7 +84,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Model = BytesModel{*c.Machine}
 	}
 	if c.MinPartUS <= 0 {
-		c.MinPartUS = 0.5
+		c.MinPartUS = c.Machine.us(c.Machine.ItemCycles)
 	}
 	switch {
 	case c.PrefetchBytes == 0:

@@ -2,6 +2,7 @@ package sass
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -282,6 +283,33 @@ func branchTarget(in *Inst) (int, bool) {
 }
 
 func unconditional(in *Inst) bool { return in.Pred == "" || in.Pred == "PT" }
+
+// fallbacks marks the instructions of f's divergence fallbacks: from each BRA.DIV's target to
+// the first unconditional jump, exit or return at or after it.
+func fallbacks(f *Function, index map[int]int) []bool {
+	cold := make([]bool, len(f.Insts))
+	for i := range f.Insts {
+		in := &f.Insts[i]
+		if in.Op != "BRA" || !slices.Contains(in.Mods, "DIV") {
+			continue
+		}
+		t, ok := branchTarget(in)
+		if !ok {
+			continue
+		}
+		j, ok := index[t]
+		if !ok || j <= i {
+			continue
+		}
+		for ; j < len(f.Insts) && !cold[j]; j++ {
+			cold[j] = true
+			if x := &f.Insts[j]; unconditional(x) && (x.Op == "BRA" || x.Op == "EXIT" || x.Op == "RET") {
+				break
+			}
+		}
+	}
+	return cold
+}
 
 // buildBlocks splits f into basic blocks and links them.
 func buildBlocks(f *Function) ([]block, map[int]int) {
@@ -897,12 +925,26 @@ func Analyse(f *Function, params []ParamSlot) (*Facts, error) {
 		}
 	}
 
+	// Cold code, in no region: the divergence fallbacks — where a BRA.DIV jumps when the warp
+	// has diverged, ptxas puts the warp-synchronous instructions that follow it in their slow
+	// form (WARPSYNC.COLLECTIVE … ENDCOLLECTIVE) after the function's exit, each run ending in
+	// a jump back, which closes no loop — and the subroutines reached only by CALL (the
+	// IEEE division's and square root's slow paths for special operands).
+	cold := fallbacks(f, index)
+	for b := range blocks {
+		if l.in[b] == nil {
+			for i := blocks[b].lo; i < blocks[b].hi; i++ {
+				cold[i] = true
+			}
+		}
+	}
+
 	// loops: a backward branch closes the loop from its target to itself
 	type loop struct{ lo, hi int } // instruction indices, inclusive
 	var loops []loop
 	for i := range f.Insts {
 		in := &f.Insts[i]
-		if in.Op != "BRA" {
+		if in.Op != "BRA" || cold[i] {
 			continue
 		}
 		if t, ok := branchTarget(in); ok && t < in.Addr { // (t == Addr: the idle loop after EXIT)
@@ -974,7 +1016,7 @@ func Analyse(f *Function, params []ParamSlot) (*Facts, error) {
 	}
 	var straight []int
 	for i, o := range owner {
-		if o < 0 {
+		if o < 0 && !cold[i] {
 			straight = append(straight, i)
 		}
 	}

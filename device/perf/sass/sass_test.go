@@ -253,3 +253,66 @@ k:
 		t.Errorf("loop path %+v: want the widened load's wait once an iteration", r.Path)
 	}
 }
+
+// Cold code is in no region: a shuffle's divergence fallback (where BRA.DIV jumps, after the
+// exit, ending in a jump back that closes no loop) and a subroutine reached only by CALL (an
+// IEEE division's slow path). The one loop is the real one, and the shuffle and the fallback's
+// instructions are counted once: the loop's own.
+func TestColdCode(t *testing.T) {
+	const text = `
+k:
+.text.k:
+        /*0000*/                   MOV R3, RZ ;
+        /*0010*/                   MOV R2, RZ ;
+.L_x_0:
+        /*0020*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*0030*/                   BRA.DIV UR4, ` + "`" + `(.L_x_2) ;
+        /*0040*/                   SHFL.BFLY PT, R5, R2, 0x1, 0x1f ;
+.L_x_1:
+        /*0050*/                   FADD R3, R3, R5 ;
+        /*0060*/                   ISETP.NE.AND P0, PT, R2, 0x8, PT ;
+        /*0070*/               @P0 BRA ` + "`" + `(.L_x_0) ;
+        /*0080*/                   FCHK P1, R3, R2 ;
+        /*0090*/              @!P1 BRA ` + "`" + `(.L_x_4) ;
+        /*00a0*/                   CALL.REL.NOINC ` + "`" + `(.L_x_3) ;
+.L_x_4:
+        /*00b0*/                   EXIT ;
+.L_x_2:
+        /*00c0*/                   WARPSYNC.COLLECTIVE R16, ` + "`" + `(.L_x_5) ;
+        /*00d0*/                   SHFL.BFLY P1, R5, R2, R18, R19 ;
+.L_x_5:
+        /*00e0*/                   ENDCOLLECTIVE ;
+        /*00f0*/                   BRA ` + "`" + `(.L_x_1) ;
+.L_x_3:
+        /*0100*/                   FFMA R3, R3, R3, R3 ;
+        /*0110*/                   RET.REL.NODEC R2 ` + "`" + `(k) ;
+`
+	fns, err := ParseSASS(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Analyse(&fns[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loops []Region
+	total := 0
+	for _, r := range f.Regions {
+		total += r.Instrs
+		if r.Loop {
+			loops = append(loops, r)
+		}
+	}
+	if len(loops) != 1 || loops[0].Start != 0x20 || loops[0].End != 0x70 {
+		t.Fatalf("loops %+v: want the one at 0x20 … 0x70", loops)
+	}
+	// the fallback (0xc0 … 0xf0) and the subroutine (0x100, 0x110) are in no region
+	for _, r := range f.Regions {
+		if r.End >= 0xc0 {
+			t.Errorf("region %#x … %#x holds cold code", r.Start, r.End)
+		}
+	}
+	if total > 12 {
+		t.Errorf("%d instructions in the regions: the cold code's counted", total)
+	}
+}
