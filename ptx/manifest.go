@@ -35,19 +35,19 @@ var sources = map[string]string{
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
 	"src/rope.cu":              "746fdbf7041fd973be97d52d8f3540ff7ff2c3fe28bcccc7e208a168a1b88849",
-	"src/routing.cu":           "fb450109cd34a9e2a317e1c48dadc9d6d8ae6eb4863a36d17f6d450703c8dc47",
+	"src/routing.cu":           "642609ff0d791ebc1445212f795128a047726c62964a3db7ed10ce808307614f",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "d46b64c397235d0fcb1c27ab0b7c4fe7ee6f3c57832c0ee3cfd5563935055113",
 	"src/megakernel_table.cuh": "3c9a7d28c0c5b6c2b5a2576b36741a0ce82858e65b1658585cf360077ede3c6d",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
-	"src/num.cuh":              "7079f6f9dd58859930251578b17dddfab2821dcd4bca42efc86d7c2ca4178738",
+	"src/num.cuh":              "c6325eaa7dd8720ec2997969f99218484fb8e678c050029b1e1b3b07d305cdf4",
 	"src/packed.cuh":           "27ce055730a34cad01c31c5ec495dae616181f3ef5b00f7239eece0dc2dce7dc",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
 var ptxHashes = map[string]string{
-	"act.ptx":         "fd2a77703b116e6ae8e3f118c335064c4ad045db62c51e3a97c0533460eb4968",
+	"act.ptx":         "e5e2ea6205f1c95ffe673e5d592f37140877b175853a294bf433045085711afe",
 	"argmax.ptx":      "963e3cc6cbe4890253e22cc69252ddaef89a641baa643bd8cbbe62524b4a8c66",
 	"attention.ptx":   "fbb8b4f9a83abe799d166ed4be46c9112df111c806919f005bb177b2545cc2d8",
 	"elementwise.ptx": "1d06b004cd755cee26a4464bab3b09ab728b37c9f622b3a9eea927c69d0640c9",
@@ -55,25 +55,25 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "d3bca7aa6a464c08dcfbf9b309b20b841b42eebb2381c589fb0039e13c47056e",
-	"megakernel.ptx":  "8d971df698c0d64be412829cfe258de002775c82c907de29fa0f2b5a03489f10",
+	"megakernel.ptx":  "7c28e29e28a050b07fae80c76be4bf2459ae9513c49032dfe1ef458ef3758ad4",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "8a930dd992d4c2629d8a7827957fb12b51fa6f5fb6078d309d1b18ff3ff90af7",
-	"routing.ptx":     "322de3232e0695e7cc2c667e5aa4b7039e08f2faa89f8486a5526954f70401ab",
+	"routing.ptx":     "6b9af2a1f562ee04ede6fe4a3a9128f2cb9f47842a03ee83e5e3b3b1a5ff2ad2",
 }
 
 // cubins are the generated cubins, by file name: SHA-256 and the entries each holds.
 var cubins = map[string]cubinFile{
 	"act.sm_37.cubin": {
-		sha256:  "0c9a8983f1f235081dc9690f7d2cc0eded293dffac1e4b159c6c4f588515ea3f",
+		sha256:  "0487febcd61476c7f4953aeafce3c5e58fb5767a56fead5c52f324146d4d351a",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_80.cubin": {
-		sha256:  "f0a30c909ff86dfd6bec735d05a7dfde0205ac8b67d8a38cb02477f2414364a0",
+		sha256:  "0a30de0ee3101900d25256eb80b27aa2235736c9326034d7e6647d338651af93",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"act.sm_90.cubin": {
-		sha256:  "dbd9da9be65efd2f555be55deaadf19261ac537f6e950a6151fd523b8a51e69d",
+		sha256:  "ee500ea1ad4d32edeaa7a787c3443987c155ff9218f11df4a6d768b37326da53",
 		entries: []string{"act_bf16", "act_f16", "act_q8_0", "act_q8_1", "act_q8_K", "geglu_act_bf16", "geglu_act_f16", "geglu_act_q8_0", "geglu_act_q8_1", "geglu_act_q8_K", "rmsnorm_act_bf16", "rmsnorm_act_f16", "rmsnorm_act_q8_0", "rmsnorm_act_q8_1", "rmsnorm_act_q8_K", "sigmoid_mul_act_bf16", "sigmoid_mul_act_f16", "sigmoid_mul_act_q8_0", "sigmoid_mul_act_q8_1", "sigmoid_mul_act_q8_K", "swiglu_act_bf16", "swiglu_act_f16", "swiglu_act_q8_0", "swiglu_act_q8_1", "swiglu_act_q8_K"},
 	},
 	"argmax.sm_37.cubin": {
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "d8884bdf905681bf2b1ef2edb81fbb1ac41b07550e33df8a202783e7ca74e4f7",
+		sha256:  "4a8ef0853c4b6e23d190fb4b939fc872d38395168668bbe7b1266846e023af46",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "d979517e812482606fc1cd93dcdd0d31ddab01a5d33ce3ba0208cfd8ca8f7ffc",
+		sha256:  "62127d9bfe711fd4abf2434e4f175b6c714c267ecce5a8103ab434b335fb209d",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -205,15 +205,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {
-		sha256:  "41f0f69fd933429b47260cd61454ea230735df753c12db8b0c0c55e5581f15e2",
+		sha256:  "d8255e408631db330c4713d66cbbf6c8dd0f80f0c92c81a64dfd826304a0bf9e",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 	"routing.sm_80.cubin": {
-		sha256:  "b99081d1ab4bb3fcc1fe37ab6fe6227086385d7b0e291937ebe4456fd8b0ae9a",
+		sha256:  "b3572629d3443776cffa35345f4da0fca21e0f6394562eb88f4b3d3033d86e28",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 	"routing.sm_90.cubin": {
-		sha256:  "8b13ea0f4c73af7a2408e4600f7472ba84618e3395dac1749d32a24043fd194d",
+		sha256:  "6b04bc112280c8fddd6082b58a1158d492bb3e6f039b285565611b527e7b9020",
 		entries: []string{"moe_combine_f32", "moe_matvec_bf16_bf16", "moe_matvec_f16_f16", "moe_matvec_f32_f32", "moe_matvec_q2_K_q8_K", "moe_matvec_q3_K_q8_K", "moe_matvec_q4_0_q8_0", "moe_matvec_q4_1_q8_1", "moe_matvec_q4_K_q8_K", "moe_matvec_q5_0_q8_0", "moe_matvec_q5_1_q8_1", "moe_matvec_q5_K_q8_K", "moe_matvec_q6_K_q8_K", "moe_matvec_q8_0_q8_0", "moe_router_f32"},
 	},
 }

@@ -478,14 +478,9 @@ NUM_FN int32_t warp_max_key(int32_t k) {
 #endif
 }
 
-// warp_max mirrors num.WarpMax: the same butterfly with max32. (max_unkey(warp_max_key(
-// max_key(v))) is the same value in fewer instructions; the q8 conversions keep this form
-// because the static model's SASS reader takes redux.sync's divergence fallback for a loop.)
-NUM_FN float warp_max(float v) {
-#pragma unroll
-	for (int off = 16; off > 0; off >>= 1) v = max32(v, __shfl_xor_sync(NUM_FULL_MASK, v, off));
-	return v;
-}
+// warp_max has num.WarpMax's result (its butterfly with max32): max32 is a total order's
+// maximum, so the warp's maximum of the keys (warp_max_key) is the same value.
+NUM_FN float warp_max(float v) { return max_unkey(warp_max_key(max_key(v))); }
 
 // warp_arg_best folds (value, index) pairs over the warp with the xor butterfly, keeping the
 // pair for which better(candidate, its index, kept, its index) holds; every lane ends with the

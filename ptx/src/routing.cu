@@ -37,9 +37,9 @@ __device__ __forceinline__ void moe_router_f32_body(const Grid &gr, const float 
 	if (r >= rows) return; // the whole warp leaves together
 	int lane = gr.tid & 31;
 	const float *x = logits + (int64_t)r * ne;
-	float m = -inf32();
-	for (int32_t i = lane; i < ne; i += 32) m = max32(m, x[i]);
-	m = warp_max(m);
+	int32_t mk = max_key(-inf32()); // max32 of the logits as max_key's integers
+	for (int32_t i = lane; i < ne; i += 32) mk = max(mk, max_key(x[i]));
+	const float m = max_unkey(warp_max_key(mk));
 	float sum = 0.0f;
 	for (int32_t i = lane; i < ne; i += 32) sum = __fadd_rn(sum, exp32(__fsub_rn(x[i], m)));
 	sum = warp_sum(sum);
