@@ -25,7 +25,7 @@ var PtxasFlags = []string{"-O3"}
 var sources = map[string]string{
 	"src/act.cu":               "ecd7db89e7a2d86984277ac6537e5fbfc25e7866c18362821ef881ddbbbd7645",
 	"src/argmax.cu":            "15406187fb2b24ef60aa515800caad01adf9893d424951b750a13e7a067429c5",
-	"src/attention.cu":         "88782b1873a405df9c3e41c124c7fabf7a9f484769eda7c8bb3fafa020a854ab",
+	"src/attention.cu":         "7433f8bf62693966325e6480d901185acc61ee56f13e59a7ff9e20ce445ab9d0",
 	"src/elementwise.cu":       "84f2d9923f06550af54a4d0b90a9ce867e4189852f3b13580cd5530d29329623",
 	"src/embed.cu":             "0e7964e07dffa8bfc2ca416a83aa53825b5edb78833d2de7e98c46753dc07b07",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",

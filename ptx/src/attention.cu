@@ -626,7 +626,7 @@ static __device__ __forceinline__ void att_compute(const Grid &gr, AttShared &sh
 						if (i < ni) {
 							acc[i] = __fmul_rn(acc[i], scale);
 							if (soft_cap > 0.0f) acc[i] = __fmul_rn(tanh32(__fmul_rn(acc[i], __fdiv_rn(1.0f, soft_cap))), soft_cap);
-							float m = max_unkey(warp_max_key(max_key(j < len ? acc[i] : -inf32())));
+							float m = warp_max(j < len ? acc[i] : -inf32());
 							if (lane == 0) red[(pg + 4 * i) * 2 + half] = m;
 						}
 					}
