@@ -34,7 +34,7 @@ var sources = map[string]string{
 	"src/megakernel.cu":        "f93248c374d79adca838e32f70c6511a6ccab8c9723822122113ce2669177b6c",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
-	"src/rope.cu":              "746fdbf7041fd973be97d52d8f3540ff7ff2c3fe28bcccc7e208a168a1b88849",
+	"src/rope.cu":              "6bd99729c9b82183a27df6a077d9b193cb8fde1ba4f1db2976328508865d6b77",
 	"src/routing.cu":           "642609ff0d791ebc1445212f795128a047726c62964a3db7ed10ce808307614f",
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
@@ -55,10 +55,10 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "d3bca7aa6a464c08dcfbf9b309b20b841b42eebb2381c589fb0039e13c47056e",
-	"megakernel.ptx":  "7c28e29e28a050b07fae80c76be4bf2459ae9513c49032dfe1ef458ef3758ad4",
+	"megakernel.ptx":  "5f4c7659635e71dd71f14977c73adcdba1f66d21f3fa1c0a20def55bbda93a0e",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
-	"rope.ptx":        "8a930dd992d4c2629d8a7827957fb12b51fa6f5fb6078d309d1b18ff3ff90af7",
+	"rope.ptx":        "7c9c74409b16db31da77329ac851530d615bd78965054b04da225a812a2e8931",
 	"routing.ptx":     "6b9af2a1f562ee04ede6fe4a3a9128f2cb9f47842a03ee83e5e3b3b1a5ff2ad2",
 }
 
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "4a8ef0853c4b6e23d190fb4b939fc872d38395168668bbe7b1266846e023af46",
+		sha256:  "2cc9179f7a59531bbc7bee0d2ce9eef402f0a23d37d541917c20aebc8f9ba878",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "62127d9bfe711fd4abf2434e4f175b6c714c267ecce5a8103ab434b335fb209d",
+		sha256:  "467b7e17e37da0b0f7e39f1ab33600d7bc306fddefa2c0f50f6b85982dc495bf",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {
@@ -193,15 +193,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"rmsnorm_f32"},
 	},
 	"rope.sm_37.cubin": {
-		sha256:  "e825d7ad5254ab722f602e2d717f0cf1b6244585f125f385ff8606bff1e64922",
+		sha256:  "fa67241a558d7eadce7214e56fdb2088b295e588f8461124e158c5ce0eb46508",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_80.cubin": {
-		sha256:  "2745c86bf6801248ffe2faf5993b952a5be100e51d0e8af3d8a1d3f80d209980",
+		sha256:  "d9cc2cf6f6fef60f7754cadf48cdb6f81de71a1f857dacb3596a1ee2e4c2a09b",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"rope.sm_90.cubin": {
-		sha256:  "fe3e3df4d7e1aac33f64264652794343167e58c5d3557dfe5216aff53745ba2a",
+		sha256:  "2d5bbcdd98cb4c246690d9f8cfa953e2972cdc732999aef79273a9bffbab6354",
 		entries: []string{"rope_f32", "rope_kv_store_f32"},
 	},
 	"routing.sm_37.cubin": {

@@ -13,6 +13,21 @@
 #define ROPE_NEOX 2
 #define ROPE_AHEAD 2 // columns a thread of rope_kv_store_f32 reads before it stores any
 
+// rope_pairs rotates the pairs tid, tid + ntid, … of one head v: (v[2i], v[2i+1]) adjacent,
+// (v[i], v[i+half]) in NEOX mode. The mode is a template parameter so that each form's
+// addresses are the lane's first plus constants (the static model, device/perf, follows them).
+template <bool NEOX>
+static __device__ __forceinline__ void rope_pairs(float *v, const float *tab, int32_t half, int tid, int ntid) {
+#pragma unroll 1 // a pair a thread is the common case (NRot/2 threads a block): no unrolled copy
+	for (int32_t i = tid; i < half; i += ntid) {
+		float c = tab[2 * i], s = tab[2 * i + 1];
+		float *pj = NEOX ? v + i : v + 2 * i, *pk = NEOX ? pj + half : pj + 1;
+		float a = *pj, b = *pk;
+		*pj = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+		*pk = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+	}
+}
+
 // rope_f32 mirrors kernels.Rope (ropeHead).
 __device__ __forceinline__ void rope_f32_body(const Grid &gr, float *x, const float *cos_sin, int32_t rows, int32_t heads, int32_t head_dim,
                                     int32_t n_rot, int32_t mode) {
@@ -21,17 +36,10 @@ __device__ __forceinline__ void rope_f32_body(const Grid &gr, float *x, const fl
 	int32_t half = n_rot / 2;
 	float *v = x + ((int64_t)r * heads + h) * head_dim;
 	const float *tab = cos_sin + (int64_t)r * half * 2;
-	for (int32_t i = gr.tid; i < half; i += gr.ntid) {
-		float c = tab[2 * i], s = tab[2 * i + 1];
-		int32_t j = 2 * i, k = 2 * i + 1;
-		if (mode == ROPE_NEOX) {
-			j = i;
-			k = i + half;
-		}
-		float a = v[j], b = v[k];
-		v[j] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-		v[k] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
-	}
+	if (mode == ROPE_NEOX)
+		rope_pairs<true>(v, tab, half, gr.tid, gr.ntid);
+	else
+		rope_pairs<false>(v, tab, half, gr.tid, gr.ntid);
 }
 ENTRY(rope_f32, (float *x, const float *cos_sin, int32_t rows, int32_t heads, int32_t head_dim,
                                     int32_t n_rot, int32_t mode), x, cos_sin, rows, heads, head_dim, n_rot, mode)
