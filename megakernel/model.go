@@ -218,6 +218,41 @@ func Predict(s *Schedule, m Machine, queuesPerSM int, pm PartModel) (Prediction,
 	return p, nil
 }
 
+// window is a queue's prefetch window as the replay and the placement follow it: at is where
+// its next item's stream bytes begin among the queue's streams laid end to end, arrived how
+// far the bytes asked for have come.
+type window struct{ at, arrived int64 }
+
+// windowed times a part through its queue's window: a part of t µs by the part model, moving
+// partBytes, whose stream is the queue's next n bytes, on a queue free from free (its previous
+// item's end) that starts it at start. While the block waited (from free on) the window fetched
+// at the queue's share of the bandwidth, up to reach bytes past the part's first (the window,
+// and what a waiting block stages: the copy keeps pace with what arrives, the head first) and
+// no further than end, the queue's last stream byte. What of the part's stream has come is
+// read at the latency's ratio but no faster than a queue's share of the L2's rate; while the
+// part runs, its queue's share of the bandwidth that the part leaves unused (a latency-bound
+// part's: attention's, a norm's) brings in the rest of the window. It returns the part's time
+// and the stream bytes it found, and moves w past the part.
+func (m Machine) windowed(w *window, t, partBytes float64, n int64, free, start float64, reach, end int64, qps int) (float64, int64) {
+	share, l2 := m.queueShare(qps), float64(m.L2Latency)/float64(m.DRAMLatency)
+	asked := min(w.at+reach, end)
+	a := min(asked, max(w.arrived, w.at)+int64((start-free)*share))
+	got := min(a, w.at+n) - w.at
+	dram := partBytes // what the part reads from DRAM itself
+	if got > 0 && partBytes > 0 {
+		f := math.Min(1, float64(got)/partBytes)
+		fast := t * f * l2
+		if m.L2GBs > 0 {
+			fast = max(fast, f*partBytes/(m.L2GBs*1e3/float64(m.SMs*qps)))
+		}
+		t = t*(1-f) + fast
+		dram *= 1 - f
+	}
+	w.arrived = min(asked, max(a, w.at+n)+int64(max(0, t*share-dram)))
+	w.at += n
+	return t, max(got, 0)
+}
+
 // replayed is one item as the replay ran it.
 type replayed struct {
 	instr    int
@@ -239,9 +274,8 @@ type replayResult struct {
 // its items in program order, so every item's dependencies have been replayed before it.
 func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	queues := len(s.Queues)
-	item, share, stage := m.us(m.ItemCycles), m.queueShare(qps), m.stageBytes(qps)
+	item, stage := m.us(m.ItemCycles), m.stageBytes(qps)
 	overrun := m.us(m.L2Latency) / 2
-	l2 := float64(m.L2Latency) / float64(m.DRAMLatency)
 	clock := make([]float64, queues)
 	prev := make([]*replayed, queues)
 	lastOf := make([]*replayed, len(s.Instrs)) // each instruction's part that ended last
@@ -288,37 +322,18 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 				}
 			}
 			t, lim := pm.PartUS(in, lo, hi, qps, queues)
-			// the queue's window of its streams, fetched into L2 while the block waited (from
-			// its item's start on): what of this part's stream has come, read at the latency's
-			// ratio but no faster than a queue's share of the L2's rate. A part that waits for
-			// dependencies stages its stream's head in shared memory meanwhile, and the window
-			// moves on by what it copies: it reaches up to that much further (the copy keeps
-			// pace with what arrives, the head coming first).
 			if s.PrefetchBytes > 0 {
 				st := streams[q]
 				var staged int64
 				if stages {
 					staged = min(stage, st[k+1]-st[k])
 				}
-				asked := min(st[k]+s.PrefetchBytes+staged, st[len(st)-1])
-				a := min(asked, max(arrived[q], st[k])+int64((start-clock[q])*share))
-				got := min(a, st[k+1]) - st[k]
-				partBytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())
-				dram := partBytes // what the part reads from DRAM itself
-				if got > 0 && partBytes > 0 {
-					f := math.Min(1, float64(got)/partBytes)
-					fast := t * f * l2
-					if m.L2GBs > 0 {
-						fast = max(fast, f*partBytes/(m.L2GBs*1e3/float64(m.SMs*qps)))
-					}
-					t = t*(1-f) + fast
-					dram *= 1 - f
-					res.prefetched += got
-				}
-				// while the part runs, its queue's share of the bandwidth that the part leaves
-				// unused (a latency-bound part's: attention's, a norm's) brings in the rest of
-				// the window
-				arrived[q] = min(asked, max(a, st[k+1])+int64(max(0, t*share-dram)))
+				w := window{at: st[k], arrived: arrived[q]}
+				var got int64
+				t, got = m.windowed(&w, t, float64(in.Bytes)*float64(hi-lo)/float64(in.Blocks()), st[k+1]-st[k], clock[q], start,
+					s.PrefetchBytes+staged, st[len(st)-1], qps)
+				arrived[q] = w.arrived
+				res.prefetched += got
 			}
 			r.start, r.part, r.limiter = start, t, lim
 			clock[q], prev[q] = start+t, r

@@ -17,7 +17,8 @@ func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.A
 // start, its bytes at a queue's share, the launch); a chain of two on two queues (a wake-up
 // between them, one hand-off on the path); the second again, prefetching its stream while
 // it waits (the fetched fraction from L2, at its latency's ratio or the L2's rate, whichever
-// is slower); and the placement's own estimate equal to the replay of the schedule it built.
+// is slower); and the placement's own estimate equal to the replay of the schedule it built,
+// with its queues' prefetch windows and without.
 func TestPredictKnownAnswers(t *testing.T) {
 	c := newChain(t, 1, 2, 0)
 	mv, _ := kernels.MatVec(dtype.F32)
@@ -81,20 +82,25 @@ func TestPredictKnownAnswers(t *testing.T) {
 	}
 
 	c2 := newChain(t, 8, 4, 40)
-	for _, sms := range []int{1, 3, 8} {
-		s, err := megakernel.Build(c2.ops, megakernel.Config{SMs: sms, Machine: &m, PrefetchBytes: -1}) // placement does not count prefetches
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := megakernel.Predict(s, m, 1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !approx(p.ScheduleUS, s.EstimateUS) {
-			t.Errorf("%d SMs: replay %.3f µs, placement's estimate %.3f µs", sms, p.ScheduleUS, s.EstimateUS)
-		}
-		if sum := p.PartsUS + p.ItemsUS + p.WakesUS; !approx(sum, p.ScheduleUS) {
-			t.Errorf("%d SMs: the critical path's parts, starts and wakes add up to %.3f µs, the replay %.3f µs", sms, sum, p.ScheduleUS)
+	for _, window := range []int64{-1, 0, 4096} { // none, the default, one smaller than a part's stream
+		for _, sms := range []int{1, 3, 8} {
+			s, err := megakernel.Build(c2.ops, megakernel.Config{SMs: sms, Machine: &m, PrefetchBytes: window})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := megakernel.Predict(s, m, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !approx(p.ScheduleUS, s.EstimateUS) { // the placement times each part as the replay does
+				t.Errorf("window %d, %d SMs: replay %.3f µs, placement's estimate %.3f µs", window, sms, p.ScheduleUS, s.EstimateUS)
+			}
+			if window != -1 && p.Prefetched == 0 {
+				t.Errorf("window %d, %d SMs: nothing prefetched", window, sms)
+			}
+			if sum := p.PartsUS + p.ItemsUS + p.WakesUS; !approx(sum, p.ScheduleUS) {
+				t.Errorf("window %d, %d SMs: the critical path's parts, starts and wakes add up to %.3f µs, the replay %.3f µs", window, sms, sum, p.ScheduleUS)
+			}
 		}
 	}
 	if _, err := megakernel.Predict(one, m, 0, nil); err == nil {

@@ -205,7 +205,8 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 	reach := make([]bits, len(ops)) // reach[i]: the instructions i waits for, transitively
 	clock := make([]float64, cfg.SMs)
 	mc := *cfg.Machine
-	item := mc.us(mc.ItemCycles)
+	item, stage, overrun := mc.us(mc.ItemCycles), mc.stageBytes(cfg.QueuesPerSM), mc.us(mc.L2Latency)/2
+	windows := make([]window, cfg.SMs) // each queue's prefetch window (model.go)
 	for i, op := range ops {
 		id, ok := ids[op.Kernel.Entry()]
 		if !ok {
@@ -287,8 +288,9 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 			readers[r] = nil
 		}
 
-		// Parts, and their placement: each on the queue that can start it first. Every
-		// queue is therefore in program order.
+		// Parts, and their placement: each on the queue that would end it first, its start
+		// and its time as the replay (model.go) has them — the wake, the staging's overrun,
+		// what the queue's prefetch window brought. Every queue is therefore in program order.
 		if cfg.PartBytes > 0 {
 			in.Parts = int(min(int64(cfg.SMs), int64(in.Blocks()), max(1, (in.Bytes+cfg.PartBytes-1)/cfg.PartBytes)))
 		} else {
@@ -302,23 +304,48 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		for _, d := range in.Deps {
 			ready = max(ready, finish[d])
 		}
+		stages := stage > 0 && cfg.PrefetchBytes > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
 		start := func(sm int) float64 {
 			free := clock[sm] + item
 			if ready < 0 {
 				return free
 			}
-			return max(free, ready+mc.wakeUS(ready, free))
+			if w := mc.wakeUS(ready, free); ready+w > free {
+				if stages {
+					return ready + w + overrun
+				}
+				return ready + w
+			}
+			return free
 		}
 		for p := 0; p < in.Parts; p++ {
 			lo, hi := partBlocks(in, p)
 			cost, _ := cfg.Model.PartUS(in, lo, hi, cfg.QueuesPerSM, cfg.SMs)
-			best, sb := 0, start(0)
-			for sm := 1; sm < cfg.SMs; sm++ { // the earliest start; of equal starts, the queue idle longest
-				if s := start(sm); s < sb || s == sb && clock[sm] < clock[best] {
-					best, sb = sm, s
+			from, to := itemStream(in, p)
+			n := to - from
+			var staged int64
+			if stages {
+				staged = min(stage, n)
+			}
+			partBytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())
+			// the part's end on queue sm, through that queue's prefetch window as the replay
+			// follows it (the queue's later items are not placed yet: its streams have no end)
+			end := func(sm int) (float64, window) {
+				st, w := start(sm), windows[sm]
+				if cfg.PrefetchBytes <= 0 {
+					return st + cost, w
+				}
+				t, _ := mc.windowed(&w, cost, partBytes, n, clock[sm], st, cfg.PrefetchBytes+staged, math.MaxInt64, cfg.QueuesPerSM)
+				return st + t, w
+			}
+			best := 0
+			eb, wb := end(0)
+			for sm := 1; sm < cfg.SMs; sm++ { // the earliest end; of equal ends, the queue idle longest
+				if e, w := end(sm); e < eb || e == eb && clock[sm] < clock[best] {
+					best, eb, wb = sm, e, w
 				}
 			}
-			clock[best] = sb + cost
+			clock[best], windows[best] = eb, wb
 			finish[i] = max(finish[i], clock[best])
 			s.Queues[best] = append(s.Queues[best], Item{Instr: int32(i), Part: int32(p)})
 		}
