@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "0e7964e07dffa8bfc2ca416a83aa53825b5edb78833d2de7e98c46753dc07b07",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "f690f8b2817cc24703bdd2c8f991070b8da89ab1164cca0e0ca07d3ec3f3803f",
+	"src/matvec.cu":            "9d212f63afef1c5229a610e99666520de2f09aaac6636ab33aa2f131721b310b",
 	"src/megakernel.cu":        "f93248c374d79adca838e32f70c6511a6ccab8c9723822122113ce2669177b6c",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -54,7 +54,7 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "48cb012c2653e1e0bfa03936e309bf5d6a181101160a6ed23d5c86d8f3d7d2b1",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
-	"matvec.ptx":      "d3bca7aa6a464c08dcfbf9b309b20b841b42eebb2381c589fb0039e13c47056e",
+	"matvec.ptx":      "5fb3a02f9e9e233596b37c0bb63415a55328be7caa896bd19ba848142620a8f0",
 	"megakernel.ptx":  "5f4c7659635e71dd71f14977c73adcdba1f66d21f3fa1c0a20def55bbda93a0e",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
@@ -149,15 +149,15 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "ca86c0e99d39add94452b76f9aa0a308a9267fe17320d3ddf0f1ef071ed3ef27",
+		sha256:  "f69eb42842c8bd565771d82afa7760a7aed994fc8315f4569df47d931d866782",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "7babe77fe4493e3f60b1c93ad2549eb23348af1efb9121a3633bd5384f0aafcf",
+		sha256:  "14178d4730052dd72def41ba94ff12a8d4c7dc8b0863de00fde9eb05f37551e3",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "97221dc12510457646d969fe50dc10c0dd27f40a86bf03b476bb9dee39c98391",
+		sha256:  "8bc2f7cf7b136db8455dc21de5f992c9c3b4648a723bc74afe7b308a18bc06fa",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {

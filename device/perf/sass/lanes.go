@@ -231,6 +231,16 @@ func and(a *val, m int64) *val {
 		}
 		v.align, v.param = a.align, a.param
 		return v
+	case m == int64(uint32(^uint32(0)<<low)) && a.param != noParam && low <= 4:
+		// an address aligned down to a word or vector (a misaligned block read by aligned
+		// words) whose common part may have low bits of its own: taken as if it had none,
+		// so that the access keeps its buffer and the lanes' spread, each lane's address
+		// within the mask's 2^low bytes of its true one
+		for i := range v.off {
+			v.off[i] = a.off[i] &^ (1<<low - 1)
+		}
+		v.align, v.param = a.align, a.param
+		return v
 	}
 	return generic(a)
 }

@@ -121,6 +121,19 @@ func TestLanesArithmetic(t *testing.T) {
 	if join(constVal(0), constVal(32)).align != 5 || join(laneVal(exact), constVal(0)) != nil {
 		t.Error("join")
 	}
+	// q8_0's 34-byte blocks read by aligned words: buffer 1 plus a column's offset (a multiple
+	// of 2 only) plus 34 per lane, aligned down to 4 bytes, keeps its buffer and the lanes'
+	// spread; a mask the common part's alignment covers stays exact
+	q := add(add(uniformVal(8, 1), uniformVal(1, noParam)), mulConst(and(tid, 31), 34))
+	if w := and(q, ^int64(3)); w == nil || w.param != 1 || w.off[1] != 32 || w.off[3] != 100 {
+		t.Errorf("a block address aligned down to a word: %+v", w)
+	}
+	if w := and(p, ^int64(3)); w == nil || w.param != 0 || w.align != p.align || w.off[8] != 292 {
+		t.Errorf("an aligned address masked: %+v", w)
+	}
+	if w := and(q, 0xff); w != nil && w.param != noParam {
+		t.Errorf("a low-bits mask of an address is no address: %+v", w)
+	}
 }
 
 // TestUnprinted: an instruction nvdisasm leaves out, with its label (sm_90's VIMNMX with an
