@@ -286,10 +286,49 @@ func lut3(a, b, c *val, lut int64) *val {
 	return v
 }
 
+// selectLUT is the LUT of "s ? x : y" over LOP3's inputs a, b, c (index a<<2 | b<<1 | c),
+// with s, x, y the inputs' positions (0: a, 1: b, 2: c).
+func selectLUT(sel, x, y int) int64 {
+	var lut int64
+	for idx := 0; idx < 8; idx++ {
+		bit := func(p int) int { return idx >> (2 - p) & 1 }
+		v := bit(y)
+		if bit(sel) == 1 {
+			v = bit(x)
+		}
+		lut |= int64(v) << idx
+	}
+	return lut
+}
+
 // lop3 is LOP3.LUT a, b, c, lut.
 func lop3(a, b, c *val, lut int64) *val {
 	if a != nil && b != nil && c != nil && a.align == exact && b.align == exact && c.align == exact {
 		return lut3(a, b, c, lut)
+	}
+	// a bitfield insert: m ? x : y with a constant mask m of high bits (x's) over low ones (y's),
+	// as ptxas forms x & ~(2^j − 1) | y mod 2^j: the two parts' bits are disjoint, so their or
+	// is their sum
+	in := []*val{a, b, c}
+	for sel := 0; sel < 3; sel++ {
+		m, ok := in[sel].constant()
+		if !ok {
+			continue
+		}
+		m = int64(uint32(m))
+		low := bits.TrailingZeros64(uint64(m))
+		if m == 0 || m != int64(uint32(^uint32(0)<<low)) {
+			continue
+		}
+		x, y := (sel+1)%3, (sel+2)%3
+		for _, o := range [][2]int{{x, y}, {y, x}} {
+			if lut == selectLUT(sel, o[0], o[1]) {
+				hi, lo := and(in[o[0]], m), and(in[o[1]], 1<<low-1)
+				if hi != nil && lo != nil && lo.align == exact {
+					return add(hi, lo)
+				}
+			}
+		}
 	}
 	// two-input forms with c = 0: the LUT bits at c = 0 give f(a, b)
 	if k, ok := c.constant(); ok && k == 0 {

@@ -131,6 +131,14 @@ func TestLanesArithmetic(t *testing.T) {
 	if w := and(p, ^int64(3)); w == nil || w.param != 0 || w.align != p.align || w.off[8] != 292 {
 		t.Errorf("an aligned address masked: %+v", w)
 	}
+	// a bitfield insert (LOP3.LUT 0xe2: b ? a : c) of a chunk's base 32k over the lane: 32k + lane
+	k32 := mulConst(uniformVal(0, noParam), 32)
+	if v := lop3(k32, constVal(int64(^uint32(31))), laneVal(exact), 0xe2); v == nil || v.align != 5 || v.off[7] != 7 {
+		t.Errorf("a bitfield insert: %+v", v)
+	}
+	if v := lop3(k32, constVal(int64(^uint32(31))), laneVal(exact), 0xe4); v != nil && v.uniform() {
+		t.Errorf("another LUT taken for the insert: %+v", v)
+	}
 	if w := and(q, 0xff); w != nil && w.param != noParam {
 		t.Errorf("a low-bits mask of an address is no address: %+v", w)
 	}
