@@ -271,6 +271,23 @@ func or(a *val, c int64) *val {
 	return generic(a)
 }
 
+// orDisjoint is a | b where b is known in every lane and its bits lie below a's common part and
+// clear of a's own offsets (an address's low bits set over an aligned base): then the or is a
+// sum, and a's buffer stays; nil otherwise.
+func orDisjoint(a, b *val) *val {
+	if a == nil || b == nil || b.align != exact || a.align == exact {
+		return nil
+	}
+	v := &val{align: a.align, param: a.param}
+	for i := range v.off {
+		if b.off[i] < 0 || b.off[i] >= 1<<a.align || a.off[i] < 0 || a.off[i]&b.off[i] != 0 {
+			return nil
+		}
+		v.off[i] = a.off[i] | b.off[i]
+	}
+	return v
+}
+
 // bitwise applies a three-input LUT to known values.
 func lut3(a, b, c *val, lut int64) *val {
 	v := &val{align: exact, param: noParam}
@@ -347,6 +364,12 @@ func lop3(a, b, c *val, lut int64) *val {
 			}
 			if m, ok := a.constant(); ok {
 				return or(b, m)
+			}
+			if v := orDisjoint(a, b); v != nil {
+				return v
+			}
+			if v := orDisjoint(b, a); v != nil {
+				return v
 			}
 		case 0b1100: // a
 			return a

@@ -139,6 +139,14 @@ func TestLanesArithmetic(t *testing.T) {
 	if v := lop3(k32, constVal(int64(^uint32(31))), laneVal(exact), 0xe4); v != nil && v.uniform() {
 		t.Errorf("another LUT taken for the insert: %+v", v)
 	}
+	// an aligned base or'ed with lane-dependent low bits (LOP3.LUT 0xfc, c = 0): a sum
+	base := uniformVal(8, 0)
+	if v := lop3(base, mulConst(and(tid, 7), 4), constVal(0), 0xfc); v == nil || v.param != 0 || v.off[3] != 12 || v.align != 8 {
+		t.Errorf("an or of disjoint bits: %+v", v)
+	}
+	if v := lop3(base, add(laneVal(exact), constVal(300)), constVal(0), 0xfc); v != nil && v.param == 0 {
+		t.Errorf("an or past the base's alignment kept the buffer: %+v", v)
+	}
 	if w := and(q, 0xff); w != nil && w.param != noParam {
 		t.Errorf("a low-bits mask of an address is no address: %+v", w)
 	}
