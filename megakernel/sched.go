@@ -328,10 +328,11 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 				staged = min(stage, n)
 			}
 			partBytes := float64(in.Bytes) * float64(hi-lo) / float64(in.Blocks())
-			// the part's end on queue sm, through that queue's prefetch window as the replay
-			// follows it (the queue's later items are not placed yet: its streams have no end)
-			end := func(sm int) (float64, window) {
-				st, w := start(sm), windows[sm]
+			// the part's end on queue sm starting at st, through that queue's prefetch window as
+			// the replay follows it (the queue's later items are not placed yet: its streams
+			// have no end)
+			end := func(sm int, st float64) (float64, window) {
+				w := windows[sm]
 				if cfg.PrefetchBytes <= 0 {
 					return st + cost, w
 				}
@@ -339,9 +340,13 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 				return st + t, w
 			}
 			best := 0
-			eb, wb := end(0)
+			eb, wb := end(0, start(0))
 			for sm := 1; sm < cfg.SMs; sm++ { // the earliest end; of equal ends, the queue idle longest
-				if e, w := end(sm); e < eb || e == eb && clock[sm] < clock[best] {
+				st := start(sm)
+				if st > eb || st == eb && clock[sm] >= clock[best] {
+					continue // it cannot end sooner: a part takes no less than nothing
+				}
+				if e, w := end(sm, st); e < eb || e == eb && clock[sm] < clock[best] {
 					best, eb, wb = sm, e, w
 				}
 			}
