@@ -318,6 +318,16 @@ func selectLUT(sel, x, y int) int64 {
 	return lut
 }
 
+// orAndLUT is the LUT of "x | y & m" over LOP3's inputs (positions as selectLUT's).
+func orAndLUT(x, y, m int) int64 {
+	var lut int64
+	for idx := 0; idx < 8; idx++ {
+		bit := func(p int) int { return idx >> (2 - p) & 1 }
+		lut |= int64(bit(x)|bit(y)&bit(m)) << idx
+	}
+	return lut
+}
+
 // lop3 is LOP3.LUT a, b, c, lut.
 func lop3(a, b, c *val, lut int64) *val {
 	if a != nil && b != nil && c != nil && a.align == exact && b.align == exact && c.align == exact {
@@ -343,6 +353,21 @@ func lop3(a, b, c *val, lut int64) *val {
 				hi, lo := and(in[o[0]], m), and(in[o[1]], 1<<low-1)
 				if hi != nil && lo != nil && lo.align == exact {
 					return add(hi, lo)
+				}
+			}
+		}
+	}
+	// x | y & m with a constant m: the same insert where x's low bits are already clear
+	for mp := 0; mp < 3; mp++ {
+		m, ok := in[mp].constant()
+		if !ok {
+			continue
+		}
+		x, y := (mp+1)%3, (mp+2)%3
+		for _, o := range [][2]int{{x, y}, {y, x}} {
+			if lut == orAndLUT(o[0], o[1], mp) {
+				if v := orDisjoint(in[o[0]], and(in[o[1]], m)); v != nil {
+					return v
 				}
 			}
 		}

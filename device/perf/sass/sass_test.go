@@ -136,6 +136,9 @@ func TestLanesArithmetic(t *testing.T) {
 	if v := lop3(k32, constVal(int64(^uint32(31))), laneVal(exact), 0xe2); v == nil || v.align != 5 || v.off[7] != 7 {
 		t.Errorf("a bitfield insert: %+v", v)
 	}
+	if v := lop3(k32, constVal(31), laneVal(5), 0xf8); v == nil || v.align != 5 || v.off[7] != 7 { // a | b & c
+		t.Errorf("an insert by or and mask: %+v", v)
+	}
 	if v := lop3(k32, constVal(int64(^uint32(31))), laneVal(exact), 0xe4); v != nil && v.uniform() {
 		t.Errorf("another LUT taken for the insert: %+v", v)
 	}
