@@ -59,6 +59,7 @@ func init() {
 	}
 	RegisterReal("rmsnorm_f32", realRMSNormCases)
 	RegisterReal("rope_f32", realRopeCases)
+	RegisterReal("rope_kv_store_f32", realRopeKVStoreCases)
 	RegisterReal("attention_f32", realAttentionCases)
 	RegisterReal("attention_merge_f32", realAttentionMergeCases)
 	RegisterReal("argmax_f32", realArgmaxCases)
@@ -422,6 +423,42 @@ func realRopeCases() []Case {
 				{"CosSin", device.F32Bytes(cs), false}},
 			Args: func(p []device.Ptr) any {
 				return kernels.RopeArgs{X: p[0], CosSin: p[1], Rows: int32(s.rows), Heads: int32(s.heads), HeadDim: int32(s.hd), NRot: int32(s.nrot), Mode: s.mode}
+			},
+		})
+	}
+	return out
+}
+
+// realRopeKVStoreCases: a tree step's keys rotated and its keys and values stored into slots
+// 2048 … 2055 of the Llama-3.2-1B shape's cache (8 KV heads of 64), f16 (the GPU's default) and
+// bf16 (the seed's).
+func realRopeKVStoreCases() []Case {
+	const rows, heads, hd, hist = 8, 8, 64, 2048
+	const d, ns = heads * hd, hist + rows
+	var out []Case
+	for i, t := range []dtype.Type{dtype.F16, dtype.BF16} {
+		cs := make([]float32, rows*hd)
+		for r := 0; r < rows; r++ {
+			for j := 0; j < hd/2; j++ {
+				th := float64(hist+r) * math.Pow(500000, -2*float64(j)/hd)
+				cs[r*hd+2*j], cs[r*hd+2*j+1] = float32(math.Cos(th)), float32(math.Sin(th))
+			}
+		}
+		slots := make([]int32, rows)
+		for r := range slots {
+			slots[r] = int32(hist + r)
+		}
+		seed, t := uint64(220+10*i), t
+		out = append(out, Case{
+			Name: fmt.Sprintf("llama-3.2-1b/k/rows=%d/heads=%d/head_dim=%d/n_rot=%d/mode=%d/slots=%d/cache=%s,%s", rows, heads, hd, hd,
+				kernels.RopeAdjacent, ns, t, t),
+			Buffers: []Buffer{{"K", device.F32Bytes(realF32s(seed, rows*d, 3)), false}, {"V", device.F32Bytes(realF32s(seed+1, rows*d, 3)), false},
+				{"CosSin", device.F32Bytes(cs), false}, {"Slots", i32Bytes(slots), false},
+				{"KCache", FiniteBits(seed+2, 2*ns*d), true}, {"VCache", FiniteBits(seed+3, 2*ns*d), true}},
+			Args: func(p []device.Ptr) any {
+				return kernels.RopeKVStoreArgs{K: p[0], V: p[1], CosSin: p[2], Slots: p[3], KCache: p[4], VCache: p[5],
+					Rows: rows, KVDim: d, NSlots: ns, Heads: heads, HeadDim: hd, NRot: hd, Mode: kernels.RopeAdjacent,
+					KType: int32(t), VType: int32(t)}
 			},
 		})
 	}
