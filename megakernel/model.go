@@ -218,6 +218,31 @@ func Predict(s *Schedule, m Machine, queuesPerSM int, pm PartModel) (Prediction,
 	return p, nil
 }
 
+// stagesWhileWaiting reports whether a block that stages stage bytes does so for in's part
+// while it waits: a part with a stream and dependencies, in a schedule with a window (which
+// the staging moves on).
+func stagesWhileWaiting(in *Instr, stage, window int64) bool {
+	return stage > 0 && window > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
+}
+
+// partStart is when a part starts on a queue free from free (its previous item's end and its
+// own item's start) whose last dependency ends at ready (negative: none), and whether it
+// waited for that dependency: a wake after it ends (wakeUS), and for a block that stages
+// while it waits the copying warps' last round, half an L2 trip (the window brought its lines).
+func (m Machine) partStart(free, ready float64, stages bool) (float64, bool) {
+	if ready < 0 {
+		return free, false
+	}
+	w := m.wakeUS(ready, free)
+	if ready+w <= free {
+		return free, false
+	}
+	if stages {
+		return ready + w + m.us(m.L2Latency)/2, true
+	}
+	return ready + w, true
+}
+
 // window is a queue's prefetch window as the replay and the placement follow it: at is where
 // its next item's stream bytes begin among the queue's streams laid end to end, arrived how
 // far the bytes asked for have come.
@@ -275,7 +300,6 @@ type replayResult struct {
 func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 	queues := len(s.Queues)
 	item, stage := m.us(m.ItemCycles), m.stageBytes(qps)
-	overrun := m.us(m.L2Latency) / 2
 	clock := make([]float64, queues)
 	prev := make([]*replayed, queues)
 	lastOf := make([]*replayed, len(s.Instrs)) // each instruction's part that ended last
@@ -309,17 +333,14 @@ func replay(s *Schedule, m Machine, qps int, pm PartModel) replayResult {
 			next[q]++
 			lo, hi := partBlocks(in, int(it.Part))
 			r := &replayed{instr: i, cause: prev[q], causeEnd: clock[q]}
-			free := clock[q] + item
-			start := free
-			// the block stages while it waits (a part with a stream and dependencies, in a
-			// schedule with a window, which the staging moves on)
-			stages := stage > 0 && s.PrefetchBytes > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
-			w := m.wakeUS(ready, free)
-			if dep != nil && ready+w > free {
-				start, r.cause, r.causeEnd, r.byDep = ready+w, dep, ready, true
-				if stages { // the copying warps finish their round: half an L2 trip (the window brought its lines)
-					start += overrun
-				}
+			stages := stagesWhileWaiting(in, stage, s.PrefetchBytes)
+			waitFor := -1.0
+			if dep != nil {
+				waitFor = ready
+			}
+			start, waited := m.partStart(clock[q]+item, waitFor, stages)
+			if waited {
+				r.cause, r.causeEnd, r.byDep = dep, ready, true
 			}
 			t, lim := pm.PartUS(in, lo, hi, qps, queues)
 			if s.PrefetchBytes > 0 {

@@ -205,7 +205,7 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 	reach := make([]bits, len(ops)) // reach[i]: the instructions i waits for, transitively
 	clock := make([]float64, cfg.SMs)
 	mc := *cfg.Machine
-	item, stage, overrun := mc.us(mc.ItemCycles), mc.stageBytes(cfg.QueuesPerSM), mc.us(mc.L2Latency)/2
+	item, stage := mc.us(mc.ItemCycles), mc.stageBytes(cfg.QueuesPerSM)
 	windows := make([]window, cfg.SMs) // each queue's prefetch window (model.go)
 	for i, op := range ops {
 		id, ok := ids[op.Kernel.Entry()]
@@ -304,19 +304,10 @@ func Build(ops []Op, cfg Config) (*Schedule, error) {
 		for _, d := range in.Deps {
 			ready = max(ready, finish[d])
 		}
-		stages := stage > 0 && cfg.PrefetchBytes > 0 && in.Prefetch.Param >= 0 && len(in.Deps) > 0
+		stages := stagesWhileWaiting(in, stage, cfg.PrefetchBytes)
 		start := func(sm int) float64 {
-			free := clock[sm] + item
-			if ready < 0 {
-				return free
-			}
-			if w := mc.wakeUS(ready, free); ready+w > free {
-				if stages {
-					return ready + w + overrun
-				}
-				return ready + w
-			}
-			return free
+			st, _ := mc.partStart(clock[sm]+item, ready, stages)
+			return st
 		}
 		for p := 0; p < in.Parts; p++ {
 			lo, hi := partBlocks(in, p)
