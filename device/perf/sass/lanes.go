@@ -224,18 +224,12 @@ func and(a *val, m int64) *val {
 			v.off[i] = int64(uint32(a.off[i])) & m
 		}
 		return v
-	case m == int64(uint32(^uint32(0)<<low)) && int(a.align) >= low:
-		// clearing the low bits keeps the common part
-		for i := range v.off {
-			v.off[i] = a.off[i] &^ (1<<low - 1)
-		}
-		v.align, v.param = a.align, a.param
-		return v
-	case m == int64(uint32(^uint32(0)<<low)) && a.param != noParam && low <= 4:
-		// an address aligned down to a word or vector (a misaligned block read by aligned
-		// words) whose common part may have low bits of its own: taken as if it had none,
-		// so that the access keeps its buffer and the lanes' spread, each lane's address
-		// within the mask's 2^low bytes of its true one
+	case m == int64(uint32(^uint32(0)<<low)) && (int(a.align) >= low || a.param != noParam && low <= 4):
+		// clearing the low bits keeps the common part. For an address aligned down to a word
+		// or vector (a misaligned block read by aligned words) whose common part may have low
+		// bits of its own, this takes it as if it had none, so that the access keeps its
+		// buffer and the lanes' spread, each lane's address within the mask's 2^low bytes of
+		// its true one
 		for i := range v.off {
 			v.off[i] = a.off[i] &^ (1<<low - 1)
 		}
@@ -303,30 +297,23 @@ func lut3(a, b, c *val, lut int64) *val {
 	return v
 }
 
-// selectLUT is the LUT of "s ? x : y" over LOP3's inputs a, b, c (index a<<2 | b<<1 | c),
-// with s, x, y the inputs' positions (0: a, 1: b, 2: c).
-func selectLUT(sel, x, y int) int64 {
+// lutOf is the LOP3 LUT of f, a function of the bits of inputs a, b, c (in[0], in[1], in[2];
+// the LUT's index is a<<2 | b<<1 | c, as lut3 applies it).
+func lutOf(f func(in [3]int) int) int64 {
 	var lut int64
 	for idx := 0; idx < 8; idx++ {
-		bit := func(p int) int { return idx >> (2 - p) & 1 }
-		v := bit(y)
-		if bit(sel) == 1 {
-			v = bit(x)
-		}
-		lut |= int64(v) << idx
+		lut |= int64(f([3]int{idx >> 2 & 1, idx >> 1 & 1, idx & 1})) << idx
 	}
 	return lut
 }
 
-// orAndLUT is the LUT of "x | y & m" over LOP3's inputs (positions as selectLUT's).
-func orAndLUT(x, y, m int) int64 {
-	var lut int64
-	for idx := 0; idx < 8; idx++ {
-		bit := func(p int) int { return idx >> (2 - p) & 1 }
-		lut |= int64(bit(x)|bit(y)&bit(m)) << idx
-	}
-	return lut
+// selectLUT is the LUT of "s ? x : y", s, x and y the inputs' positions (0: a, 1: b, 2: c).
+func selectLUT(s, x, y int) int64 {
+	return lutOf(func(in [3]int) int { return in[s]*in[x] | (1-in[s])*in[y] })
 }
+
+// orAndLUT is the LUT of "x | y & m" (positions as selectLUT's).
+func orAndLUT(x, y, m int) int64 { return lutOf(func(in [3]int) int { return in[x] | in[y]&in[m] }) }
 
 // lop3 is LOP3.LUT a, b, c, lut.
 func lop3(a, b, c *val, lut int64) *val {
