@@ -133,6 +133,7 @@
 //	ops_mem.go    ld ldu st (.v2 .v4, every state space, .nc and cache/ordering qualifiers) prefetch atom red
 //	ops_warp.go   shfl.sync vote.sync redux.sync match.sync activemask bar.warp.sync bar/barrier (.sync .arrive, counts) membar fence
 //	ops_ctrl.go   bra ret exit trap brkpt nanosleep (call is refused: device functions must be inlined)
+//	ops_mma.go    mma.sync.aligned.m8n8k16 (the integer tensor-core product: s8/u8 operands, s32 sums)
 //
 // # Adding an instruction
 //

@@ -198,6 +198,11 @@ func dstWidth(in *Inst, c class) int {
 		}
 	case "DADD", "DMUL", "DFMA", "DMNMX":
 		return 2
+	case "IMMA", "HMMA": // D of a warp's matrix product: m8n8 a lane's two values, m16n8 (f32) four
+		if in.Has("8816") || in.Op == "HMMA" && !in.Has("F32") {
+			return 2
+		}
+		return 4
 	}
 	return 1
 }
@@ -248,6 +253,9 @@ func regsOf(in *Inst, c class) (dst, src []int) {
 			}
 			if (in.Op == "IMAD" || in.Op == "UIMAD") && in.Has("WIDE") && i == len(in.Args)-1 {
 				w = 2
+			}
+			if (in.Op == "IMMA" || in.Op == "HMMA") && i == len(in.Args)-1 { // C: D's registers
+				w = dstWidth(in, c)
 			}
 			for k := 0; k < w; k++ {
 				src = append(src, r+k)
@@ -763,6 +771,10 @@ func (p path) plus(c class, lat int, param int) path {
 }
 
 // aluLatency is the dependent-issue latency of an arithmetic instruction, in cycles.
+// mmaLatency is a warp matrix product's latency in cycles (mma.sync on the tensor cores:
+// 16–30 cycles in Ampere and Hopper microbenchmarks; to calibrate on the first GPU run).
+const mmaLatency = 20
+
 func aluLatency(in *Inst) int {
 	switch in.Op {
 	case "MUFU":
@@ -771,6 +783,8 @@ func aluLatency(in *Inst) int {
 		return 6
 	case "DADD", "DMUL", "DFMA":
 		return 8
+	case "IMMA", "HMMA":
+		return mmaLatency
 	case "S2R", "S2UR", "CS2R":
 		return 20
 	case "ULDC", "UMOV", "UIADD3", "USHF", "ULOP3", "UIMAD", "ULEA", "USEL", "UPRMT", "UISETP":

@@ -1,6 +1,7 @@
 package sass
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -346,5 +347,30 @@ k:
 	}
 	if total > 12 {
 		t.Errorf("%d instructions in the regions: the cold code's counted", total)
+	}
+}
+
+// A warp matrix product writes D's registers (two for IMMA.8816, four for an f32 HMMA.16816),
+// reads C's as many, and its results come after the tensor cores' latency, not an ALU's.
+func TestMatrixProductOperands(t *testing.T) {
+	for _, c := range []struct {
+		text     string
+		dst, src []int
+	}{
+		{"IMMA.8816.S8.S8 R10, R2.ROW, R3.COL, R12", []int{10, 11}, []int{2, 3, 12, 13}},
+		{"IMMA.8816.S8.S8 R10, R2.ROW, R3.COL, RZ", []int{10, 11}, []int{2, 3}},
+		{"HMMA.16816.F32 R20, R4, R8, R20", []int{20, 21, 22, 23}, []int{4, 8, 20, 21, 22, 23}},
+	} {
+		in, err := parseInst(c.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, src := regsOf(&in, classify(&in))
+		if fmt.Sprint(dst) != fmt.Sprint(c.dst) || fmt.Sprint(src) != fmt.Sprint(c.src) {
+			t.Errorf("%s: writes %v and reads %v, want %v and %v", c.text, dst, src, c.dst, c.src)
+		}
+		if l := aluLatency(&in); l != mmaLatency {
+			t.Errorf("%s: latency %d, want mmaLatency", c.text, l)
+		}
 	}
 }
