@@ -61,7 +61,7 @@ func matvecTraffic(entry string, a kernels.MatVecArgs) (Traffic, error) {
 	p := int64((int(a.N) + columns(entry) - 1) / columns(entry))
 	x := int64(a.N) * int64(f.Act.RowBytes(int(a.Cols)))
 	y := n64(a.N, a.Rows) * f32
-	tr := Traffic{Streams: []Stream{
+	tr := Traffic{Passes: p, Streams: []Stream{
 		{Param: "W", Bytes: w * passes(w, int(a.N), columns(entry)), Requested: w * p},
 		{Param: "X", Bytes: x, Requested: x * xReaders(entry, t, a.Rows)},
 		{Param: "Y", Bytes: y, Write: true},

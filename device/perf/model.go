@@ -166,7 +166,7 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 	warpsSM := perSM * int64(wpb)
 
 	// each region's executions per warp, from the bytes its accesses move per execution
-	counts := regionCounts(f, tr, params, p.Warps)
+	counts, loads := regionCounts(f, tr, params, p.Warps)
 	stand := standIn(f, tr, params)
 	pre, res := map[int]bool{}, map[int]bool{}
 	if !opts.Unprefetched {
@@ -187,8 +187,12 @@ func model(c Card, f *sass.Facts, geo device.Geometry, tr Traffic, params []stri
 		tw += n * t
 		iw += n * float64(r.Instrs)
 		for _, a := range r.Access {
-			lw += n * float64(a.Cycles)
-			mw += n
+			m := n
+			if a.Space == sass.Global {
+				m = loads[i]
+			}
+			lw += m * float64(a.Cycles)
+			mw += m
 		}
 		if r.Loop && n*t > hotT {
 			hotT = n * t
@@ -448,12 +452,18 @@ func standIn(f *sass.Facts, tr Traffic, params []string) int {
 	return stand
 }
 
-// regionCounts is how many times each region runs per warp. The straight code runs once. A
-// loop's driver is the parameter it moves the most bytes through per iteration; the loops
-// sharing a driver run equally often, as many times as that parameter's requested bytes per
-// warp (less what the straight code moves) take. A loop that moves nothing runs as often as
-// the nearest loop before it that does.
-func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []float64 {
+// regionCounts is how many times each region runs per warp, and how many times its global
+// accesses do. The straight code runs once. A loop's driver is the parameter it moves the most
+// bytes through per iteration. The innermost loops of a driver run equally often, as many
+// times as that parameter's requested bytes per warp (less what the straight code moves) take
+// at their bytes per iteration. Where the traffic gives the passes (Traffic.Passes), a loop
+// that holds another loop of its driver (a matvec's pass over the columns around its loop over
+// the units) runs that many times; what it loads
+// is a pipeline's fill, which the inner loops' last iterations then do not load (their loads
+// past the row are guarded): their global accesses run as many times as the bytes left take,
+// and the fill's no more than the row holds. A loop that moves nothing runs as often as the
+// nearest loop before it that does.
+func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) (counts, loads []float64) {
 	req := requested(tr, params)
 	stand := standIn(f, tr, params)
 	param := func(a sass.Access) int {
@@ -473,7 +483,7 @@ func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []flo
 			}
 		}
 	}
-	counts := make([]float64, len(f.Regions))
+	counts, loads = make([]float64, len(f.Regions)), make([]float64, len(f.Regions))
 	driver := make([]int, len(f.Regions))
 	group := map[int]float64{} // driver → bytes of it per iteration, over its loops
 	for i, r := range f.Regions {
@@ -492,21 +502,48 @@ func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) []flo
 			group[driver[i]] += best
 		}
 	}
+	// the loops that hold another loop of their driver, and the bytes they load per warp
+	outer := make([]bool, len(f.Regions))
+	passes := float64(max(tr.Passes, 1))
+	fill := map[int]float64{}
+	for i, r := range f.Regions {
+		k := driver[i]
+		if !r.Loop || k < 0 || tr.Passes == 0 {
+			continue
+		}
+		for j, q := range f.Regions {
+			if j != i && q.Loop && driver[j] == k && q.Depth > r.Depth && q.Start >= r.Start && q.End <= r.End {
+				outer[i] = true
+				group[k] -= bytes[i][k]
+				fill[k] += passes * bytes[i][k]
+				break
+			}
+		}
+	}
 	last := 0.0
 	for i, r := range f.Regions {
 		if !r.Loop {
+			loads[i] = counts[i]
 			continue
 		}
 		k := driver[i]
 		if k < 0 {
 			counts[i] = max(last, 1)
+			loads[i] = counts[i]
 			continue
 		}
-		per := float64(req[k])/float64(warps) - bytes[0][k]
-		counts[i] = max(0, per/group[k])
+		per := max(0, float64(req[k])/float64(warps)-bytes[0][k])
+		switch {
+		case outer[i]:
+			counts[i] = passes
+			loads[i] = passes * min(1, per/fill[k])
+		case group[k] > 0:
+			counts[i] = per / group[k]
+			loads[i] = max(0, per-fill[k]) / group[k]
+		}
 		last = counts[i]
 	}
-	return counts
+	return counts, loads
 }
 
 // Limit names are the limiters Prediction.Limiter takes.

@@ -20,6 +20,10 @@ type Traffic struct {
 	Streams []Stream
 	// Note says what the figures assume (data-dependent choices: expert ids, key lists).
 	Note string
+	// Passes, where set, is how many times a warp runs a loop that holds its innermost loops
+	// (a matvec's passes over the columns, each beginning with its pipeline's first loads;
+	// regionCounts). Zero: not known — every loop is then counted from its own bytes.
+	Passes int64
 	// Work, where set, is the launch's work as its family counts it, for a kernel whose loads
 	// the lane analysis cannot attribute: the model then times the launch from it instead of
 	// from its regions (Model).

@@ -254,3 +254,47 @@ func TestPrefetchedWaitsAreL2Hits(t *testing.T) {
 		t.Errorf("latency %.2f µs with the prefetch, %.2f without", pre.LatencyUS, plain.LatencyUS)
 	}
 }
+
+// TestPipelinedLoopCounts: a matvec's pass over the columns holds its loop over the units and
+// loads the pipeline's first units itself (row_fold: three units, then each iteration folds
+// three and loads the next three, guarded past the row). With the passes known, the pass runs
+// once, the loop as many iterations as the row's units take at three a time, and the loads the
+// loop really issues are the row's less the three loaded first; a row shorter than the pipeline
+// (two units a lane) runs two thirds of an iteration and no loop load, its first loads two
+// thirds of them. Without the passes every loop counts from its own bytes, as before.
+func TestPipelinedLoopCounts(t *testing.T) {
+	const unit = 512 // bytes a warp loads a unit: 16 a lane
+	access := func(units int) []sass.Access {
+		var out []sass.Access
+		for range units {
+			out = append(out, sass.Access{Op: sass.Load, Space: sass.Global, Param: 0, Width: 16, Bytes: unit, Sectors: 16, Cycles: 4})
+		}
+		return out
+	}
+	f := &sass.Facts{Entry: "k", Arch: 90, Registers: 32, Regions: []sass.Region{
+		{Instrs: 10},
+		{Loop: true, Depth: 1, Start: 0x100, End: 0x900, Instrs: 30, Access: access(3)},
+		{Loop: true, Depth: 2, Start: 0x400, End: 0x800, Instrs: 60, Access: access(3)},
+	}}
+	for _, c := range []struct {
+		name          string
+		units, passes int64
+		counts, loads []float64
+	}{
+		{"long row", 8, 1, []float64{1, 1, 8.0 / 3}, []float64{1, 1, 5.0 / 3}},
+		{"short row", 2, 1, []float64{1, 1, 2.0 / 3}, []float64{1, 2.0 / 3, 0}},
+		{"two passes", 16, 2, []float64{1, 2, 16.0 / 3}, []float64{1, 2, 10.0 / 3}},
+		{"passes not known", 8, 0, []float64{1, 8.0 / 6, 8.0 / 6}, []float64{1, 8.0 / 6, 8.0 / 6}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const warps = 64
+			tr := Traffic{Passes: c.passes, Streams: []Stream{{Param: "W", Bytes: warps * c.units * unit}}}
+			counts, loads := regionCounts(f, tr, []string{"W"}, warps)
+			for i := range counts {
+				if math.Abs(counts[i]-c.counts[i]) > 1e-9 || math.Abs(loads[i]-c.loads[i]) > 1e-9 {
+					t.Fatalf("region %d runs %.3f times, loads %.3f; want %.3f and %.3f", i, counts[i], loads[i], c.counts[i], c.loads[i])
+				}
+			}
+		})
+	}
+}
