@@ -30,7 +30,7 @@ var sources = map[string]string{
 	"src/embed.cu":             "0e7964e07dffa8bfc2ca416a83aa53825b5edb78833d2de7e98c46753dc07b07",
 	"src/gate.cu":              "32cb0dae5c1c54d9584939007018e1db9aa6cbdfd50c971f7d9bb523d5ef141c",
 	"src/gdn.cu":               "47222303a6ca15338d020f3674075a7800e9eb4bf88853b3b61c6dc172cf4cb1",
-	"src/matvec.cu":            "9d212f63afef1c5229a610e99666520de2f09aaac6636ab33aa2f131721b310b",
+	"src/matvec.cu":            "1a6d07d939152c02a6e0ae8226d0666873806a1d18e76970fec18aa33facea7d",
 	"src/megakernel.cu":        "f93248c374d79adca838e32f70c6511a6ccab8c9723822122113ce2669177b6c",
 	"src/moe.cu":               "d3e965c4634a24ca846f51b2f35b157b962598cae0731f1ad2ca3dbb9a66f94d",
 	"src/norm.cu":              "096c36fb8cf8dbc4325dc72f62abac549ad4c13371c8bab943847643c50a1bde",
@@ -39,10 +39,10 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "d46b64c397235d0fcb1c27ab0b7c4fe7ee6f3c57832c0ee3cfd5563935055113",
-	"src/megakernel_table.cuh": "3c9a7d28c0c5b6c2b5a2576b36741a0ce82858e65b1658585cf360077ede3c6d",
+	"src/megakernel_table.cuh": "9974b0694e9cf4f94d817a711b55f3916770e6d876b21cc8feb48578761fae4a",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
 	"src/num.cuh":              "c6325eaa7dd8720ec2997969f99218484fb8e678c050029b1e1b3b07d305cdf4",
-	"src/packed.cuh":           "27ce055730a34cad01c31c5ec495dae616181f3ef5b00f7239eece0dc2dce7dc",
+	"src/packed.cuh":           "8d0a93178e9a69b54609895916d090caf8a722b67c93d760149ca7bca2a3bb0c",
 }
 
 // ptxHashes are the SHA-256 of the generated PTX files.
@@ -54,8 +54,8 @@ var ptxHashes = map[string]string{
 	"embed.ptx":       "48cb012c2653e1e0bfa03936e309bf5d6a181101160a6ed23d5c86d8f3d7d2b1",
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
-	"matvec.ptx":      "5fb3a02f9e9e233596b37c0bb63415a55328be7caa896bd19ba848142620a8f0",
-	"megakernel.ptx":  "5f4c7659635e71dd71f14977c73adcdba1f66d21f3fa1c0a20def55bbda93a0e",
+	"matvec.ptx":      "98d3df23c932d35d27d14a29bc7cac4b8a210f500fe87467964c469dca929dd8",
+	"megakernel.ptx":  "22f5e4f8f71c4f99cdb77c66bbc749051c4efc02ddc4e6936d048167781466db",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "7c9c74409b16db31da77329ac851530d615bd78965054b04da225a812a2e8931",
@@ -149,23 +149,23 @@ var cubins = map[string]cubinFile{
 		entries: []string{"gdn_conv_f32", "gdn_scan_f32"},
 	},
 	"matvec.sm_37.cubin": {
-		sha256:  "f69eb42842c8bd565771d82afa7760a7aed994fc8315f4569df47d931d866782",
+		sha256:  "c834cc5a83797365fb41745ba7ae8f8abf8904c4440bdcebfbc11db9cae4a8a5",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_80.cubin": {
-		sha256:  "14178d4730052dd72def41ba94ff12a8d4c7dc8b0863de00fde9eb05f37551e3",
+		sha256:  "bdc8bffe56c6aca7c3b221ab0ca15329fdbf21d448c6471ddcbcd856a1597156",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"matvec.sm_90.cubin": {
-		sha256:  "8bc2f7cf7b136db8455dc21de5f992c9c3b4648a723bc74afe7b308a18bc06fa",
+		sha256:  "419050ac7377c1d5f89dd0bee69d2429e8f96f1f68ee619372fdfa2a453ab9a8",
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "2cc9179f7a59531bbc7bee0d2ce9eef402f0a23d37d541917c20aebc8f9ba878",
+		sha256:  "ff8aebd2d17d5297734033d6ef9751b3494fe0f5223ddb6e7546267da3d5ac70",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "467b7e17e37da0b0f7e39f1ab33600d7bc306fddefa2c0f50f6b85982dc495bf",
+		sha256:  "c91d2ac88bdd8170f52a7de5d7b60e29cb4b7c88ad80f811093dc7d70bca8658",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

@@ -652,25 +652,33 @@ func TestSharedMemoryConvention(t *testing.T) {
 }
 
 // TestMatVec8Rows checks that the rows per warp of each matvec8 kernel in src/matvec.cu (its
-// MATVEC line's G, the launch's grid) are kernels.MatVec8Rows of its weight type, and that the
-// megakernel's rows per pass divide them.
+// MATVEC line's G, the launch's grid) are kernels.MatVec8Rows of its weight type, its block's
+// warps kernels.MatVec8Warps (a staged form's MV8_STAGED_WARPS, the MMA form's MV8_MMA_WARPS),
+// and that the megakernel's rows per pass divide them.
 func TestMatVec8Rows(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("src", "matvec.cu"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, \d+, \d+, [01], (\d+), (MV8_\w+), [01], (\d+), (MV8_\w+)\)$`)
-	warps := regexp.MustCompile(`(?m)^#define MV8_STAGED_WARPS (\d+)$`).FindStringSubmatch(string(src))
-	if warps == nil {
-		t.Fatal("src/matvec.cu defines no MV8_STAGED_WARPS")
+	line := regexp.MustCompile(`(?m)^MATVEC\((\w+), \w+, \w+, \d+, \d+, [01], (\d+|MV8_MMA_ROWS), (MV8_\w+), [01], (\d+), (MV8_\w+)\)$`)
+	define := func(name string) int {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(string(src))
+		if m == nil {
+			t.Fatalf("src/matvec.cu defines no %s", name)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
 	}
-	stagedWarps, _ := strconv.Atoi(warps[1])
+	stagedWarps, mmaWarps, mmaRows := define("MV8_STAGED_WARPS"), define("MV8_MMA_WARPS"), define("MV8_MMA_ROWS")
 	ms := line.FindAllStringSubmatch(string(src), -1)
 	if len(ms) != len(kernels.WeightTypes()) {
 		t.Fatalf("src/matvec.cu has %d MATVEC lines, the kernels %d weight types", len(ms), len(kernels.WeightTypes()))
 	}
 	for _, m := range ms {
 		g, _ := strconv.Atoi(m[2])
+		if m[2] == "MV8_MMA_ROWS" {
+			g = mmaRows
+		}
 		mk, _ := strconv.Atoi(m[4])
 		found := false
 		for _, ty := range kernels.WeightTypes() {
@@ -679,9 +687,12 @@ func TestMatVec8Rows(t *testing.T) {
 				if r := kernels.MatVec8Rows(ty); r != g {
 					t.Errorf("matvec8 %s: %d rows a warp in src/matvec.cu, kernels.MatVec8Rows %d", ty, g, r)
 				}
-				if staged := strings.HasPrefix(m[3], "MV8_STAGED"); staged != kernels.MatVec8Staged(ty) {
+				mma := m[3] == "MV8_MMA_FORM"
+				if staged := mma || strings.HasPrefix(m[3], "MV8_STAGED"); staged != kernels.MatVec8Staged(ty) {
 					t.Errorf("matvec8 %s: form %s in src/matvec.cu, kernels.MatVec8Staged %v", ty, m[3], kernels.MatVec8Staged(ty))
-				} else if staged && kernels.MatVec8Warps(ty) != stagedWarps {
+				} else if mma && kernels.MatVec8Warps(ty) != mmaWarps {
+					t.Errorf("matvec8 %s: %d warps an MMA block in src/matvec.cu, kernels.MatVec8Warps %d", ty, mmaWarps, kernels.MatVec8Warps(ty))
+				} else if staged && !mma && kernels.MatVec8Warps(ty) != stagedWarps {
 					t.Errorf("matvec8 %s: %d warps a staged block in src/matvec.cu, kernels.MatVec8Warps %d", ty, stagedWarps, kernels.MatVec8Warps(ty))
 				}
 			}

@@ -301,9 +301,13 @@ func MatVec8Rows(t dtype.Type) int {
 // (the quantised formats), instead of every warp reading them from global memory.
 func MatVec8Staged(t dtype.Type) bool { return matvec8Geometry[t].staged }
 
-// MatVec8Warps is the number of warps in a block of MatVec8 for weight type t: a staged block
-// has stagedWarps (MV8_STAGED_WARPS in ptx/src/matvec.cu), others rowsPerBlock.
+// MatVec8Warps is the number of warps in a block of MatVec8 for weight type t: the block of
+// the MMA form (q4_0, q8_0: MV8_MMA_WARPS in ptx/src/matvec.cu), a staged block's stagedWarps
+// (MV8_STAGED_WARPS), others rowsPerBlock.
 func MatVec8Warps(t dtype.Type) int {
+	if w := matvec8Geometry[t].warps; w > 0 {
+		return w
+	}
 	if MatVec8Staged(t) {
 		return stagedWarps
 	}
@@ -314,16 +318,19 @@ func MatVec8Warps(t dtype.Type) int {
 // each copying its column's activations.
 const stagedWarps = MaxColumns
 
-// matvec8Geometry: rows per warp of matvec8 and whether it stages its activations, as the
-// MATVEC lines of ptx/src/matvec.cu have them (G, and the form MV8_STAGED; the static model's
-// best at ffn_up and ffn_down of eight columns).
+// matvec8Geometry: rows per warp of matvec8, whether it stages its activations and, where
+// its block is not the form's default, its warps, as the MATVEC lines of ptx/src/matvec.cu have
+// them (G, and the forms MV8_STAGED and MV8_MMA; the static model's best at ffn_up and ffn_down
+// of eight columns).
 var matvec8Geometry = map[dtype.Type]struct {
 	rows   int
 	staged bool
+	warps  int
 }{
-	dtype.F32: {4, false}, dtype.F16: {4, false}, dtype.BF16: {4, false},
-	dtype.Q4_0: {1, true}, dtype.Q4_1: {2, true}, dtype.Q5_0: {1, true}, dtype.Q5_1: {2, true}, dtype.Q8_0: {1, true},
-	dtype.Q2_K: {2, true}, dtype.Q3_K: {2, true}, dtype.Q4_K: {2, true}, dtype.Q5_K: {2, true}, dtype.Q6_K: {2, true},
+	dtype.F32: {4, false, 0}, dtype.F16: {4, false, 0}, dtype.BF16: {4, false, 0},
+	dtype.Q4_1: {2, true, 0}, dtype.Q5_0: {1, true, 0}, dtype.Q5_1: {2, true, 0},
+	dtype.Q4_0: {4, true, 4}, dtype.Q8_0: {4, true, 4}, // MV8_MMA: MV8_MMA_ROWS rows a warp, MV8_MMA_WARPS warps a block
+	dtype.Q2_K: {2, true, 0}, dtype.Q3_K: {2, true, 0}, dtype.Q4_K: {2, true, 0}, dtype.Q5_K: {2, true, 0}, dtype.Q6_K: {2, true, 0},
 }
 
 func newMatVec(f *Format, prefix string) *device.Kernel[MatVecArgs] {

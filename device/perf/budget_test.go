@@ -66,8 +66,12 @@ var budgets = []budget{
 	{"matvec8_f32_", "ffn_up/rows=8192/cols=2048/n=8", 99},
 	{"matvec8_f32_", "ffn_down/rows=2048/cols=8192/n=8", 99}, // 83 in MV8_AHEAD
 	{"matvec8_f32_", "attn_q/rows=2048/cols=2048/n=8", 99},
-	// the staged forms (MV8_STAGED: the block's activations in shared memory); q4_0, q5_0
-	// and q8_0 at one row a warp, the others at two (latency-bound at ffn_down: 2048 rows of
+	// q8_0 and q4_0 in the MMA form (MV8_MMA: a unit's integer sums for four rows and the
+	// eight columns on the tensor cores, the block's activations and each warp's rows in shared
+	// memory): load/store-bound at ffn_up (the fragments' and scales' shared reads, 97 and 147
+	// cycles a KB), latency-bound at 2048 rows (four warps an SM, two chunks in flight a warp).
+	// The staged forms (MV8_STAGED: the block's activations in shared memory); q5_0 at one row
+	// a warp, the others at two (latency-bound at ffn_down: 2048 rows of
 	// two a warp are 8 warps an SM). q5_K and q6_K run one block an SM with the registers the
 	// prefetch needs (MV8_STAGED1): ffn_down and attn_q gain more (q6_K 38 -> 62 % and
 	// 38 -> 59 %) than ffn_up loses with half the warps (75 -> 59 %)
@@ -79,19 +83,19 @@ var budgets = []budget{
 	// as one coalesced cycle. Read as X's, one row a warp leaves the copy and the eight columns'
 	// shared reads bound by the load/store path: q8_0's shared reads alone are 9.4 bytes a
 	// weight byte.)
-	{"matvec8_q8_0_", "ffn_up/rows=8192/cols=2048/n=8", 50},
+	{"matvec8_q8_0_", "ffn_up/rows=8192/cols=2048/n=8", 61}, // MV8_MMA (51 % staged)
 	{"matvec8_q6_K_", "ffn_up/rows=8192/cols=2048/n=8", 40},
 	{"matvec8_q4_1_", "ffn_up/rows=8192/cols=2048/n=8", 47},
 	{"matvec8_q5_K_", "ffn_up/rows=8192/cols=2048/n=8", 35},
 	{"matvec8_q5_1_", "ffn_up/rows=8192/cols=2048/n=8", 47},
 	{"matvec8_q4_K_", "ffn_up/rows=8192/cols=2048/n=8", 40},
 	{"matvec8_q5_0_", "ffn_up/rows=8192/cols=2048/n=8", 31},
-	{"matvec8_q4_0_", "ffn_up/rows=8192/cols=2048/n=8", 26},
+	{"matvec8_q4_0_", "ffn_up/rows=8192/cols=2048/n=8", 40}, // MV8_MMA (26 % staged)
 	{"matvec8_q3_K_", "ffn_up/rows=8192/cols=2048/n=8", 28},
 	{"matvec8_q2_K_", "ffn_up/rows=8192/cols=2048/n=8", 24},
-	{"matvec8_q8_0_", "ffn_down/rows=2048/cols=8192/n=8", 52},
+	{"matvec8_q8_0_", "ffn_down/rows=2048/cols=8192/n=8", 53},
 	{"matvec8_q5_0_", "ffn_down/rows=2048/cols=8192/n=8", 34},
-	{"matvec8_q4_0_", "ffn_down/rows=2048/cols=8192/n=8", 28},
+	{"matvec8_q4_0_", "ffn_down/rows=2048/cols=8192/n=8", 30},
 	{"matvec8_q6_K_", "ffn_down/rows=2048/cols=8192/n=8", 55},
 	{"matvec8_q5_K_", "ffn_down/rows=2048/cols=8192/n=8", 49},
 	{"matvec8_q4_1_", "ffn_down/rows=2048/cols=8192/n=8", 31},

@@ -113,12 +113,17 @@ static __device__ __forceinline__ void mv8_store(float (&acc)[R][C], int lane, f
 //                warps read them from there; MV8_STAGED_BLOCKS blocks resident an SM;
 //   MV8_STAGED1  the same with one block an SM and the registers that leaves a thread (the
 //                formats whose weight registers, with the prefetch's, would spill at two).
+//   MV8_MMA      q8_0 and q4_0 (matvec8_mma below): a unit's integer sums for G rows and the eight
+//                columns at once on the integer tensor cores (mma.m8n8k16), from the block's
+//                activations and each warp's rows in shared memory; sm_75 and later (the
+//                K80's cubin folds the same rows in MV8_GUARDED: MV8_MMA_FORM).
 #define MV8_GUARDED 0
 #define MV8_CLAMPED 1
 #define MV8_AHEAD 2
 #define MV8_STAGED 3
 #define MV8_STAGED1 4
 #define MV8_AHEAD3 5
+#define MV8_MMA 6
 
 // MV8_STAGED_WARPS is the warps of a staged block (kernels.MatVec8Warps); each copies
 // 8 / MV8_STAGED_WARPS columns of a chunk.
@@ -377,6 +382,242 @@ static __device__ __forceinline__ void matvec8(const Grid &gr, const uint8_t *RE
 	}
 }
 
+// MV8_MMA_WARPS is the warps of a block of matvec8's MMA form (kernels.MatVec8Warps).
+#define MV8_MMA_WARPS 4
+
+// Mv8MmaStage is the shared memory of matvec8's MMA form over a chunk (units 32k … 32k+31).
+// Its layouts let a warp read two or four units' values with one 16-byte load a lane and meet
+// no bank conflict, in the copies or the reads:
+//   - the eight columns' activations, two buffers taken in turn: unit u's quants of column j
+//     at [u][j] (x_pack's two 16-byte halves, in lo and hi: rows of 9 vectors) and its d_x in
+//     dx[column pair j/2][u][j mod 2] (pair rows of 68 floats);
+//   - each warp's G rows of the chunk: row r's 16-byte plane pieces (MMA_SEGS a unit) split in
+//     8-byte halves, half h of piece m of unit u at byte 544m + 272h + 8u of the row (rows 1088
+//     bytes apart), so that a lane's 8 bytes of units u and u + 1 are one vector; and the rows'
+//     d as floats (rows of 36).
+template <int G> struct Mv8MmaStage {
+	uint4 lo[2][32][9];
+	uint4 hi[2][32][9];
+	float dx[2][4][68];
+	uint2 w[MV8_MMA_WARPS][G][136];
+	float wd[MV8_MMA_WARPS][G][36];
+};
+
+// mma_s8 is one mma.m8n8k16 of signed bytes: (d0, d1) = (c0, c1) + the lane's two elements of
+// A·B, with A's and B's fragments in a and b (the PTX ISA's layout: lane 4g + t holds
+// A[g][4t … 4t+3], B[4t … 4t+3][g] and D[g][2t], D[g][2t+1]). Exact: int32 sums, in any order
+// the same. The tensor cores' instruction on sm_75 and later; elsewhere (the host builds of the
+// sources) the same products gathered with shuffles. Every lane of the warp must call it.
+__device__ __forceinline__ void mma_s8(int32_t &d0, int32_t &d1, uint32_t a, uint32_t b, int32_t c0, int32_t c1, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+	(void)lane;
+	asm("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%4, %5};"
+	    : "=r"(d0), "=r"(d1)
+	    : "r"(a), "r"(b), "r"(c0), "r"(c1));
+#else
+	const unsigned full = 0xffffffffu;
+	const int g = lane >> 2, t = lane & 3;
+	int32_t s0 = c0, s1 = c1;
+	for (int q = 0; q < 4; q++) { // k = 4q … 4q+3: A[g][k] from lane 4g + q, B[k][col] from lane 4col + q
+		uint32_t av = __shfl_sync(full, a, 4 * g + q);
+		uint32_t b0 = __shfl_sync(full, b, 4 * (2 * t) + q), b1 = __shfl_sync(full, b, 4 * (2 * t + 1) + q);
+		for (int i = 0; i < 4; i++) {
+			int32_t x = (int8_t)(av >> (8 * i));
+			s0 += x * (int8_t)(b0 >> (8 * i));
+			s1 += x * (int8_t)(b1 >> (8 * i));
+		}
+	}
+	d0 = s0, d1 = s1;
+#endif
+}
+
+// mv8_tree_step is the warp butterfly's step at offset OFF over 32 lanes' accumulators held by
+// one thread: lane v's value plus lane v + OFF's, for v < OFF (its offsets constant, so that the
+// accumulators stay in registers).
+template <int OFF> static __device__ __forceinline__ void mv8_tree_step(float (&a)[32][2]) {
+#pragma unroll
+	for (int v = 0; v < OFF; v++) a[v][0] = __fadd_rn(a[v][0], a[v + OFF][0]), a[v][1] = __fadd_rn(a[v][1], a[v + OFF][1]);
+}
+
+// matvec8_mma is matvec8 of q8_0 and q4_0 on the integer tensor cores (a unit's 32 quants as
+// int8s: P::mma_a — q8_0's bytes, q4_0's nibbles less 8). A warp owns G ≤ 4 rows, blocks of
+// MV8_MMA_WARPS warps (matvec8's grid of G rows a warp); columns go in passes of eight. Chunk k
+// of a pass: the block copies the columns' activations of units 32k … 32k+31 to shared memory
+// (one of two buffers: the next chunk's copy overlaps this one's folds), each warp stores its
+// rows' chunk, loaded into registers while the chunk before was folded, to its own tile, and
+// loads the next chunk's; then, unit by unit, two mma.m8n8k16 give the integer sums S of the
+// unit for the G rows and eight columns (rows of A: the warp's rows, a row past G zeros; B:
+// the columns; a lane with t = lane mod 4 supplies the
+// unit's bytes 8t … 8t+3 to the first and 8t+4 … 8t+7 to the second: any split of the 32
+// products between the two is the same integer), and lane 4g + t folds S of row g and columns
+// 2t, 2t+1 as the format's apply does, fma(float32(S), d·d_x, acc), into the accumulator of unit
+// 32k + u's lane u of the contract. With all 32 of a row's lanes' accumulators in one thread,
+// the warp's butterfly is a sum in registers in the same tree: at each step (offsets 16, 8, 4,
+// 2, 1) a[v] = a[v] + a[v + off] for v < off — lane v's own value and lane v ^ off's, the
+// butterfly's operands in its order — leaving lane 0's total in a[0]. The bits are the
+// one-column kernel's: the same units in the same order into the same accumulators, the same
+// products and sums in the same tree.
+template <typename P, typename F, int G, bool PF>
+static __device__ __forceinline__ void matvec8_mma(const Grid &gr, const uint8_t *RESTRICT w, const uint8_t *RESTRICT x,
+                                                   float *RESTRICT y, int32_t rows, int32_t cols, int32_t n,
+                                                   int32_t add_y) {
+	static_assert(G >= 1 && G <= 4, "a warp's rows are at most 4: rows 4 … 7 of A are zeros");
+	static_assert(P::PW0 == 16 * P::MMA_SEGS && P::PW1 == 0, "the MMA form's formats: one plane of whole 16-byte pieces");
+	const int C = 8, S = C / MV8_MMA_WARPS; // a thread copies S columns' unit of each chunk
+	Mv8MmaStage<G> &sh = grid_shared<Mv8MmaStage<G>>(gr);
+	const int tid = (int)gr.tid, lane = tid & 31, wi = tid >> 5;
+	const int g = lane >> 2, t = lane & 3; // the lane's row of A and D (and column of B), its share of k
+	const int32_t r0 = (gr.bx * MV8_MMA_WARPS + wi) * G;
+	const int32_t nr = rows - r0; // the warp's rows (≤ 0: none; it still copies and meets)
+	PkLayout l = P::layout(cols);
+	const int64_t xb = F::act_bytes(cols);
+	const int32_t units = cols / F::UNIT, chunks = (units + 31) / 32;
+	// a lane loads, of each chunk: unit 32k + lane's MMA_SEGS 16-byte plane pieces of each row,
+	// and lanes 4r … 4r+3 row r's 32 fp16 d, 8 each
+	const uint8_t *wr = w + (int64_t)(nr > 0 ? r0 : 0) * l.stride;
+	auto row_of = [&](int i) { return wr + (int64_t)(i < nr ? i : max(nr - 1, 0)) * l.stride; };
+	struct Regs {
+		uint4 q[G][P::MMA_SEGS], d;
+	} ra, rb; // two chunks' weights in flight, taken in turn
+	auto load = [&](Regs &r, int32_t k) { // chunk k's weights into r
+		if (nr <= 0 || k >= chunks) return;
+		// unguarded: a row's plane holds whole chunks (repack pads each lane's stream to them)
+		// and its d of a chunk past its last unit are bytes of the row; what a unit past the
+		// last brings is never folded
+#pragma unroll
+		for (int i = 0; i < G; i++) {
+			const uint8_t *p = row_of(i) + l.plane0 + 512 * P::MMA_SEGS * (int64_t)k + 16 * lane;
+#pragma unroll
+			for (int m = 0; m < P::MMA_SEGS; m++) r.q[i][m] = *(const uint4 *)(p + 512 * m);
+		}
+		if (lane < 4 * G) r.d = *(const uint4 *)(row_of(lane >> 2) + 64 * (int64_t)k + 16 * (lane & 3));
+	};
+	auto store = [&](const Regs &r) { // r into the warp's tile
+		if (nr <= 0) return;
+#pragma unroll
+		for (int i = 0; i < G; i++) {
+#pragma unroll
+			for (int m = 0; m < P::MMA_SEGS; m++) {
+				sh.w[wi][i][68 * m + lane] = make_uint2(r.q[i][m].x, r.q[i][m].y);
+				sh.w[wi][i][68 * m + 34 + lane] = make_uint2(r.q[i][m].z, r.q[i][m].w);
+			}
+		}
+		if (lane < 4 * G) {
+			const uint32_t h[4] = {r.d.x, r.d.y, r.d.z, r.d.w};
+			float f[8];
+#pragma unroll
+			for (int m = 0; m < 4; m++) f[2 * m] = f16_to_f32((uint16_t)h[m]), f[2 * m + 1] = f16_to_f32((uint16_t)(h[m] >> 16));
+			float *o = &sh.wd[wi][lane >> 2][8 * (lane & 3)];
+			*(float4 *)o = make_float4(f[0], f[1], f[2], f[3]);
+			*(float4 *)(o + 4) = make_float4(f[4], f[5], f[6], f[7]);
+		}
+	};
+	// the block's copy of the columns' activations: thread (warp wi, lane) copies unit 32k + lane
+	// of columns wi + MV8_MMA_WARPS·c; a column past the pass's last or a unit past the row's
+	// is stored as zeros, so that every byte an mma reads was written
+	typename P::X a[S];
+	int32_t nc = 0;
+	const uint8_t *xc = x;
+	auto fetch = [&](int32_t k) {
+#pragma unroll
+		for (int c = 0; c < S; c++)
+			if (wi + MV8_MMA_WARPS * c < nc && 32 * k + lane < units) a[c] = P::xat(xc + (wi + MV8_MMA_WARPS * c) * xb, 32 * k + lane);
+	};
+	auto put = [&](int b, int32_t k) {
+#pragma unroll
+		for (int c = 0; c < S; c++) {
+			int j = wi + MV8_MMA_WARPS * c;
+			float *dx = &sh.dx[b][j >> 1][2 * lane + (j & 1)];
+			if (j < nc && 32 * k + lane < units) {
+				x_pack(a[c].a, &sh.lo[b][lane][j], &sh.hi[b][lane][j]);
+				*dx = a[c].d;
+			} else {
+				sh.lo[b][lane][j] = sh.hi[b][lane][j] = make_uint4(0, 0, 0, 0);
+				*dx = 0.0f;
+			}
+		}
+	};
+	for (int32_t c0 = 0; c0 < n; c0 += C) {
+		nc = min(n - c0, C);
+		xc = x + c0 * xb;
+		float acc[32][2];
+#pragma unroll
+		for (int v = 0; v < 32; v++) acc[v][0] = acc[v][1] = 0.0f;
+		// step k: chunk k's weights (in cur since step k − 2) go to the warp's tile and chunk
+		// k + 2's load into cur; chunk k + 1's activations are fetched, then, after chunk k's
+		// fold, copied to the other buffer. Steps −2 and −1 fill the pipeline: every step moves
+		// one chunk of each.
+		auto step = [&](Regs &cur, int32_t k) {
+			const int b = k & 1;
+			__syncwarp(); // the warp's folds of chunk k − 1 have read its tile
+			if (k >= 0) store(cur);
+			load(cur, k + 2);
+			const bool next = k + 1 >= 0 && k + 1 < chunks; // a chunk k + 1 to copy
+			if (next) fetch(k + 1);
+			grid_sync(gr); // chunk k's activations (and the warp's tile) are written
+			if (nr > 0 && k >= 0) {
+				// the lane's fragments: row g's bytes 8t … 8t+7 of a unit (P::mma_a of the 8
+				// bytes at mma_off(t) of piece mma_piece(t)), column g's likewise (t < 2: the
+				// first half's, else the second's), d of row g, d_x of columns 2t and 2t+1; the
+				// weights and d_x of two units, d of four, a load
+				const uint8_t *wa = (const uint8_t *)&sh.w[wi][g % G][0] + 544 * P::mma_piece(t) + 272 * (P::mma_off(t) >> 3);
+				const uint8_t *xa = (const uint8_t *)(t < 2 ? &sh.lo[b][0][g] : &sh.hi[b][0][g]) + 8 * (t & 1);
+				const float *wd = &sh.wd[wi][g % G][0];
+				const float *dxp = &sh.dx[b][t][0];
+				const int32_t left = units - 32 * k; // units of the chunk (the same in every lane)
+				// every lane runs every unit's mma (they need the whole warp, converged); the
+				// folds of units past the row's last are left out
+				uint4 a2 = make_uint4(0, 0, 0, 0);
+				float4 dw4 = make_float4(0, 0, 0, 0), dx2 = dw4;
+#pragma unroll
+				for (int u = 0; u < 32; u++) {
+					if (u % 2 == 0) {
+						a2 = *(const uint4 *)(wa + 8 * u); // rows past G: row g mod G again, zeroed below
+						dx2 = *(const float4 *)(dxp + 2 * u);
+					}
+					if (u % 4 == 0) dw4 = *(const float4 *)(wd + u);
+					uint2 av = P::mma_a(u % 2 == 0 ? make_uint2(a2.x, a2.y) : make_uint2(a2.z, a2.w), t);
+					if (g >= G) av = make_uint2(0, 0);
+					uint2 bv = *(const uint2 *)(xa + 144 * u);
+					int32_t s0, s1;
+					mma_s8(s0, s1, av.x, bv.x, 0, 0, lane);
+					mma_s8(s0, s1, av.y, bv.y, s0, s1, lane);
+					if (u < left) {
+						const float dw = u % 4 == 0 ? dw4.x : u % 4 == 1 ? dw4.y : u % 4 == 2 ? dw4.z : dw4.w;
+						const float dx0 = u % 2 == 0 ? dx2.x : dx2.z, dx1 = u % 2 == 0 ? dx2.y : dx2.w;
+						acc[u][0] = __fmaf_rn(__int2float_rn(s0), __fmul_rn(dw, dx0), acc[u][0]);
+						acc[u][1] = __fmaf_rn(__int2float_rn(s1), __fmul_rn(dw, dx1), acc[u][1]);
+					}
+				}
+			}
+			if (next) put(b ^ 1, k + 1);
+		};
+#pragma unroll 1
+		for (int32_t k = -2; k < chunks; k += 2) {
+			step(ra, k);
+			if (k + 1 >= chunks) break;
+			step(rb, k + 1);
+		}
+		// the butterfly's tree over the 32 lanes' accumulators, in registers
+		mv8_tree_step<16>(acc);
+		mv8_tree_step<8>(acc);
+		mv8_tree_step<4>(acc);
+		mv8_tree_step<2>(acc);
+		mv8_tree_step<1>(acc);
+		if (g < G && g < nr) {
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int j = 2 * t + e;
+				if (j < nc) {
+					float *yp = y + (int64_t)(c0 + j) * rows + r0 + g;
+					*yp = add_y ? __fadd_rn(*yp, acc[0][e]) : acc[0][e];
+				}
+			}
+		}
+		grid_sync(gr); // the next pass's first copy overwrites buffer 0
+	}
+}
+
 // mv8_run runs matvec8 in form A; the staged form, which only the quantised formats have, is
 // its own function (the tag picks the overload, so a float format never instantiates it).
 template <int A> struct Mv8Form {};
@@ -398,6 +639,26 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid 
 	matvec8_staged<P, F, G, PF>(gr, w, x, y, rows, cols, n, add_y);
 }
 
+template <typename P, typename F, int G, int R, bool PF>
+static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_MMA>, const Grid &gr, const uint8_t *RESTRICT w,
+                                               const uint8_t *RESTRICT x, float *RESTRICT y, int32_t rows, int32_t cols,
+                                               int32_t n, int32_t add_y) {
+	matvec8_mma<P, F, G, PF>(gr, w, x, y, rows, cols, n, add_y);
+}
+
+// MV8_MMA_FORM is MV8_MMA where the integer tensor cores are (sm_75 and later), else
+// MV8_GUARDED (the K80's cubin), over the same grid.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+#define MV8_MMA_FORM MV8_GUARDED
+#define MV8_ENTRY_MV8_MMA_FORM(name, params, ...) ENTRY(name, params, __VA_ARGS__)
+#else
+#define MV8_MMA_FORM MV8_MMA
+#define MV8_ENTRY_MV8_MMA_FORM(name, params, ...) \
+	ENTRY_SHARED_BOUNDS(name, Mv8MmaStage<MV8_MMA_ROWS>, __launch_bounds__(MV8_MMA_WARPS * 32), params, __VA_ARGS__)
+#endif
+// MV8_MMA_ROWS is G of the MMA form's MATVEC line (the rows of its tile).
+#define MV8_MMA_ROWS 4
+
 // MATVEC(suffix, P, F, AH, B, PF1, G, A, PF, M, MA): matvec's units in flight a lane (AH),
 // resident blocks an SM asked of ptxas (B, MV1_BOUNDS) and whether it asks the L2 for its row
 // MV_PREFETCH chunks ahead (PF1), matvec8's geometry and forms per weight format, chosen by the
@@ -410,6 +671,9 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid 
 // the DRAM latency); bf16 keeps MV8_AHEAD in both, because the static model prices a
 // megakernel body with its standalone entry's SASS and the megakernel cannot hold a third
 // buffer in its bf16 body (its sm_90 spills grow 996 → 1 660 bytes, inside the matvec loop).
+// q8_0 and q4_0 take the MMA form (MV8_MMA_FORM, four rows a warp), the megakernel its guarded
+// form a row a pass: the tensor cores' fragments and tile are a block's shared memory, which a
+// megakernel body with it holds its thread block alone to use.
 #ifdef MEGAKERNEL
 #define MV1_AHEAD(AH) 2
 #define MV8_PASS(G, M) M
@@ -464,11 +728,11 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_STAGED1>, const Grid 
 MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 0, 4, MV8_AHEAD3, 0, 2, MV8_GUARDED)
 MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 0, 4, MV8_AHEAD3, 0, 1, MV8_GUARDED)
 MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 0, 4, MV8_AHEAD, 0, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 3, 0, 1, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 3, 0, 1, MV8_MMA_ROWS, MV8_MMA_FORM, 0, 1, MV8_GUARDED)
 MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 3, 0, 1, 2, MV8_STAGED, 0, 2, MV8_GUARDED)
 MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
 MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 1, 2, MV8_STAGED, 1, 2, MV8_GUARDED)
-MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 0, MV8_MMA_ROWS, MV8_MMA_FORM, 0, 1, MV8_GUARDED)
 MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
 MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
 MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)

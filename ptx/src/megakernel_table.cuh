@@ -460,14 +460,14 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 //   geglu_act_q8_K                 1100
 //   matvec8_q2_K_q8_K             20480
 //   matvec8_q3_K_q8_K             20480
-//   matvec8_q4_0_q8_0             20480
+//   matvec8_q4_0_q8_0             40320
 //   matvec8_q4_1_q8_1             20480
 //   matvec8_q4_K_q8_K             20480
 //   matvec8_q5_0_q8_0             20480
 //   matvec8_q5_1_q8_1             20480
 //   matvec8_q5_K_q8_K             20480
 //   matvec8_q6_K_q8_K             20480
-//   matvec8_q8_0_q8_0             20480
+//   matvec8_q8_0_q8_0             40320
 //   rmsnorm_act_bf16               1100
 //   rmsnorm_act_f16                1100
 //   rmsnorm_act_q8_0               1100
@@ -483,4 +483,4 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 //   swiglu_act_q8_0                1100
 //   swiglu_act_q8_1                1100
 //   swiglu_act_q8_K                1100
-#define MK_SHARED_BYTES 38256u
+#define MK_SHARED_BYTES 40320u

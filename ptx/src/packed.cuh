@@ -284,6 +284,13 @@ struct PkQ8_0 {
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
 	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	// matvec8's MMA form (matvec.cu): a unit's quants are MMA_SEGS 16-byte pieces of the plane;
+	// lane t of a row's group reads 8 bytes, piece mma_piece(t) at byte mma_off(t), and mma_a
+	// makes them the int8 values of the unit's positions 8t … 8t+7 (here: the bytes themselves)
+	static const int MMA_SEGS = 2;
+	PK_FN int mma_piece(int t) { return t >> 1; }
+	PK_FN int mma_off(int t) { return 8 * (t & 1); }
+	PK_FN uint2 mma_a(uint2 v, int) { return v; }
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s = 0;
 #pragma unroll
@@ -292,6 +299,10 @@ struct PkQ8_0 {
 	}
 	PK_FN float apply(float acc, const W &w, const uint8_t *x, int32_t u) { return apply(acc, w, xload(w, x, u)); }
 };
+
+// nibbles_less8 is the low nibble q of each byte of v as the int8 q − 8 (q + 0x78 is 0x78 …
+// 0x87, whose top bit flipped is q − 8 in two's complement: no carry crosses a byte).
+PK_FN uint32_t nibbles_less8(uint32_t v) { return ((v & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u; }
 
 // qs4_sum is Σ q_j·a_j for ggml's 16-byte nibble layout (byte j: value j low, j+16 high).
 PK_FN int32_t qs4_sum(const uint32_t *q, const uint32_t *a) {
@@ -332,6 +343,16 @@ struct PkQ4_0 {
 	}
 	PK_FN X xload(const W &, const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
 	PK_FN X xat(const uint8_t *x, int32_t u) { return q8_0_act(x, u); }
+	// the MMA form's A (see PkQ8_0): positions 8t … 8t+7 are the low nibbles of bytes 8t … 8t+7
+	// (t < 2) or the high nibbles of bytes 8(t−2) …, each q − 8 as an int8: Σ (q − 8)·a is the
+	// S above, exactly
+	static const int MMA_SEGS = 1;
+	PK_FN int mma_piece(int) { return 0; }
+	PK_FN int mma_off(int t) { return 8 * (t & 1); }
+	PK_FN uint2 mma_a(uint2 v, int t) {
+		const int sh = 4 * (t >> 1);
+		return make_uint2(nibbles_less8(v.x >> sh), nibbles_less8(v.y >> sh));
+	}
 	PK_FN float apply(float acc, const W &w, const X &x) {
 		int32_t s = qs4_sum(w.q, x.a) - 8 * sum_bytes(x.a);
 		return __fmaf_rn(__int2float_rn(s), __fmul_rn(w.d, x.d), acc);

@@ -92,6 +92,7 @@ static inline unsigned __ballot_sync(unsigned, bool v) {
 	return bits;
 }
 static inline void __syncthreads() { simt_wait(simt_block_bar); }
+static inline void __syncwarp() { simt_wait(simt_warp_bars[simt_cur->warp]); }
 // Blocks run one after another on one host thread: atomics are plain updates, fences nothing.
 static inline uint32_t atomicAdd(uint32_t *p, uint32_t v) {
 	uint32_t old = *p;
