@@ -4,4 +4,4 @@ package megakernel
 
 // SharedBytes is the dynamic shared memory each block of the megakernel is launched with: the
 // largest shared struct of the kernel table's bodies (ptx/src/grid.cuh), which they all share.
-const SharedBytes = 40320
+const SharedBytes = 38256

@@ -39,7 +39,7 @@ var sources = map[string]string{
 	"src/cache.cuh":            "cb99fb85496e62f18b23a7e98e659f38cd1de7c6eb30e3a2ddb84d91eb5fe527",
 	"src/formats.cuh":          "92fb95b0a196df01a2c74585000d86e7986a5860bbc2c71fcd1dd33d94cc79b3",
 	"src/grid.cuh":             "d46b64c397235d0fcb1c27ab0b7c4fe7ee6f3c57832c0ee3cfd5563935055113",
-	"src/megakernel_table.cuh": "9974b0694e9cf4f94d817a711b55f3916770e6d876b21cc8feb48578761fae4a",
+	"src/megakernel_table.cuh": "4e1d4292fed5ebd46ded261002dbcf800e4e0db8b07037372cecc0bd53eae1df",
 	"src/norm.cuh":             "b061a73e2f899ce86ca3aa90b7524cd9595d82551543467c26d7a5bbeaa3636d",
 	"src/num.cuh":              "c6325eaa7dd8720ec2997969f99218484fb8e678c050029b1e1b3b07d305cdf4",
 	"src/packed.cuh":           "8d0a93178e9a69b54609895916d090caf8a722b67c93d760149ca7bca2a3bb0c",
@@ -55,7 +55,7 @@ var ptxHashes = map[string]string{
 	"gate.ptx":        "fce056426f64f1c049abd8664dd85e788629c3fdef862efc99b03141952039fb",
 	"gdn.ptx":         "5b63ba3aa0082df71b8d8c2d36452912c19957a65a34a5d3cb47abc5734e875f",
 	"matvec.ptx":      "98d3df23c932d35d27d14a29bc7cac4b8a210f500fe87467964c469dca929dd8",
-	"megakernel.ptx":  "22f5e4f8f71c4f99cdb77c66bbc749051c4efc02ddc4e6936d048167781466db",
+	"megakernel.ptx":  "426c81c560afcf7def05edac5bffe701ecef5e7283968f884cb057582799e8db",
 	"moe.ptx":         "2744bf22c7a9a089dec72ca12e30e36dac8a2428ec3bc09bdc8ce0851908d8c8",
 	"norm.ptx":        "a0587a412b3286ddea890866c1af9946ffb7845c92dfccac6b4070840694a7c6",
 	"rope.ptx":        "7c9c74409b16db31da77329ac851530d615bd78965054b04da225a812a2e8931",
@@ -161,11 +161,11 @@ var cubins = map[string]cubinFile{
 		entries: []string{"matvec8_bf16_bf16", "matvec8_f16_f16", "matvec8_f32_f32", "matvec8_q2_K_q8_K", "matvec8_q3_K_q8_K", "matvec8_q4_0_q8_0", "matvec8_q4_1_q8_1", "matvec8_q4_K_q8_K", "matvec8_q5_0_q8_0", "matvec8_q5_1_q8_1", "matvec8_q5_K_q8_K", "matvec8_q6_K_q8_K", "matvec8_q8_0_q8_0", "matvec_bf16_bf16", "matvec_f16_f16", "matvec_f32_f32", "matvec_q2_K_q8_K", "matvec_q3_K_q8_K", "matvec_q4_0_q8_0", "matvec_q4_1_q8_1", "matvec_q4_K_q8_K", "matvec_q5_0_q8_0", "matvec_q5_1_q8_1", "matvec_q5_K_q8_K", "matvec_q6_K_q8_K", "matvec_q8_0_q8_0"},
 	},
 	"megakernel.sm_80.cubin": {
-		sha256:  "ff8aebd2d17d5297734033d6ef9751b3494fe0f5223ddb6e7546267da3d5ac70",
+		sha256:  "fc03486db129974390ce7a652aa5597d94555051f11e265ca3ac0276b1004269",
 		entries: []string{"megakernel"},
 	},
 	"megakernel.sm_90.cubin": {
-		sha256:  "c91d2ac88bdd8170f52a7de5d7b60e29cb4b7c88ad80f811093dc7d70bca8658",
+		sha256:  "904b1dafe6c842909ea29e16aa02047cf73f6c6d4db302daa32a08d0687d7542",
 		entries: []string{"megakernel"},
 	},
 	"moe.sm_37.cubin": {

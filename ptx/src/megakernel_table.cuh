@@ -416,16 +416,6 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 	case 29: // geglu_act_q8_0
 	case 30: // geglu_act_q8_1
 	case 31: // geglu_act_q8_K
-	case 37: // matvec8_q2_K_q8_K
-	case 38: // matvec8_q3_K_q8_K
-	case 39: // matvec8_q4_0_q8_0
-	case 40: // matvec8_q4_1_q8_1
-	case 41: // matvec8_q4_K_q8_K
-	case 42: // matvec8_q5_0_q8_0
-	case 43: // matvec8_q5_1_q8_1
-	case 44: // matvec8_q5_K_q8_K
-	case 45: // matvec8_q6_K_q8_K
-	case 46: // matvec8_q8_0_q8_0
 	case 101: // rmsnorm_act_bf16
 	case 102: // rmsnorm_act_f16
 	case 103: // rmsnorm_act_q8_0
@@ -458,16 +448,6 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 //   geglu_act_q8_0                 1100
 //   geglu_act_q8_1                 1100
 //   geglu_act_q8_K                 1100
-//   matvec8_q2_K_q8_K             20480
-//   matvec8_q3_K_q8_K             20480
-//   matvec8_q4_0_q8_0             40320
-//   matvec8_q4_1_q8_1             20480
-//   matvec8_q4_K_q8_K             20480
-//   matvec8_q5_0_q8_0             20480
-//   matvec8_q5_1_q8_1             20480
-//   matvec8_q5_K_q8_K             20480
-//   matvec8_q6_K_q8_K             20480
-//   matvec8_q8_0_q8_0             40320
 //   rmsnorm_act_bf16               1100
 //   rmsnorm_act_f16                1100
 //   rmsnorm_act_q8_0               1100
@@ -483,4 +463,4 @@ static __device__ __forceinline__ bool mk_exclusive(uint32_t k) {
 //   swiglu_act_q8_0                1100
 //   swiglu_act_q8_1                1100
 //   swiglu_act_q8_K                1100
-#define MK_SHARED_BYTES 40320u
+#define MK_SHARED_BYTES 38256u
