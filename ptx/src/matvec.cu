@@ -666,7 +666,10 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_MMA>, const Grid &gr,
 // where it pays for the registers it holds. A warp owns G rows (kernels.MatVec8Rows: the
 // grid); the standalone kernel folds all G in one pass over the weights in form A, asking the
 // L2 for them ahead where PF is 1; the megakernel, whose every body must fit its register
-// budget, folds M of them a pass (G/M passes, the same grid) in form MA. f16 and f32 take
+// budget, folds M of them a pass (G/M passes, the same grid) in form MA. The quantised formats
+// but q5_1 and q8_0 keep one unit in flight a lane on one column: on rows of 2048 values (two
+// units a lane) a deeper pipeline's first loads are most of a warp's pass, and the registers
+// it frees are warps (q4_K's ffn_up 43 → 64 % of the floor for ffn_down's 65 → 54). f16 and f32 take
 // MV8_AHEAD3 on their own (234–240 registers: 4 warps an SM at ffn_down are then enough for
 // the DRAM latency); bf16 keeps MV8_AHEAD in both, because the static model prices a
 // megakernel body with its standalone entry's SASS and the megakernel cannot hold a third
@@ -728,13 +731,13 @@ static __device__ __forceinline__ void mv8_run(Mv8Form<MV8_MMA>, const Grid &gr,
 MATVEC(f32_f32, PkF32, FmtF32, 4, 0, 0, 4, MV8_AHEAD3, 0, 2, MV8_GUARDED)
 MATVEC(f16_f16, PkF16, FmtF16, 3, 0, 0, 4, MV8_AHEAD3, 0, 1, MV8_GUARDED)
 MATVEC(bf16_bf16, PkBF16, FmtBF16, 3, 0, 0, 4, MV8_AHEAD, 0, 4, MV8_AHEAD)
-MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 3, 0, 1, MV8_MMA_ROWS, MV8_MMA_FORM, 0, 1, MV8_GUARDED)
-MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 3, 0, 1, 2, MV8_STAGED, 0, 2, MV8_GUARDED)
-MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 3, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q4_0_q8_0, PkQ4_0, FmtQ4_0, 1, 0, 1, MV8_MMA_ROWS, MV8_MMA_FORM, 0, 1, MV8_GUARDED)
+MATVEC(q4_1_q8_1, PkQ4_1, FmtQ4_1, 1, 0, 1, 2, MV8_STAGED, 0, 2, MV8_GUARDED)
+MATVEC(q5_0_q8_0, PkQ5_0, FmtQ5_0, 1, 0, 0, 1, MV8_STAGED, 0, 1, MV8_GUARDED)
 MATVEC(q5_1_q8_1, PkQ5_1, FmtQ5_1, 2, 0, 1, 2, MV8_STAGED, 1, 2, MV8_GUARDED)
 MATVEC(q8_0_q8_0, PkQ8_0, FmtQ8_0, 2, 0, 0, MV8_MMA_ROWS, MV8_MMA_FORM, 0, 1, MV8_GUARDED)
-MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 2, 0, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
-MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 2, 6, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
-MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 3, 6, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
-MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 3, 0, 0, 2, MV8_STAGED1, 1, 1, MV8_GUARDED)
-MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 3, 0, 1, 2, MV8_STAGED1, 1, 1, MV8_GUARDED)
+MATVEC(q2_K_q8_K, PkQ2_K, FmtQ2_K, 1, 0, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
+MATVEC(q3_K_q8_K, PkQ3_K, FmtQ3_K, 1, 6, 0, 2, MV8_STAGED, 1, 1, MV8_GUARDED)
+MATVEC(q4_K_q8_K, PkQ4_K, FmtQ4_K, 1, 6, 0, 2, MV8_STAGED, 0, 1, MV8_GUARDED)
+MATVEC(q5_K_q8_K, PkQ5_K, FmtQ5_K, 1, 0, 0, 2, MV8_STAGED1, 1, 1, MV8_GUARDED)
+MATVEC(q6_K_q8_K, PkQ6_K, FmtQ6_K, 1, 0, 1, 2, MV8_STAGED1, 1, 1, MV8_GUARDED)
