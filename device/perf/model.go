@@ -458,11 +458,10 @@ func standIn(f *sass.Facts, tr Traffic, params []string) int {
 // times as that parameter's requested bytes per warp (less what the straight code moves) take
 // at their bytes per iteration. Where the traffic gives the passes (Traffic.Passes), a loop
 // that holds another loop of its driver (a matvec's pass over the columns around its loop over
-// the units) runs that many times; what it loads
-// is a pipeline's fill, which the inner loops' last iterations then do not load (their loads
-// past the row are guarded): their global accesses run as many times as the bytes left take,
-// and the fill's no more than the row holds. A loop that moves nothing runs as often as the
-// nearest loop before it that does.
+// the units) runs that many times; what it loads is a pipeline's fill, which the inner loops'
+// last iterations then do not load (their loads past the row are guarded): their global
+// accesses run as many times as the bytes left take, and the fill's no more than the row holds.
+// A loop that moves nothing runs as often as the nearest loop before it that does.
 func regionCounts(f *sass.Facts, tr Traffic, params []string, warps int64) (counts, loads []float64) {
 	req := requested(tr, params)
 	stand := standIn(f, tr, params)

@@ -38,25 +38,19 @@ func mma(o *opcode, ins *inst) error {
 	if err := o.nargs(4); err != nil {
 		return err
 	}
-	d, err := o.vec(0, kB32, true)
-	if err != nil {
-		return err
+	// the operands {d0, d1}, {a}, {b}, {c0, c1}: the destination first, registers each
+	var ops [4][]int32
+	for i, want := range [4]int{2, 1, 1, 2} {
+		v, err := o.vec(i, kB32, i == 0)
+		if err != nil {
+			return err
+		}
+		if len(v) != want {
+			return o.c.errf("mma.m8n8k16 takes {d0, d1}, {a}, {b}, {c0, c1}: operand %d has %d registers", i+1, len(v))
+		}
+		ops[i] = v
 	}
-	a, err := o.vec(1, kB32, false)
-	if err != nil {
-		return err
-	}
-	b, err := o.vec(2, kB32, false)
-	if err != nil {
-		return err
-	}
-	c, err := o.vec(3, kB32, false)
-	if err != nil {
-		return err
-	}
-	if len(d) != 2 || len(a) != 1 || len(b) != 1 || len(c) != 2 {
-		return o.c.errf("mma.m8n8k16 takes {d0, d1}, {a}, {b}, {c0, c1}: found %d, %d, %d and %d registers", len(d), len(a), len(b), len(c))
-	}
+	d, a, b, c := ops[0], ops[1], ops[2], ops[3]
 	ins.member = o.c.constant(0xffffffff)
 	ins.ctl = ctlWarpReq
 	ins.fn = func(w *warp, m uint32) {
